@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+# Thin wrappers over CMake. The two commands of the README:
+#   make demo    installs what is missing, builds, runs the main example
+#   make test    builds and runs every test suite (C and Python)
+# Knobs: BUILD_TYPE=Debug|Release|RelWithDebInfo, SANITIZE=address|thread,
+#        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
+
+BUILD_TYPE ?= RelWithDebInfo
+SANITIZE   ?=
+PYTHON     ?= python3
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+ifeq ($(SANITIZE),)
+BUILD_DIR  ?= build/$(BUILD_TYPE)
+else
+BUILD_DIR  ?= build/$(BUILD_TYPE)-$(SANITIZE)
+endif
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build test test-c test-python demo install fuzz bench clean help
+
+all: build
+
+help:
+	@sed -n '2,7p' Makefile
+
+deps:
+	@scripts/deps.sh "$(PYTHON)"
+
+configure:
+	cmake -S . -B "$(BUILD_DIR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDLS_SANITIZE=$(SANITIZE) \
+	  -DPython_EXECUTABLE="$$(command -v $(PYTHON))" $(CMAKE_ARGS)
+
+build: configure
+	cmake --build "$(BUILD_DIR)" -j $(JOBS)
+
+test: deps build
+	scripts/run-tests.sh "$(BUILD_DIR)" "$(PYTHON)" "$(SANITIZE)"
+
+test-c: build
+	cd "$(BUILD_DIR)" && ctest --output-on-failure -j $(JOBS)
+
+demo: deps build
+	scripts/demo.sh "$(BUILD_DIR)" "$(PYTHON)"
+
+install: build
+	cmake --install "$(BUILD_DIR)" $(if $(PREFIX),--prefix "$(PREFIX)",)
+
+fuzz:
+	tests/fuzz/run.sh $(or $(SECONDS),60)
+
+bench: build
+	"$(BUILD_DIR)/bench/bench_c"
+
+clean:
+	rm -rf build

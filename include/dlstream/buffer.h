@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Buffers: device memory with stream-ordered allocation and deallocation.
+ *
+ * The rule (DESIGN.md): memory is never freed or reused while a stream that
+ * used it may still touch it. A buffer remembers its allocation stream A and
+ * every other stream S that used it (launches and copies through dlstream add
+ * S for you; dls_buffer_record_use() for work dlstream did not see). Freeing
+ * records an event on each S, makes A wait on them and frees on A: the host
+ * never blocks. A borrowed buffer's release callback runs at once when only
+ * its producer stream used it, and otherwise from a deferred queue once the
+ * other streams have passed (polled at later calls, at synchronize and at
+ * shutdown; never from a driver thread). */
+#ifndef DLSTREAM_BUFFER_H
+#define DLSTREAM_BUFFER_H
+
+#include "runtime.h"
+
+/* Called once when a borrowed buffer is released (see dls_buffer_borrow). */
+typedef void (*dls_release_fn)(void *user_data);
+
+DLS_EXTERN_C_BEGIN
+
+/* Allocates `size` bytes (0 is allowed and gives a NULL pointer) on the
+ * stream's device, stream-ordered on `stream`: the memory may be used by work
+ * queued on `stream` after this call, or on other streams once ordered after
+ * it. Owned by caller: dls_buffer_free(). */
+DLS_API dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *out_buffer);
+
+/* Frees in stream order (the rule above). The handle is stale at once; the
+ * memory stays valid for work already queued. */
+DLS_API dls_status_t dls_buffer_free(dls_buffer_t buffer);
+
+/* Declares that work queued on `stream` so far uses the buffer. */
+DLS_API dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream);
+
+/* Wraps memory someone else owns (`ptr`, `size` bytes on `device`), produced
+ * on `producer` (ordered before work queued there). `release` (may be NULL)
+ * runs exactly once, after every stream that used the memory has passed, on
+ * a thread calling dlstream. Owned by caller: dls_buffer_free(). On failure
+ * `release` is NOT called: the caller still owns the memory. */
+DLS_API dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stream_t producer,
+                                       dls_release_fn release, void *user_data,
+                                       dls_buffer_t *out_buffer);
+
+/* Base pointer (device pointer on GPUs). Borrowed: valid while the buffer is. */
+DLS_API dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr);
+DLS_API dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size);
+DLS_API dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device);
+/* The allocation (or producer) stream. */
+DLS_API dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream);
+
+/* Copies `size` bytes from host memory into the buffer at `offset`, queued on
+ * `stream` (use recorded). `src` must stay valid until the copy completes
+ * (synchronize the stream, or wait on an event recorded after it). */
+DLS_API dls_status_t dls_buffer_write(dls_buffer_t buffer, size_t offset, const void *src, size_t size,
+                                      dls_stream_t stream);
+
+/* Copies from the buffer at `offset` into host memory, queued on `stream`.
+ * `dst` holds the data once the stream passes this point. */
+DLS_API dls_status_t dls_buffer_read(dls_buffer_t buffer, size_t offset, void *dst, size_t size,
+                                     dls_stream_t stream);
+
+/* Raw copy between any two pointers the stream's backend can address
+ * (device or host), queued on `stream`. No use is recorded. */
+DLS_API dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t size);
+
+DLS_EXTERN_C_END
+
+#endif /* DLSTREAM_BUFFER_H */

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Our own declarations of the CUDA driver API subset dlstream uses, so no toolkit is needed to build.
+ *
+ * Names carry a dls__ prefix so this header coexists with the toolkit's
+ * cuda.h; opaque handles use the toolkit's struct tags, so the function
+ * pointer types below are type-compatible with cuda.h's prototypes.
+ * tests/c/test_cuda_decls.c checks every value, layout and signature here
+ * against the toolkit at compile time.
+ *
+ * Versions: each symbol is resolved with cuGetProcAddress at the CUDA
+ * version written next to it, which is the version that introduced the ABI
+ * its typedef describes (cudaTypedefs.h's PFN_<name>_v<version>). The driver
+ * returns the newest variant not newer than the version asked for, so a
+ * later variant with another signature (cuStreamGetCtx at 12050 takes three
+ * arguments) is never handed to us. Everything needs cuGetProcAddress,
+ * hence a driver of CUDA 11.3 or newer. */
+#ifndef DLSTREAM_BACKEND_CUDA_DRIVER_H
+#define DLSTREAM_BACKEND_CUDA_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- scalar types ---- */
+
+/* CUresult, CUdevice_attribute, CUmemPool_attribute, CUjit_option and
+ * CUdriverProcAddressQueryResult are enums with no negative value: GCC and
+ * Clang give them unsigned int as compatible type, and so do we. */
+typedef unsigned int dls__CUresult;
+typedef unsigned int dls__CUdevice_attribute;
+typedef unsigned int dls__CUmemPool_attribute;
+typedef unsigned int dls__CUjit_option;
+typedef unsigned int dls__CUdriverProcAddressQueryResult;
+typedef int dls__CUdevice;                   /* CUdevice_v1 */
+typedef unsigned long long dls__CUdeviceptr; /* CUdeviceptr_v2 (64-bit hosts) */
+typedef uint64_t dls__cuuint64_t;
+
+/* ---- opaque handles: the toolkit's struct tags ---- */
+typedef struct CUctx_st *dls__CUcontext;
+typedef struct CUmod_st *dls__CUmodule;
+typedef struct CUfunc_st *dls__CUfunction;
+typedef struct CUstream_st *dls__CUstream;
+typedef struct CUevent_st *dls__CUevent;
+typedef struct CUmemPoolHandle_st *dls__CUmemoryPool;
+
+/* Host function queued by cuLaunchHostFunc (CUhostFn). */
+typedef void (*dls__CUhostFn)(void *user_data);
+
+/* ---- constants ----
+ * X(toolkit name, value). Each becomes DLS__<toolkit name>; the decls test
+ * compares every one with the toolkit's. */
+#define DLS__CUDA_CONSTANTS(X)                             \
+  X(CUDA_SUCCESS, 0)                                       \
+  X(CUDA_ERROR_INVALID_VALUE, 1)                           \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2)                           \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3)                         \
+  X(CUDA_ERROR_DEINITIALIZED, 4)                           \
+  X(CUDA_ERROR_STUB_LIBRARY, 34)                           \
+  X(CUDA_ERROR_NO_DEVICE, 100)                             \
+  X(CUDA_ERROR_INVALID_DEVICE, 101)                        \
+  X(CUDA_ERROR_INVALID_IMAGE, 200)                         \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201)                       \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209)                     \
+  X(CUDA_ERROR_INVALID_PTX, 218)                           \
+  X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, 221)                \
+  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)               \
+  X(CUDA_ERROR_INVALID_SOURCE, 300)                        \
+  X(CUDA_ERROR_INVALID_HANDLE, 400)                        \
+  X(CUDA_ERROR_NOT_FOUND, 500)                             \
+  X(CUDA_ERROR_NOT_READY, 600)                             \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                       \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701)               \
+  X(CUDA_ERROR_NOT_PERMITTED, 800)                         \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801)                         \
+  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803)                \
+  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)        \
+  X(CUDA_ERROR_UNKNOWN, 999)                               \
+  X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)          \
+  X(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 19)           \
+  X(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 41)            \
+  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 75)      \
+  X(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 76)      \
+  X(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 115)       \
+  X(CU_STREAM_DEFAULT, 0x0)                                \
+  X(CU_STREAM_NON_BLOCKING, 0x1)                           \
+  X(CU_EVENT_DEFAULT, 0x0)                                 \
+  X(CU_EVENT_BLOCKING_SYNC, 0x1)                           \
+  X(CU_EVENT_DISABLE_TIMING, 0x2)                          \
+  X(CU_MEMHOSTALLOC_PORTABLE, 0x01)                        \
+  X(CU_MEMHOSTALLOC_DEVICEMAP, 0x02)                       \
+  X(CU_MEM_ALLOCATION_TYPE_PINNED, 0x1)                    \
+  X(CU_MEM_HANDLE_TYPE_NONE, 0x0)                          \
+  X(CU_MEM_LOCATION_TYPE_DEVICE, 0x1)                      \
+  X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                  \
+  X(CU_JIT_ERROR_LOG_BUFFER, 5)                            \
+  X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, 6)                 \
+  X(CU_GET_PROC_ADDRESS_DEFAULT, 0)                        \
+  X(CU_GET_PROC_ADDRESS_LEGACY_STREAM, 1)                  \
+  X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                        \
+  X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)               \
+  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)
+
+enum {
+#define DLS__CUDA_CONSTANT_ENUM(name, value) DLS__##name = (value),
+  DLS__CUDA_CONSTANTS(DLS__CUDA_CONSTANT_ENUM)
+#undef DLS__CUDA_CONSTANT_ENUM
+};
+
+/* The special stream handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
+#define DLS__CU_STREAM_LEGACY ((dls__CUstream)0x1)
+#define DLS__CU_STREAM_PER_THREAD ((dls__CUstream)0x2)
+
+/* The first bytes of the images cuModuleLoadData accepts besides PTX. */
+#define DLS__CU_FATBIN_MAGIC 0xBA55ED50u /* little-endian, at offset 0 */
+#define DLS__CU_ELF_MAGIC "\x7f" "ELF"
+
+/* ---- structs (layouts checked against CUmemLocation / CUmemPoolProps) ---- */
+
+typedef struct dls__CUmemLocation {
+  unsigned int type; /* CUmemLocationType: DLS__CU_MEM_LOCATION_TYPE_DEVICE */
+  int id;            /* device ordinal */
+} dls__CUmemLocation;
+
+typedef struct dls__CUmemPoolProps {
+  unsigned int alloc_type;           /* DLS__CU_MEM_ALLOCATION_TYPE_PINNED */
+  unsigned int handle_types;         /* DLS__CU_MEM_HANDLE_TYPE_NONE */
+  dls__CUmemLocation location;       /* where the pool's memory lives */
+  void *win32_security_attributes;   /* must be NULL off Windows */
+  size_t max_size;                   /* 0: the system's default */
+  unsigned short usage;              /* 0 */
+  unsigned char reserved[54];        /* must be zero */
+} dls__CUmemPoolProps;
+
+/* cuMemPoolCreate takes the toolkit's struct; ours has its layout and is
+ * passed through a cast. */
+struct CUmemPoolProps_st;
+
+/* ---- entry points ----
+ * X(name, version, (parameters)); every one returns CUresult.
+ * REQUIRED: the backend refuses to start without them.
+ * OPTIONAL: features that degrade (no pools: cuMemAlloc; no
+ *           cuStreamGetDevice: a vaguer wrong-device message).
+ * TOOLS:    not used by the backend; resolved by bench/bench_c.c for its
+ *           raw-driver anchors. */
+#define DLS__CUDA_REQUIRED_SYMBOLS(X)                                                                 \
+  X(cuGetErrorName, 6000, (dls__CUresult error, const char **out_name))                               \
+  X(cuGetErrorString, 6000, (dls__CUresult error, const char **out_string))                           \
+  X(cuInit, 2000, (unsigned int flags))                                                               \
+  X(cuDriverGetVersion, 2020, (int *out_version))                                                     \
+  X(cuDeviceGetCount, 2000, (int *out_count))                                                         \
+  X(cuDeviceGet, 2000, (dls__CUdevice *out_device, int ordinal))                                      \
+  X(cuDeviceGetAttribute, 2000, (int *out_value, dls__CUdevice_attribute attribute, dls__CUdevice device)) \
+  X(cuDevicePrimaryCtxRetain, 7000, (dls__CUcontext *out_ctx, dls__CUdevice device))                  \
+  X(cuDevicePrimaryCtxRelease, 11000, (dls__CUdevice device))                                         \
+  X(cuCtxGetCurrent, 4000, (dls__CUcontext *out_ctx))                                                 \
+  X(cuCtxSetCurrent, 4000, (dls__CUcontext ctx))                                                      \
+  X(cuCtxGetStreamPriorityRange, 5050, (int *out_least, int *out_greatest))                           \
+  X(cuStreamCreateWithPriority, 5050, (dls__CUstream *out_stream, unsigned int flags, int priority))  \
+  X(cuStreamDestroy, 4000, (dls__CUstream stream))                                                    \
+  X(cuStreamSynchronize, 2000, (dls__CUstream stream))                                                \
+  X(cuStreamQuery, 2000, (dls__CUstream stream))                                                      \
+  X(cuStreamWaitEvent, 3020, (dls__CUstream stream, dls__CUevent event, unsigned int flags))          \
+  X(cuStreamGetCtx, 9020, (dls__CUstream stream, dls__CUcontext *out_ctx))                            \
+  X(cuLaunchHostFunc, 10000, (dls__CUstream stream, dls__CUhostFn fn, void *user_data))               \
+  X(cuEventCreate, 2000, (dls__CUevent *out_event, unsigned int flags))                               \
+  X(cuEventDestroy, 4000, (dls__CUevent event))                                                       \
+  X(cuEventRecord, 2000, (dls__CUevent event, dls__CUstream stream))                                  \
+  X(cuEventQuery, 2000, (dls__CUevent event))                                                         \
+  X(cuEventSynchronize, 2000, (dls__CUevent event))                                                   \
+  X(cuEventElapsedTime, 12080, (float *out_ms, dls__CUevent start, dls__CUevent end))                 \
+  X(cuMemAlloc, 3020, (dls__CUdeviceptr *out_ptr, size_t size))                                       \
+  X(cuMemFree, 3020, (dls__CUdeviceptr ptr))                                                          \
+  X(cuMemGetAddressRange, 3020, (dls__CUdeviceptr *out_base, size_t *out_size, dls__CUdeviceptr ptr)) \
+  X(cuMemsetD8Async, 3020, (dls__CUdeviceptr dst, unsigned char value, size_t count, dls__CUstream stream)) \
+  X(cuMemcpyAsync, 4000, (dls__CUdeviceptr dst, dls__CUdeviceptr src, size_t size, dls__CUstream stream)) \
+  X(cuMemHostAlloc, 2020, (void **out_host, size_t size, unsigned int flags))                         \
+  X(cuMemHostGetDevicePointer, 3020, (dls__CUdeviceptr *out_device, void *host, unsigned int flags))  \
+  X(cuMemFreeHost, 2000, (void *host))                                                                \
+  X(cuModuleLoadDataEx, 2010, (dls__CUmodule *out_module, const void *image, unsigned int noptions,   \
+                               dls__CUjit_option *options, void **option_values))                     \
+  X(cuModuleUnload, 2000, (dls__CUmodule module))                                                     \
+  X(cuModuleGetFunction, 2000, (dls__CUfunction *out_function, dls__CUmodule module, const char *name)) \
+  X(cuLaunchKernel, 4000, (dls__CUfunction f, unsigned int grid_x, unsigned int grid_y,               \
+                           unsigned int grid_z, unsigned int block_x, unsigned int block_y,           \
+                           unsigned int block_z, unsigned int shared_mem_bytes, dls__CUstream stream, \
+                           void **params, void **extra))
+
+#define DLS__CUDA_OPTIONAL_SYMBOLS(X)                                                                 \
+  X(cuMemPoolCreate, 11020, (dls__CUmemoryPool *out_pool, const struct CUmemPoolProps_st *props))    \
+  X(cuMemPoolDestroy, 11020, (dls__CUmemoryPool pool))                                                \
+  X(cuMemPoolSetAttribute, 11020, (dls__CUmemoryPool pool, dls__CUmemPool_attribute attribute, void *value)) \
+  X(cuMemAllocFromPoolAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUmemoryPool pool,  \
+                                     dls__CUstream stream))                                           \
+  X(cuMemFreeAsync, 11020, (dls__CUdeviceptr ptr, dls__CUstream stream))                              \
+  X(cuStreamGetDevice, 12080, (dls__CUstream stream, dls__CUdevice *out_device))
+
+#define DLS__CUDA_TOOLS_SYMBOLS(X)                                                                    \
+  X(cuStreamCreate, 2000, (dls__CUstream *out_stream, unsigned int flags))                            \
+  X(cuMemAllocAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUstream stream))           \
+  X(cuDeviceGetDefaultMemPool, 11020, (dls__CUmemoryPool *out_pool, dls__CUdevice device))           \
+  X(cuCtxSynchronize, 2000, (void))
+
+/* dls__PFN_<name>: the function pointer type of each entry point. */
+#define DLS__CUDA_PFN_TYPEDEF(name, version, params) typedef dls__CUresult (*dls__PFN_##name) params;
+DLS__CUDA_REQUIRED_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
+DLS__CUDA_OPTIONAL_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
+DLS__CUDA_TOOLS_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
+#undef DLS__CUDA_PFN_TYPEDEF
+
+/* The two entry points found with dlsym: cuGetProcAddress_v2 (CUDA 12.0,
+ * exported under that name) and the original cuGetProcAddress (11.3). */
+typedef dls__CUresult (*dls__PFN_cuGetProcAddress_v12000)(const char *symbol, void **out_fn, int cuda_version,
+                                                          dls__cuuint64_t flags,
+                                                          dls__CUdriverProcAddressQueryResult *out_status);
+typedef dls__CUresult (*dls__PFN_cuGetProcAddress_v11030)(const char *symbol, void **out_fn, int cuda_version,
+                                                          dls__cuuint64_t flags);
+
+#endif /* DLSTREAM_BACKEND_CUDA_DRIVER_H */

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Buffers and the stream-ordered deallocation rule; the deferred release queue. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
+
+static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
+  dls__buffer *b = calloc(1, sizeof *b);
+  if (b == NULL)
+    return NULL;
+  b->dev = dev;
+  b->ptr = ptr;
+  b->size = size;
+  b->stream = s;
+  dls__stream_ref(s);
+  pthread_mutex_init(&b->mu, NULL);
+  b->uses = b->uses_inline;
+  b->cap = DLS__USES_INLINE;
+  atomic_init(&b->refs, 1);
+  return b;
+}
+
+dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+  void *ptr = NULL;
+  DLS__TRY(s->dev->be->mem_alloc(s->dev->id, size, s->native, &ptr));
+  dls__buffer *b = buffer_new(s->dev, ptr, size, s);
+  if (b == NULL) {
+    s->dev->be->mem_free(s->dev->id, ptr, s->native);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  }
+  *out = b;
+  return DLS_OK;
+}
+
+dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
+                                dls_release_fn release, void *user_data, dls__buffer **out) {
+  dls__buffer *b = buffer_new(dev, ptr, size, producer);
+  if (b == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  b->borrowed = true;
+  b->release = release;
+  b->user_data = user_data;
+  *out = b;
+  return DLS_OK;
+}
+
+void dls__buffer_ref(dls__buffer *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed); }
+
+static bool same_stream(const dls__stream *a, const dls__stream *b) {
+  return a == b || (a->dev == b->dev && a->native == b->native);
+}
+
+dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
+  if (same_stream(b->stream, s))
+    return DLS_OK;
+  dls__device *dev = b->dev;
+  dls_status_t st = DLS_OK;
+  pthread_mutex_lock(&b->mu);
+  dls__use *u = NULL;
+  for (int i = 0; i < b->nuses; i++) {
+    if (same_stream(b->uses[i].stream, s)) {
+      u = &b->uses[i];
+      break;
+    }
+  }
+  if (u == NULL) {
+    if (b->nuses == b->cap) {
+      int cap = b->cap * 2;
+      dls__use *p = malloc((size_t)cap * sizeof *p);
+      if (p == NULL) {
+        pthread_mutex_unlock(&b->mu);
+        return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
+      }
+      memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
+      if (b->uses != b->uses_inline)
+        free(b->uses);
+      b->uses = p;
+      b->cap = cap;
+    }
+    void *ev;
+    st = dls__event_pool_get(dev, &ev);
+    if (st != DLS_OK) {
+      pthread_mutex_unlock(&b->mu);
+      return st;
+    }
+    u = &b->uses[b->nuses++];
+    u->stream = s;
+    u->event = ev;
+    dls__stream_ref(s);
+  }
+  /* Re-recording moves the marker past this use; the earlier uses on the
+   * same stream are before it in stream order. */
+  st = dev->be->event_record(dev->id, u->event, s->native);
+  pthread_mutex_unlock(&b->mu);
+  return st;
+}
+
+dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
+  dls__device *dev = b->dev;
+  DLS__TRY(dls__stream_order(consumer, b->stream));
+  dls_status_t st = DLS_OK;
+  pthread_mutex_lock(&b->mu);
+  for (int i = 0; i < b->nuses && st == DLS_OK; i++)
+    if (!same_stream(b->uses[i].stream, consumer))
+      st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
+  pthread_mutex_unlock(&b->mu);
+  return st;
+}
+
+/* Whether every recorded use has already completed (a cheap query each). */
+static bool uses_complete(dls__buffer *b) {
+  for (int i = 0; i < b->nuses; i++) {
+    int done = 0;
+    if (b->dev->be->event_query(b->dev->id, b->uses[i].event, &done) != DLS_OK || !done)
+      return false;
+  }
+  return true;
+}
+
+/* The last reference is gone: apply the rule. Never blocks the host. */
+static void buffer_release(dls__buffer *b) {
+  dls__device *dev = b->dev;
+  dls__stream *a = b->stream;
+  if (!b->borrowed) {
+    for (int i = 0; i < b->nuses; i++) {
+      dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
+      dls__event_pool_put(dev, b->uses[i].event);
+      dls__stream_unref(b->uses[i].stream);
+    }
+    if (b->ptr != NULL)
+      dev->be->mem_free(dev->id, b->ptr, a->native);
+  } else if (b->nuses == 0 || uses_complete(b)) {
+    for (int i = 0; i < b->nuses; i++) {
+      dls__event_pool_put(dev, b->uses[i].event);
+      dls__stream_unref(b->uses[i].stream);
+    }
+    if (b->release)
+      b->release(b->user_data);
+  } else {
+    void **events = malloc((size_t)b->nuses * sizeof *events);
+    for (int i = 0; i < b->nuses; i++) {
+      if (events)
+        events[i] = b->uses[i].event;
+      dls__stream_unref(b->uses[i].stream);
+    }
+    if (events == NULL || dls__deferred_push(dev, events, b->nuses, b->release, b->user_data) != DLS_OK) {
+      /* No memory to defer: wait here rather than release early. */
+      for (int i = 0; i < b->nuses; i++) {
+        dev->be->event_synchronize(dev->id, b->uses[i].event);
+        dls__event_pool_put(dev, b->uses[i].event);
+      }
+      free(events);
+      if (b->release)
+        b->release(b->user_data);
+    }
+  }
+  dls__stream_unref(a);
+  if (b->uses != b->uses_inline)
+    free(b->uses);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+void dls__buffer_unref(dls__buffer *b) {
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+    buffer_release(b);
+}
+
+/* ---- the deferred queue ---- */
+
+typedef struct dls__deferred {
+  struct dls__deferred *next;
+  dls__device *dev;
+  void **events;
+  int nevents;
+  dls_release_fn release;
+  void *user_data;
+} dls__deferred;
+
+static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+static dls__deferred *g_deferred;
+_Atomic size_t dls__deferred_count;
+
+dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dls_release_fn release,
+                                void *user_data) {
+  dls__deferred *d = malloc(sizeof *d);
+  if (d == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
+  d->dev = dev;
+  d->events = events;
+  d->nevents = nevents;
+  d->release = release;
+  d->user_data = user_data;
+  pthread_mutex_lock(&g_deferred_mu);
+  d->next = g_deferred;
+  g_deferred = d;
+  atomic_fetch_add(&dls__deferred_count, 1);
+  pthread_mutex_unlock(&g_deferred_mu);
+  return DLS_OK;
+}
+
+static void deferred_finish(dls__deferred *d) {
+  for (int i = 0; i < d->nevents; i++)
+    dls__event_pool_put(d->dev, d->events[i]);
+  free(d->events);
+  if (d->release)
+    d->release(d->user_data);
+  free(d);
+}
+
+static bool deferred_ready(dls__deferred *d) {
+  for (int i = 0; i < d->nevents; i++) {
+    int done = 0;
+    if (d->dev->be->event_query(d->dev->id, d->events[i], &done) != DLS_OK || !done)
+      return false;
+  }
+  return true;
+}
+
+size_t dls_deferred_poll(void) {
+  if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
+    return 0;
+  dls__deferred *ready = NULL;
+  pthread_mutex_lock(&g_deferred_mu);
+  for (dls__deferred **pp = &g_deferred; *pp != NULL;) {
+    dls__deferred *d = *pp;
+    if (deferred_ready(d)) {
+      *pp = d->next;
+      d->next = ready;
+      ready = d;
+      atomic_fetch_sub(&dls__deferred_count, 1);
+    } else {
+      pp = &d->next;
+    }
+  }
+  pthread_mutex_unlock(&g_deferred_mu);
+  /* Release callbacks run unlocked: they may call back into dlstream. */
+  while (ready != NULL) {
+    dls__deferred *d = ready;
+    ready = d->next;
+    deferred_finish(d);
+  }
+  return atomic_load(&dls__deferred_count);
+}
+
+size_t dls_deferred_pending(void) { return atomic_load(&dls__deferred_count); }
+
+void dls__deferred_drain(void) {
+  for (;;) {
+    pthread_mutex_lock(&g_deferred_mu);
+    dls__deferred *d = g_deferred;
+    if (d != NULL) {
+      g_deferred = d->next;
+      atomic_fetch_sub(&dls__deferred_count, 1);
+    }
+    pthread_mutex_unlock(&g_deferred_mu);
+    if (d == NULL)
+      return;
+    for (int i = 0; i < d->nevents; i++)
+      d->dev->be->event_synchronize(d->dev->id, d->events[i]);
+    deferred_finish(d);
+  }
+}
+
+/* ---- public API ---- */
+
+dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *out_buffer) {
+  static const char call[] = "dls_buffer_alloc";
+  DLS__ENTER(call);
+  if (out_buffer == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_buffer=NULL): output pointer is NULL", call);
+  out_buffer->id = 0;
+  DLS__GET_STREAM(s, stream, call, "stream");
+  dls__buffer *b;
+  dls_status_t st = dls__buffer_alloc(s, size, &b);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
+  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  if (b->id == 0) {
+    st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+    dls__buffer_unref(b);
+    return st;
+  }
+  out_buffer->id = b->id;
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stream_t producer, dls_release_fn release,
+                               void *user_data, dls_buffer_t *out_buffer) {
+  static const char call[] = "dls_buffer_borrow";
+  DLS__ENTER(call);
+  if (out_buffer == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_buffer=NULL): output pointer is NULL", call);
+  out_buffer->id = 0;
+  if (ptr == NULL && size != 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(ptr=NULL, size=%zu): NULL memory of non-zero size", call, size);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  DLS__GET_STREAM(s, producer, call, "producer");
+  if (s->dev != dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: memory is on %s but the producer stream is on %s", call, dev->name,
+                     s->dev->name);
+  dls__buffer *b;
+  DLS__TRY(dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b));
+  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  if (b->id == 0) {
+    st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+    b->release = NULL; /* failure: the caller keeps ownership */
+    dls__buffer_unref(b);
+    return st;
+  }
+  out_buffer->id = b->id;
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_free(dls_buffer_t buffer) {
+  static const char call[] = "dls_buffer_free";
+  if (buffer.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  if (dls__handle_free(DLS_HANDLE_BUFFER, buffer.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(buffer): buffer handle freed concurrently", call);
+  dls__buffer_unref(b);
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream) {
+  static const char call[] = "dls_buffer_record_use";
+  DLS__ENTER(call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != b->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
+                     s->dev->name);
+  dls_status_t st = dls__buffer_use(b, s);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr) {
+  static const char call[] = "dls_buffer_ptr";
+  DLS__ENTER(call);
+  if (out_ptr == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ptr=NULL): output pointer is NULL", call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  *out_ptr = b->ptr;
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size) {
+  static const char call[] = "dls_buffer_size";
+  DLS__ENTER(call);
+  if (out_size == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_size=NULL): output pointer is NULL", call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  *out_size = b->size;
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device) {
+  static const char call[] = "dls_buffer_device";
+  DLS__ENTER(call);
+  if (out_device == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_device=NULL): output pointer is NULL", call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  *out_device = b->dev->device;
+  return DLS_OK;
+}
+
+dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
+  static const char call[] = "dls_buffer_stream";
+  DLS__ENTER(call);
+  if (out_stream == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  if (b->stream->kind == DLS__STREAM_DEFAULT) {
+    for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
+      if (b->dev->defaults[k] == b->stream)
+        *out_stream = dls_stream_default(b->dev->device, k);
+    return DLS_OK;
+  }
+  if (dls__handle_peek(DLS_HANDLE_STREAM, b->stream->id) != b->stream)
+    return dls__fail(DLS_ERR_STATE, "%s: the buffer's allocation stream was destroyed (its work still orders the "
+                                    "buffer's free)", call);
+  out_stream->id = b->stream->id;
+  return DLS_OK;
+}
+
+static dls_status_t check_range(const char *call, const dls__buffer *b, size_t offset, size_t size) {
+  if (offset > b->size || size > b->size - offset)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(offset=%zu, size=%zu): out of the buffer's %zu bytes", call, offset,
+                     size, b->size);
+  return DLS_OK;
+}
+
+static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t offset, void *host, size_t size,
+                                dls_stream_t stream, bool to_device) {
+  DLS__ENTER(call);
+  if (host == NULL && size != 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(%s=NULL, size=%zu): host pointer is NULL", call,
+                     to_device ? "src" : "dst", size);
+  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != b->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
+                     s->dev->name);
+  DLS__TRY(check_range(call, b, offset, size));
+  if (size == 0)
+    return DLS_OK;
+  char *dev_ptr = (char *)b->ptr + offset;
+  dls_status_t st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
+                              : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
+  if (st == DLS_OK)
+    st = dls__buffer_use(b, s);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_buffer_write(dls_buffer_t buffer, size_t offset, const void *src, size_t size, dls_stream_t stream) {
+  return buffer_copy("dls_buffer_write", buffer, offset, (void *)(uintptr_t)src, size, stream, true);
+}
+
+dls_status_t dls_buffer_read(dls_buffer_t buffer, size_t offset, void *dst, size_t size, dls_stream_t stream) {
+  return buffer_copy("dls_buffer_read", buffer, offset, dst, size, stream, false);
+}
+
+dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t size) {
+  static const char call[] = "dls_memcpy";
+  DLS__ENTER(call);
+  if ((dst == NULL || src == NULL) && size != 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(dst=%p, src=%p, size=%zu): NULL pointer", call, dst, src, size);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (size == 0)
+    return DLS_OK;
+  dls_status_t st = s->dev->be->memcpy_async(s->dev->id, dst, src, size, s->native);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}

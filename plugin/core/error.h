@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internal error helpers: set the thread-local message and return the status in one expression. */
+#ifndef DLSTREAM_CORE_ERROR_H
+#define DLSTREAM_CORE_ERROR_H
+
+#include "dlstream/status.h"
+
+#if defined(__GNUC__)
+#define DLS__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define DLS__LIKELY(x) __builtin_expect(!!(x), 1)
+#define DLS__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define DLS__PRINTF(a, b)
+#define DLS__LIKELY(x) (x)
+#define DLS__UNLIKELY(x) (x)
+#endif
+
+#define DLS__INTERNAL __attribute__((visibility("hidden")))
+
+/* Formats the thread-local message and returns `status`. Messages start with
+ * the public call's name: "dls_stream_wrap(native=0x1234): ...". */
+DLS__INTERNAL dls_status_t dls__fail(dls_status_t status, const char *fmt, ...) DLS__PRINTF(2, 3);
+
+/* Prepends "prefix: " to the current thread-local message (for a failure
+ * reported by an inner call). Returns `status`. */
+DLS__INTERNAL dls_status_t dls__fail_prefix(dls_status_t status, const char *fmt, ...) DLS__PRINTF(2, 3);
+
+/* Returns early with the status when an expression fails. */
+#define DLS__TRY(expr)                     \
+  do {                                     \
+    dls_status_t dls__st_ = (expr);        \
+    if (DLS__UNLIKELY(dls__st_ != DLS_OK)) \
+      return dls__st_;                     \
+  } while (0)
+
+#endif /* DLSTREAM_CORE_ERROR_H */

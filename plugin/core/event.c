@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Events: owned or foreign markers recorded on streams. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct dls__event {
+  dls__device *dev;
+  void *native;
+  unsigned flags;
+  bool foreign;
+  uint64_t id;
+} dls__event;
+
+#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(DLS_HANDLE_EVENT, dls__event, var, handle, call, arg)
+
+static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, const char *call,
+                                  dls_event_t *out) {
+  dls__event *e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  e->dev = dev;
+  e->native = native;
+  e->flags = flags;
+  e->foreign = foreign;
+  e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
+  if (e->id == 0) {
+    free(e);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  out->id = e->id;
+  return DLS_OK;
+}
+
+dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_event) {
+  static const char call[] = "dls_event_create";
+  DLS__ENTER(call);
+  if (out_event == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
+  out_event->id = 0;
+  const unsigned known = DLS_EVENT_TIMING | DLS_EVENT_BLOCKING_SYNC;
+  if (flags & ~known)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(flags=0x%x): unknown flag bits 0x%x (known: DLS_EVENT_TIMING, DLS_EVENT_BLOCKING_SYNC)", call,
+                     flags, flags & ~known);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  void *native;
+  st = dev->be->event_create(dev->id, flags, &native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+  st = event_publish(dev, native, flags, false, call, out_event);
+  if (st != DLS_OK)
+    dev->be->event_destroy(dev->id, native);
+  return st;
+}
+
+dls_status_t dls_event_wrap(DLDevice device, void *native, dls_event_t *out_event) {
+  static const char call[] = "dls_event_wrap";
+  DLS__ENTER(call);
+  if (out_event == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
+  out_event->id = 0;
+  if (native == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(native=NULL): no event to wrap", call);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  if (dev->be->event_check != NULL) {
+    st = dev->be->event_check(dev->id, native);
+    if (st != DLS_OK)
+      return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
+  }
+  /* Timing is unknown for a foreign event: elapsed time asks the driver. */
+  return event_publish(dev, native, DLS_EVENT_TIMING, true, call, out_event);
+}
+
+dls_status_t dls_event_destroy(dls_event_t event) {
+  static const char call[] = "dls_event_destroy";
+  if (event.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_EVENT(e, event, call, "event");
+  if (dls__handle_free(DLS_HANDLE_EVENT, event.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(event): event handle destroyed concurrently", call);
+  dls_status_t st = DLS_OK;
+  if (!e->foreign)
+    st = e->dev->be->event_destroy(e->dev->id, e->native);
+  free(e);
+  return st;
+}
+
+dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
+  static const char call[] = "dls_event_record";
+  DLS__ENTER(call);
+  DLS__GET_EVENT(e, event, call, "event");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (e->dev != s->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
+                     s->dev->name);
+  dls_status_t st = e->dev->be->event_record(e->dev->id, e->native, s->native);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
+  static const char call[] = "dls_stream_wait_event";
+  DLS__ENTER(call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_EVENT(e, event, call, "event");
+  if (e->dev != s->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: stream is on %s but event is on %s", call, s->dev->name,
+                     e->dev->name);
+  dls_status_t st = s->dev->be->stream_wait_event(s->dev->id, s->native, e->native);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls_stream_wait_event(stream, event); }
+
+dls_status_t dls_event_synchronize(dls_event_t event) {
+  static const char call[] = "dls_event_synchronize";
+  DLS__ENTER(call);
+  DLS__GET_EVENT(e, event, call, "event");
+  dls_status_t st = e->dev->be->event_synchronize(e->dev->id, e->native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
+  static const char call[] = "dls_event_query";
+  DLS__ENTER(call);
+  if (out_complete == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_complete=NULL): output pointer is NULL", call);
+  DLS__GET_EVENT(e, event, call, "event");
+  dls_status_t st = e->dev->be->event_query(e->dev->id, e->native, out_complete);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out_ms) {
+  static const char call[] = "dls_event_elapsed_ms";
+  DLS__ENTER(call);
+  if (out_ms == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ms=NULL): output pointer is NULL", call);
+  DLS__GET_EVENT(a, start, call, "start");
+  DLS__GET_EVENT(b, end, call, "end");
+  if (a->dev != b->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: start is on %s but end is on %s", call, a->dev->name, b->dev->name);
+  if (!(a->flags & DLS_EVENT_TIMING) || !(b->flags & DLS_EVENT_TIMING))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: %s event was created without DLS_EVENT_TIMING", call,
+                     (a->flags & DLS_EVENT_TIMING) ? "end" : "start");
+  dls_status_t st = a->dev->be->event_elapsed_ms(a->dev->id, a->native, b->native, out_ms);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_event_native(dls_event_t event, void **out_native) {
+  static const char call[] = "dls_event_native";
+  DLS__ENTER(call);
+  if (out_native == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
+  DLS__GET_EVENT(e, event, call, "event");
+  *out_native = e->native;
+  return DLS_OK;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The runtime's internal objects and the functions the core files share. */
+#ifndef DLSTREAM_CORE_INTERNAL_H
+#define DLSTREAM_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "dlstream/dlstream.h"
+#include "error.h"
+
+/* ---------------------------------------------------------------- handles */
+
+#define DLS__CHUNK_SHIFT 10
+#define DLS__CHUNK_SLOTS (1u << DLS__CHUNK_SHIFT)
+#define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
+
+typedef struct dls__slot {
+  _Atomic uint32_t gen;   /* generation; bumped on free */
+  uint32_t next_free;     /* free-list link (slot index), under the table mutex */
+  _Atomic(void *) obj;    /* the object, NULL when free */
+} dls__slot;
+
+typedef struct dls__table {
+  const char *kind_name; /* "stream", "event" ... */
+  dls_handle_kind_t kind;
+  pthread_mutex_t mu;
+  _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
+  _Atomic uint32_t nslots; /* slots in use so far (index 0 reserved) */
+  uint32_t free_head;      /* 0 = empty */
+  _Atomic size_t live;
+} dls__table;
+
+DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
+/* Handles the runtime owns itself (built-in functions): not counted by
+ * dls_live_handles, which reports what callers must release. */
+DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
+
+/* Stores obj in a fresh slot; returns the handle id, or 0 (message set). */
+DLS__INTERNAL uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj);
+/* The object of a live handle, or NULL (and a message naming `call` and
+ * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
+DLS__INTERNAL void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
+                                    dls_status_t *out_status);
+/* Fast check without a message: the object or NULL. */
+DLS__INTERNAL void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id);
+/* Frees the slot (the handle goes stale). Returns the object it held. */
+DLS__INTERNAL void *dls__handle_free(dls_handle_kind_t kind, uint64_t id);
+/* Calls fn on every live object of a kind (shutdown). */
+DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
+
+/* Looks a handle up or returns the failure status from the calling function. */
+#define DLS__GET(kind, type, var, handle, call, arg)                         \
+  type *var;                                                                 \
+  do {                                                                       \
+    dls_status_t dls__gst_;                                                  \
+    var = (type *)dls__handle_get((kind), (handle).id, (call), (arg), &dls__gst_); \
+    if (DLS__UNLIKELY(var == NULL))                                          \
+      return dls__gst_;                                                      \
+  } while (0)
+
+/* ---------------------------------------------------------------- runtime */
+
+/* Fast-path guard at the top of every public call: initializes on first use,
+ * refuses use after fork(). Returns from the caller on failure. */
+DLS__INTERNAL extern _Atomic int dls__state; /* 0 uninit, 1 ready, 2 forked */
+DLS__INTERNAL dls_status_t dls__enter_slow(const char *call);
+#define DLS__ENTER(call)                                                 \
+  do {                                                                   \
+    if (DLS__UNLIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) != 1)) \
+      DLS__TRY(dls__enter_slow(call));                                   \
+  } while (0)
+
+#define DLS__MAX_DEVICES 64
+
+typedef struct dls__stream dls__stream;
+
+/* One device of one backend: its default streams and its pools. */
+typedef struct dls__device {
+  const dls__backend *be;
+  DLDevice device;
+  int id;
+  char name[24];       /* "cuda:0" */
+  pthread_mutex_t mu;  /* pools and lazily made default streams */
+  dls__stream *defaults[3]; /* [DLS_STREAM_LEGACY], [DLS_STREAM_PER_THREAD]; [0] "no stream" */
+  void **stream_pool;  /* idle pooled native streams */
+  size_t stream_pool_n, stream_pool_cap;
+  void **event_pool;   /* idle native events (no timing) */
+  size_t event_pool_n, event_pool_cap;
+  size_t pooled_out;   /* pooled streams handed out now */
+  struct dls__function *builtins[8]; /* cached built-in functions (builtin.c) */
+} dls__device;
+
+/* The device for a DLDevice, probing its backend; NULL and a message naming
+ * `call` on failure (*out_status set). */
+DLS__INTERNAL dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status);
+DLS__INTERNAL const dls__backend *dls__backend_for(DLDeviceType type);
+/* The device if it was already made, else NULL; never probes. */
+DLS__INTERNAL dls__device *dls__device_peek(DLDeviceType type, int id);
+
+/* Native events from the device's pool (no timing). */
+DLS__INTERNAL dls_status_t dls__event_pool_get(dls__device *dev, void **out_event);
+DLS__INTERNAL void dls__event_pool_put(dls__device *dev, void *event);
+
+/* ---------------------------------------------------------------- streams */
+
+enum { DLS__STREAM_OWNED = 1, DLS__STREAM_POOLED, DLS__STREAM_FOREIGN, DLS__STREAM_DEFAULT };
+
+struct dls__stream {
+  dls__device *dev;
+  void *native;
+  int kind;             /* DLS__STREAM_* */
+  _Atomic int refs;     /* the handle + buffers and uses that name it */
+  uint64_t id;          /* its handle; 0 for default streams */
+  _Atomic int open_groups; /* groups begun on it and not yet ended */
+};
+
+/* Resolves a stream handle, reserved default handles included. */
+DLS__INTERNAL dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
+                                           dls_status_t *out_status);
+#define DLS__GET_STREAM(var, handle, call, arg)                                \
+  dls__stream *var;                                                            \
+  do {                                                                         \
+    dls_status_t dls__gst_;                                                    \
+    var = dls__stream_get((handle), (call), (arg), &dls__gst_);                \
+    if (DLS__UNLIKELY(var == NULL))                                            \
+      return dls__gst_;                                                        \
+  } while (0)
+DLS__INTERNAL void dls__stream_ref(dls__stream *s);
+/* Drops a reference; the last one releases the native stream by its kind. */
+DLS__INTERNAL void dls__stream_unref(dls__stream *s);
+/* The default stream object of a device (kind DLS_STREAM_LEGACY/PER_THREAD). */
+DLS__INTERNAL dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out);
+/* A per-device stream object that names no real stream: the producer of
+ * memory no stream produced (latch flags), so every real use is recorded. */
+DLS__INTERNAL dls_status_t dls__stream_none(dls__device *dev, dls__stream **out);
+/* Makes `waiter` wait for all work queued on `target` so far (pooled event). */
+DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
+
+/* ---------------------------------------------------------------- buffers */
+
+typedef struct dls__use {
+  dls__stream *stream; /* ref held */
+  void *event;         /* pooled native event, recorded after the latest use */
+} dls__use;
+
+#define DLS__USES_INLINE 4
+
+typedef struct dls__buffer {
+  dls__device *dev;
+  void *ptr;
+  size_t size;
+  dls__stream *stream;  /* allocation / producer stream, ref held */
+  bool borrowed;
+  dls_release_fn release; /* borrowed only */
+  void *user_data;
+  pthread_mutex_t mu;   /* the use set */
+  dls__use uses_inline[DLS__USES_INLINE];
+  dls__use *uses;       /* uses_inline or heap */
+  int nuses, cap;
+  _Atomic int refs;     /* handle + tensors + exports */
+  uint64_t id;          /* its handle, 0 if none */
+} dls__buffer;
+
+/* A new owned buffer allocated on `s` (no handle; refs = 1). */
+DLS__INTERNAL dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out);
+/* A new borrowed buffer (no handle; refs = 1). release is NOT called on failure. */
+DLS__INTERNAL dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
+                                              dls_release_fn release, void *user_data, dls__buffer **out);
+DLS__INTERNAL void dls__buffer_ref(dls__buffer *b);
+/* Drops a reference; the last one frees / releases in stream order. */
+DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
+/* Records that work queued on `s` so far uses the buffer (no-op when `s` is
+ * the allocation stream). */
+DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
+/* Makes `consumer` wait for every queued use (producer stream included). */
+DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
+
+/* Deferred releases: waits on `events` (pooled, ownership moves in) then calls release. */
+DLS__INTERNAL dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dls_release_fn release,
+                                              void *user_data);
+/* Drains the queue, blocking on each event (shutdown). */
+DLS__INTERNAL void dls__deferred_drain(void);
+DLS__INTERNAL extern _Atomic size_t dls__deferred_count;
+
+/* ---------------------------------------------------------------- tensors */
+
+#define DLS__TENSOR_INLINE_DIMS 8
+
+typedef struct dls__tensor {
+  dls__buffer *buf;     /* ref held */
+  DLTensor dl;          /* shape/strides point at the arrays below */
+  uint64_t flags;       /* DLS_TENSOR_* */
+  int64_t shape_inline[DLS__TENSOR_INLINE_DIMS];
+  int64_t strides_inline[DLS__TENSOR_INLINE_DIMS];
+  int64_t *dims_heap;   /* 2*ndim when ndim > inline */
+  uint64_t id;
+} dls__tensor;
+
+/* Makes a tensor handle over `buf` (reference stolen, also on failure)
+ * viewing it as `meta` (shape and strides copied; NULL strides become compact
+ * strides). */
+DLS__INTERNAL dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t flags,
+                                           dls_tensor_t *out);
+DLS__INTERNAL dls__tensor *dls__tensor_get(dls_tensor_t t, const char *call, const char *arg,
+                                           dls_status_t *out_status);
+
+/* ---------------------------------------------------------------- functions */
+
+typedef struct dls__module {
+  dls__device *dev;
+  void *native;
+  uint64_t id;
+  _Atomic int nfunctions; /* functions looked up, for unload */
+} dls__module;
+
+typedef struct dls__function {
+  dls__device *dev;
+  void *native;
+  dls__module *module; /* NULL for host and built-in functions */
+  bool builtin;        /* owned by the runtime */
+  bool host;           /* made by dls_function_from_host */
+  char name[64];
+  uint64_t id;
+} dls__function;
+
+/* Launch with typed args resolved (shared by dls_launch and the built-ins). */
+DLS__INTERNAL dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s,
+                                       const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs);
+/* A built-in function object of a device (cached). */
+DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call,
+                                        dls__function **out);
+
+/* ---------------------------------------------------------------- shutdown hooks */
+
+DLS__INTERNAL void dls__streams_shutdown(void);
+DLS__INTERNAL void dls__builtins_shutdown(void);
+
+/* Monotonic clock in nanoseconds. */
+DLS__INTERNAL uint64_t dls__now_ns(void);
+
+#endif /* DLSTREAM_CORE_INTERNAL_H */

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Modules, functions and typed launches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(DLS_HANDLE_MODULE, dls__module, var, handle, call, arg)
+#define DLS__GET_FUNCTION(var, handle, call, arg) \
+  DLS__GET(DLS_HANDLE_FUNCTION, dls__function, var, handle, call, arg)
+
+/* A module keeps the handles of the functions looked up in it, so unloading
+ * makes them stale. */
+typedef struct dls__module_fns {
+  pthread_mutex_t mu;
+  uint64_t *ids;
+  size_t n, cap;
+} dls__module_fns;
+
+typedef struct dls__module_full {
+  dls__module m;
+  dls__module_fns fns;
+} dls__module_full;
+
+dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dls_module_t *out_module) {
+  static const char call[] = "dls_module_load";
+  DLS__ENTER(call);
+  if (out_module == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
+  out_module->id = 0;
+  if (image == NULL || size == 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(image=%p, size=%zu): empty image", call, image, size);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  if (dev->be->module_load == NULL)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED,
+                     "%s(device=%s): the %s backend loads no modules; make functions with dls_function_from_host",
+                     call, dev->name, dev->be->name);
+  void *native;
+  st = dev->be->module_load(dev->id, image, size, &native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s, size=%zu)", call, dev->name, size);
+  dls__module_full *m = calloc(1, sizeof *m);
+  if (m == NULL) {
+    dev->be->module_unload(dev->id, native);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  m->m.dev = dev;
+  m->m.native = native;
+  pthread_mutex_init(&m->fns.mu, NULL);
+  m->m.id = dls__handle_new(DLS_HANDLE_MODULE, m);
+  if (m->m.id == 0) {
+    dev->be->module_unload(dev->id, native);
+    pthread_mutex_destroy(&m->fns.mu);
+    free(m);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  out_module->id = m->m.id;
+  return DLS_OK;
+}
+
+dls_status_t dls_module_load_file(DLDevice device, const char *path, dls_module_t *out_module) {
+  static const char call[] = "dls_module_load_file";
+  DLS__ENTER(call);
+  if (out_module == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
+  out_module->id = 0;
+  if (path == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(path=NULL): no file named", call);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return dls__fail(DLS_ERR_NOT_FOUND, "%s(path=\"%s\"): cannot open the file", call, path);
+  char *data = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n == cap) {
+      cap = cap ? cap * 2 : 65536;
+      char *p = realloc(data, cap + 1);
+      if (p == NULL) {
+        free(data);
+        fclose(f);
+        return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s(path=\"%s\"): out of host memory", call, path);
+      }
+      data = p;
+    }
+    size_t got = fread(data + n, 1, cap - n, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  fclose(f);
+  data[n] = '\0'; /* PTX must be NUL-terminated; binary images ignore it */
+  dls_status_t st = dls_module_load(device, data, n + 1, out_module);
+  free(data);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(path=\"%s\")", call, path);
+  return DLS_OK;
+}
+
+dls_status_t dls_module_unload(dls_module_t module) {
+  static const char call[] = "dls_module_unload";
+  if (module.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
+  if (dls__handle_free(DLS_HANDLE_MODULE, module.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
+  for (size_t i = 0; i < m->fns.n; i++)
+    free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
+  free(m->fns.ids);
+  pthread_mutex_destroy(&m->fns.mu);
+  dls_status_t st = m->m.dev->be->module_unload(m->m.dev->id, m->m.native);
+  free(m);
+  return st;
+}
+
+static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
+                                     const char *call, dls__function **out_obj, dls_function_t *out) {
+  dls__function *f = calloc(1, sizeof *f);
+  if (f == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  f->dev = dev;
+  f->native = native;
+  f->module = module;
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
+  if (f->id == 0) {
+    free(f);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  if (out_obj)
+    *out_obj = f;
+  if (out)
+    out->id = f->id;
+  return DLS_OK;
+}
+
+dls_status_t dls_module_function(dls_module_t module, const char *name, dls_function_t *out_function) {
+  static const char call[] = "dls_module_function";
+  DLS__ENTER(call);
+  if (out_function == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
+  out_function->id = 0;
+  if (name == NULL || name[0] == '\0')
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
+  DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
+  void *native;
+  dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native, name, &native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(name=\"%s\")", call, name);
+  pthread_mutex_lock(&m->fns.mu);
+  if (m->fns.n == m->fns.cap) {
+    size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;
+    uint64_t *p = realloc(m->fns.ids, cap * sizeof *p);
+    if (p == NULL) {
+      pthread_mutex_unlock(&m->fns.mu);
+      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+    }
+    m->fns.ids = p;
+    m->fns.cap = cap;
+  }
+  dls__function *f;
+  st = function_publish(m->m.dev, native, &m->m, name, call, &f, out_function);
+  if (st == DLS_OK)
+    m->fns.ids[m->fns.n++] = f->id;
+  pthread_mutex_unlock(&m->fns.mu);
+  return st;
+}
+
+dls_status_t dls_function_from_host(DLDevice device, const char *name, dls_host_kernel fn,
+                                    dls_function_t *out_function) {
+  static const char call[] = "dls_function_from_host";
+  DLS__ENTER(call);
+  if (out_function == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
+  out_function->id = 0;
+  if (fn == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(fn=NULL): no host function given", call);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  if (dev->be->host_function == NULL)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED,
+                     "%s(device=%s): host functions run only on CPU devices; load a module on %s backends", call,
+                     dev->name, dev->be->name);
+  if (name == NULL)
+    name = "host_function";
+  void *native;
+  st = dev->be->host_function(dev->id, name, fn, &native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
+  dls__function *f;
+  st = function_publish(dev, native, NULL, name, call, &f, out_function);
+  if (st != DLS_OK) {
+    dev->be->host_function_destroy(dev->id, native);
+    return st;
+  }
+  f->host = true;
+  return DLS_OK;
+}
+
+dls_status_t dls_function_destroy(dls_function_t function) {
+  static const char call[] = "dls_function_destroy";
+  if (function.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_FUNCTION(f, function, call, "function");
+  if (!f->host)
+    return dls__fail(DLS_ERR_STATE, "%s(function \"%s\"): %s", call, f->name,
+                     f->builtin ? "built-in functions belong to the runtime"
+                                : "functions of a module are destroyed by dls_module_unload");
+  if (dls__handle_free(DLS_HANDLE_FUNCTION, function.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(function): destroyed concurrently", call);
+  f->dev->be->host_function_destroy(f->dev->id, f->native);
+  free(f);
+  return DLS_OK;
+}
+
+dls_status_t dls_function_name(dls_function_t function, const char **out_name) {
+  static const char call[] = "dls_function_name";
+  DLS__ENTER(call);
+  if (out_name == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_name=NULL): output pointer is NULL", call);
+  DLS__GET_FUNCTION(f, function, call, "function");
+  *out_name = f->name;
+  return DLS_OK;
+}
+
+/* ---- the launch path ---- */
+
+static dls_status_t check_config(const char *call, const dls_launch_config_t *c) {
+  if (c == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(config=NULL): no launch configuration", call);
+  for (int i = 0; i < 3; i++) {
+    if (c->grid[i] == 0)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(config.grid[%d]=0): every grid dimension must be >= 1", call, i);
+    if (c->block[i] == 0)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(config.block[%d]=0): every block dimension must be >= 1", call,
+                       i);
+  }
+  return DLS_OK;
+}
+
+static const char *arg_name(char *buf, size_t n, size_t i) {
+  snprintf(buf, n, "args[%zu]", i);
+  return buf;
+}
+
+dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                         const dls_arg_t *args, size_t nargs) {
+  if (DLS__UNLIKELY(fn->dev != s->dev))
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, fn->name,
+                     fn->dev->name, s->dev->name);
+  DLS__TRY(check_config(call, config));
+  if (DLS__UNLIKELY(nargs > DLS_MAX_ARGS))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): at most %d arguments", call, nargs, DLS_MAX_ARGS);
+  if (DLS__UNLIKELY(args == NULL && nargs != 0))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args=NULL, nargs=%zu): no arguments given", call, nargs);
+  union {
+    uint64_t u;
+    void *p;
+    int32_t i32;
+    uint32_t u32;
+    float f32;
+    double f64;
+    int64_t i64;
+  } values[DLS_MAX_ARGS];
+  void *params[DLS_MAX_ARGS];
+  uint32_t sizes[DLS_MAX_ARGS];
+  dls__buffer *used[DLS_MAX_ARGS];
+  int nused = 0;
+  size_t total = 0;
+  char name[32];
+  for (size_t i = 0; i < nargs; i++) {
+    const dls_arg_t *a = &args[i];
+    params[i] = &values[i];
+    switch (a->kind) {
+    case DLS_ARG_I32: values[i].i32 = a->v.i32; sizes[i] = 4; break;
+    case DLS_ARG_U32: values[i].u32 = a->v.u32; sizes[i] = 4; break;
+    case DLS_ARG_F32: values[i].f32 = a->v.f32; sizes[i] = 4; break;
+    case DLS_ARG_I64: values[i].i64 = a->v.i64; sizes[i] = 8; break;
+    case DLS_ARG_U64: values[i].u = a->v.u64; sizes[i] = 8; break;
+    case DLS_ARG_F64: values[i].f64 = a->v.f64; sizes[i] = 8; break;
+    case DLS_ARG_PTR: values[i].p = a->v.ptr; sizes[i] = sizeof(void *); break;
+    case DLS_ARG_BUFFER: {
+      dls_status_t st;
+      dls__buffer *b = dls__handle_get(DLS_HANDLE_BUFFER, a->v.buffer.id, call, arg_name(name, sizeof name, i), &st);
+      if (b == NULL)
+        return st;
+      if (b->dev != s->dev)
+        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
+                         b->dev->name, s->dev->name);
+      values[i].p = b->ptr;
+      sizes[i] = sizeof(void *);
+      used[nused++] = b;
+      break;
+    }
+    case DLS_ARG_TENSOR:
+    case DLS_ARG_TENSOR_IN: {
+      dls_status_t st;
+      dls__tensor *t = dls__handle_get(DLS_HANDLE_TENSOR, a->v.tensor.id, call, arg_name(name, sizeof name, i), &st);
+      if (t == NULL)
+        return st;
+      if (t->buf->dev != s->dev)
+        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
+                         t->buf->dev->name, s->dev->name);
+      if (a->kind == DLS_ARG_TENSOR && (t->flags & DLS_TENSOR_READ_ONLY))
+        return dls__fail(DLS_ERR_READ_ONLY,
+                         "%s(args[%zu]): tensor is read-only but passed as an output (use dls_arg_tensor_in for "
+                         "inputs)",
+                         call, i);
+      values[i].p = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
+      sizes[i] = sizeof(void *);
+      used[nused++] = t->buf;
+      break;
+    }
+    case DLS_ARG_BYTES:
+      if (a->v.bytes == NULL || a->size == 0)
+        return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu]): bytes argument of %u bytes at %p", call, i,
+                         a->size, a->v.bytes);
+      params[i] = (void *)(uintptr_t)a->v.bytes;
+      sizes[i] = a->size;
+      break;
+    default:
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i,
+                       (int)a->kind);
+    }
+    total += sizes[i];
+  }
+  if (DLS__UNLIKELY(total > DLS_MAX_ARG_BYTES))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: arguments take %zu bytes, more than %d", call, total,
+                     DLS_MAX_ARG_BYTES);
+  dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
+  if (DLS__UNLIKELY(st != DLS_OK))
+    return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
+  for (int i = 0; i < nused; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++)
+      seen = used[j] == used[i];
+    if (!seen) {
+      st = dls__buffer_use(used[i], s);
+      if (st != DLS_OK)
+        return dls__fail_prefix(st, "%s: recording a buffer use after the launch", call);
+    }
+  }
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0))
+    dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_launch(dls_function_t function, dls_stream_t stream, const dls_launch_config_t *config,
+                        const dls_arg_t *args, size_t nargs) {
+  static const char call[] = "dls_launch";
+  DLS__ENTER(call);
+  DLS__GET_FUNCTION(f, function, call, "function");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  return dls__launch(call, f, s, config, args, nargs);
+}

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Runtime life: lazy initialization, the backend registry, devices, their
+ * pools, fork detection and shutdown. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+_Atomic int dls__state = 0;
+static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+/* Registry: one entry per backend, in the order device types are resolved. */
+static const dls__backend *const g_backends[] = {&dls__cpu_backend, &dls__cuda_backend, &dls__hip_backend};
+#define DLS__NBACKENDS (sizeof g_backends / sizeof g_backends[0])
+
+typedef struct dls__backend_state {
+  pthread_mutex_t mu;
+  _Atomic int probed; /* 0 not yet, 1 available, 2 unavailable */
+  dls_status_t status;
+  char message[512];
+  int ndevices;
+  _Atomic int ready[DLS__MAX_DEVICES];
+  dls__device devices[DLS__MAX_DEVICES];
+} dls__backend_state;
+
+static dls__backend_state g_state[DLS__NBACKENDS] = {
+    {.mu = PTHREAD_MUTEX_INITIALIZER}, {.mu = PTHREAD_MUTEX_INITIALIZER}, {.mu = PTHREAD_MUTEX_INITIALIZER}};
+
+int dls_version_number(void) { return DLS_VERSION_NUMBER; }
+const char *dls_version_string(void) { return DLS_VERSION_STRING; }
+
+uint64_t dls__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void atfork_child(void) {
+  /* Worker threads and driver contexts do not survive fork(); refuse use. */
+  int ready = 1;
+  atomic_compare_exchange_strong(&dls__state, &ready, 2);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+dls_status_t dls__enter_slow(const char *call) {
+  int st = atomic_load(&dls__state);
+  if (st == 2)
+    return dls__fail(DLS_ERR_FORK,
+                     "%s: dlstream was initialized in the parent before fork(); its worker threads and GPU "
+                     "contexts do not exist in this child. Use the 'spawn' start method, or initialize "
+                     "dlstream only after fork()",
+                     call);
+  if (st == 0) {
+    pthread_once(&g_atfork_once, register_atfork);
+    pthread_mutex_lock(&g_init_mu);
+    if (atomic_load(&dls__state) == 0)
+      atomic_store_explicit(&dls__state, 1, memory_order_release);
+    pthread_mutex_unlock(&g_init_mu);
+  }
+  return DLS_OK;
+}
+
+dls_status_t dls_init(void) {
+  DLS__ENTER("dls_init");
+  return DLS_OK;
+}
+
+static int backend_index(DLDeviceType type) {
+  for (size_t i = 0; i < DLS__NBACKENDS; i++)
+    if (g_backends[i]->device_type == type)
+      return (int)i;
+  return -1;
+}
+
+const dls__backend *dls__backend_for(DLDeviceType type) {
+  int i = backend_index(type);
+  return i < 0 ? NULL : g_backends[i];
+}
+
+/* Probes once per runtime life; the outcome (and its message) is cached. */
+static dls_status_t probe_backend(int bi) {
+  dls__backend_state *bs = &g_state[bi];
+  int p = atomic_load_explicit(&bs->probed, memory_order_acquire);
+  if (DLS__LIKELY(p == 1))
+    return DLS_OK;
+  if (p == 0) {
+    pthread_mutex_lock(&bs->mu);
+    if (atomic_load(&bs->probed) == 0) {
+      const dls__backend *be = g_backends[bi];
+      dls_status_t st = be->probe();
+      int n = 0;
+      if (st == DLS_OK)
+        st = be->device_count(&n);
+      if (st == DLS_OK && n <= 0)
+        st = dls__fail(DLS_ERR_UNAVAILABLE, "%s backend: no devices found", be->name);
+      if (st == DLS_OK) {
+        bs->ndevices = n > DLS__MAX_DEVICES ? DLS__MAX_DEVICES : n;
+        atomic_store_explicit(&bs->probed, 1, memory_order_release);
+      } else {
+        bs->status = st;
+        snprintf(bs->message, sizeof bs->message, "%s", dls_last_error());
+        atomic_store_explicit(&bs->probed, 2, memory_order_release);
+      }
+    }
+    pthread_mutex_unlock(&bs->mu);
+    if (atomic_load(&bs->probed) == 1)
+      return DLS_OK;
+  }
+  return dls__fail(bs->status, "%s", bs->message);
+}
+
+dls_status_t dls_backend_probe(DLDeviceType device_type) {
+  DLS__ENTER("dls_backend_probe");
+  int bi = backend_index(device_type);
+  if (bi < 0)
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "dls_backend_probe(device_type=%d): no backend for this device type (cpu=1, cuda=2, rocm=10)",
+                     (int)device_type);
+  return probe_backend(bi);
+}
+
+dls_status_t dls_device_count(DLDeviceType device_type, int *out_count) {
+  DLS__ENTER("dls_device_count");
+  if (out_count == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "dls_device_count(out_count=NULL): output pointer is NULL");
+  *out_count = 0;
+  int bi = backend_index(device_type);
+  if (bi < 0)
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "dls_device_count(device_type=%d): no backend for this device type (cpu=1, cuda=2, rocm=10)",
+                     (int)device_type);
+  if (probe_backend(bi) == DLS_OK)
+    *out_count = g_state[bi].ndevices;
+  return DLS_OK;
+}
+
+static const char *type_name(DLDeviceType t) {
+  switch (t) {
+  case kDLCPU: return "cpu";
+  case kDLCUDA: return "cuda";
+  case kDLCUDAHost: return "cuda_host";
+  case kDLCUDAManaged: return "cuda_managed";
+  case kDLROCM: return "rocm";
+  case kDLROCMHost: return "rocm_host";
+  default: return NULL;
+  }
+}
+
+const char *dls_device_str(DLDevice device, char *buf, size_t size) {
+  if (buf == NULL || size == 0)
+    return "";
+  const char *n = type_name(device.device_type);
+  if (n)
+    snprintf(buf, size, "%s:%d", n, (int)device.device_id);
+  else
+    snprintf(buf, size, "device_type%d:%d", (int)device.device_type, (int)device.device_id);
+  return buf;
+}
+
+dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status) {
+  int bi = backend_index(device.device_type);
+  char name[32];
+  if (DLS__UNLIKELY(bi < 0)) {
+    *out_status = dls__fail(DLS_ERR_INVALID_DEVICE,
+                            "%s(device=%s): no backend runs this device type (use kDLCPU=1, kDLCUDA=2 or kDLROCM=10)",
+                            call, dls_device_str(device, name, sizeof name));
+    return NULL;
+  }
+  dls__backend_state *bs = &g_state[bi];
+  int id = device.device_id;
+  if (DLS__LIKELY(id >= 0 && id < DLS__MAX_DEVICES &&
+                  atomic_load_explicit(&bs->ready[id], memory_order_acquire)))
+    return &bs->devices[id];
+  dls_status_t st = probe_backend(bi);
+  if (st != DLS_OK) {
+    *out_status = dls__fail_prefix(st, "%s(device=%s)", call, dls_device_str(device, name, sizeof name));
+    return NULL;
+  }
+  if (id < 0 || id >= bs->ndevices) {
+    *out_status = dls__fail(DLS_ERR_INVALID_DEVICE, "%s(device=%s): device id %d out of range (%d %s device%s)", call,
+                            dls_device_str(device, name, sizeof name), id, bs->ndevices, g_backends[bi]->name,
+                            bs->ndevices == 1 ? "" : "s");
+    return NULL;
+  }
+  pthread_mutex_lock(&bs->mu);
+  if (!atomic_load(&bs->ready[id])) {
+    dls__device *d = &bs->devices[id];
+    memset(d, 0, sizeof *d);
+    d->be = g_backends[bi];
+    d->device = device;
+    d->id = id;
+    dls_device_str(device, d->name, sizeof d->name);
+    pthread_mutex_init(&d->mu, NULL);
+    atomic_store_explicit(&bs->ready[id], 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&bs->mu);
+  return &bs->devices[id];
+}
+
+dls__device *dls__device_peek(DLDeviceType type, int id) {
+  int bi = backend_index(type);
+  if (bi < 0 || id < 0 || id >= DLS__MAX_DEVICES || !atomic_load(&g_state[bi].ready[id]))
+    return NULL;
+  return &g_state[bi].devices[id];
+}
+
+/* ---- the device's pool of native events (no timing) ---- */
+
+dls_status_t dls__event_pool_get(dls__device *dev, void **out_event) {
+  pthread_mutex_lock(&dev->mu);
+  if (dev->event_pool_n > 0) {
+    *out_event = dev->event_pool[--dev->event_pool_n];
+    pthread_mutex_unlock(&dev->mu);
+    return DLS_OK;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  return dev->be->event_create(dev->id, DLS_EVENT_DEFAULT, out_event);
+}
+
+void dls__event_pool_put(dls__device *dev, void *event) {
+  pthread_mutex_lock(&dev->mu);
+  if (dev->event_pool_n == dev->event_pool_cap) {
+    size_t cap = dev->event_pool_cap ? dev->event_pool_cap * 2 : 16;
+    void **p = realloc(dev->event_pool, cap * sizeof *p);
+    if (p == NULL) {
+      pthread_mutex_unlock(&dev->mu);
+      dev->be->event_destroy(dev->id, event);
+      return;
+    }
+    dev->event_pool = p;
+    dev->event_pool_cap = cap;
+  }
+  dev->event_pool[dev->event_pool_n++] = event;
+  pthread_mutex_unlock(&dev->mu);
+}
+
+/* ---- shutdown ---- */
+
+static void drop_group(uint64_t id, void *obj) {
+  (void)obj;
+  dls_group_t g = {id};
+  dls_group_end(g);
+}
+static void drop_tensor(uint64_t id, void *obj) {
+  (void)obj;
+  dls_tensor_t t = {id};
+  dls_tensor_release(t);
+}
+static void drop_buffer(uint64_t id, void *obj) {
+  (void)obj;
+  dls_buffer_t b = {id};
+  dls_buffer_free(b);
+}
+static void drop_latch(uint64_t id, void *obj) {
+  (void)obj;
+  dls_latch_t l = {id};
+  dls_latch_destroy(l);
+}
+static void drop_function(uint64_t id, void *obj) {
+  dls__function *f = obj;
+  if (f->host) {
+    dls_function_t h = {id};
+    dls_function_destroy(h);
+  }
+}
+static void drop_module(uint64_t id, void *obj) {
+  (void)obj;
+  dls_module_t m = {id};
+  dls_module_unload(m);
+}
+static void drop_event(uint64_t id, void *obj) {
+  (void)obj;
+  dls_event_t e = {id};
+  dls_event_destroy(e);
+}
+static void drop_stream(uint64_t id, void *obj) {
+  (void)obj;
+  dls_stream_t s = {id};
+  dls_stream_destroy(s);
+}
+
+dls_status_t dls_shutdown(void) {
+  if (atomic_load(&dls__state) == 2)
+    return dls__fail(DLS_ERR_FORK, "dls_shutdown: dlstream was initialized in the parent before fork(); nothing "
+                                   "of it can be torn down in this child");
+  if (atomic_load(&dls__state) == 0)
+    return DLS_OK;
+  /* Children before parents: groups hold branches, tensors hold buffers,
+   * buffers hold streams. */
+  /* Nested groups end before their parents: repeat until none is left. */
+  for (int pass = 0; pass < 64 && dls_live_handles(DLS_HANDLE_GROUP) > 0; pass++)
+    dls__handle_each(DLS_HANDLE_GROUP, drop_group);
+  dls__handle_each(DLS_HANDLE_TENSOR, drop_tensor);
+  dls__handle_each(DLS_HANDLE_BUFFER, drop_buffer);
+  dls__handle_each(DLS_HANDLE_LATCH, drop_latch);
+  dls__handle_each(DLS_HANDLE_FUNCTION, drop_function);
+  dls__handle_each(DLS_HANDLE_MODULE, drop_module);
+  dls__handle_each(DLS_HANDLE_EVENT, drop_event);
+  dls__handle_each(DLS_HANDLE_STREAM, drop_stream);
+  dls__deferred_drain();
+  dls__builtins_shutdown();
+  dls__streams_shutdown();
+  for (size_t bi = 0; bi < DLS__NBACKENDS; bi++) {
+    dls__backend_state *bs = &g_state[bi];
+    for (int i = 0; i < DLS__MAX_DEVICES; i++) {
+      if (!atomic_load(&bs->ready[i]))
+        continue;
+      dls__device *d = &bs->devices[i];
+      for (size_t k = 0; k < d->event_pool_n; k++)
+        d->be->event_destroy(d->id, d->event_pool[k]);
+      free(d->event_pool);
+      pthread_mutex_destroy(&d->mu);
+      memset(d, 0, sizeof *d);
+      atomic_store(&bs->ready[i], 0);
+    }
+    if (atomic_load(&bs->probed) == 1)
+      g_backends[bi]->shutdown();
+    atomic_store(&bs->probed, 0);
+  }
+  atomic_store(&dls__state, 0);
+  return DLS_OK;
+}

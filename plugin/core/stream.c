@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Streams: owned, pooled, foreign and default; their pool; cross-stream ordering. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
+  dls__stream *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return NULL;
+  s->dev = dev;
+  s->native = native;
+  s->kind = kind;
+  atomic_init(&s->refs, 1);
+  return s;
+}
+
+/* Gives the object a handle; on failure releases it and returns the status. */
+static dls_status_t stream_publish(dls__stream *s, const char *call, dls_stream_t *out) {
+  s->id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  if (s->id == 0) {
+    dls_status_t st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+    dls__stream_unref(s);
+    return st;
+  }
+  out->id = s->id;
+  return DLS_OK;
+}
+
+dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) {
+  dls__stream *s = dev->defaults[kind];
+  if (DLS__LIKELY(s != NULL)) {
+    *out = s;
+    return DLS_OK;
+  }
+  pthread_mutex_lock(&dev->mu);
+  s = dev->defaults[kind];
+  if (s == NULL) {
+    void *native = NULL;
+    dls_status_t st = dev->be->stream_default(dev->id, kind, &native);
+    if (st != DLS_OK) {
+      pthread_mutex_unlock(&dev->mu);
+      return st;
+    }
+    s = stream_new(dev, native, DLS__STREAM_DEFAULT);
+    if (s == NULL) {
+      pthread_mutex_unlock(&dev->mu);
+      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a default stream");
+    }
+    atomic_thread_fence(memory_order_release);
+    dev->defaults[kind] = s;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  *out = s;
+  return DLS_OK;
+}
+
+dls_status_t dls__stream_none(dls__device *dev, dls__stream **out) {
+  pthread_mutex_lock(&dev->mu);
+  if (dev->defaults[0] == NULL)
+    dev->defaults[0] = stream_new(dev, (void *)UINTPTR_MAX, DLS__STREAM_DEFAULT);
+  *out = dev->defaults[0];
+  pthread_mutex_unlock(&dev->mu);
+  return *out ? DLS_OK : dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a stream record");
+}
+
+dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status) {
+  if ((uint32_t)(stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION)
+    return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+  int kind = (int)((stream.id >> 24) & 0xff);
+  DLDevice device = dls_device((DLDeviceType)((stream.id >> 16) & 0xff), (int32_t)(stream.id & 0xffff));
+  if (kind != DLS_STREAM_LEGACY && kind != DLS_STREAM_PER_THREAD) {
+    *out_status = dls__fail(DLS_ERR_INVALID_HANDLE,
+                            "%s(%s): 0x%llx is a reserved stream handle of unknown kind %d (use dls_stream_default)",
+                            call, arg, (unsigned long long)stream.id, kind);
+    return NULL;
+  }
+  dls__device *dev = dls__device_get(device, call, out_status);
+  if (dev == NULL)
+    return NULL;
+  dls__stream *s;
+  dls_status_t st = dls__stream_default(dev, kind, &s);
+  if (st != DLS_OK) {
+    *out_status = dls__fail_prefix(st, "%s(%s)", call, arg);
+    return NULL;
+  }
+  return s;
+}
+
+void dls__stream_ref(dls__stream *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+
+static void pool_put(dls__device *dev, void *native) {
+  pthread_mutex_lock(&dev->mu);
+  dev->pooled_out--;
+  if (dev->stream_pool_n == dev->stream_pool_cap) {
+    size_t cap = dev->stream_pool_cap ? dev->stream_pool_cap * 2 : 8;
+    void **p = realloc(dev->stream_pool, cap * sizeof *p);
+    if (p == NULL) {
+      pthread_mutex_unlock(&dev->mu);
+      dev->be->stream_destroy(dev->id, native);
+      return;
+    }
+    dev->stream_pool = p;
+    dev->stream_pool_cap = cap;
+  }
+  dev->stream_pool[dev->stream_pool_n++] = native;
+  pthread_mutex_unlock(&dev->mu);
+}
+
+void dls__stream_unref(dls__stream *s) {
+  if (s->kind == DLS__STREAM_DEFAULT)
+    return;
+  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  switch (s->kind) {
+  case DLS__STREAM_OWNED:
+    s->dev->be->stream_destroy(s->dev->id, s->native);
+    break;
+  case DLS__STREAM_POOLED:
+    pool_put(s->dev, s->native);
+    break;
+  default: /* foreign: the native stream is not ours */
+    break;
+  }
+  free(s);
+}
+
+dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
+  if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
+    return DLS_OK;
+  dls__device *dev = target->dev;
+  void *ev;
+  DLS__TRY(dls__event_pool_get(dev, &ev));
+  dls_status_t st = dev->be->event_record(dev->id, ev, target->native);
+  if (st == DLS_OK)
+    st = dev->be->stream_wait_event(dev->id, waiter->native, ev);
+  /* A wait captures the record it saw, so the event can be reused at once. */
+  dls__event_pool_put(dev, ev);
+  return st;
+}
+
+/* ---- public API ---- */
+
+dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out_greatest) {
+  static const char call[] = "dls_stream_priority_range";
+  DLS__ENTER(call);
+  if (out_least == NULL || out_greatest == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: output pointer is NULL", call);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  return dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+}
+
+dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_options, dls_stream_t *out_stream) {
+  static const char call[] = "dls_stream_create";
+  DLS__ENTER(call);
+  if (out_stream == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
+  out_stream->id = 0;
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  int priority = opt_options ? opt_options->priority : 0;
+  unsigned flags = opt_options ? opt_options->flags : 0;
+  if (flags & ~DLS_STREAM_BLOCKING)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(flags=0x%x): unknown flag bits 0x%x (known: DLS_STREAM_BLOCKING)",
+                     call, flags, flags & ~DLS_STREAM_BLOCKING);
+  if (priority != 0) {
+    int least, greatest;
+    DLS__TRY(dev->be->stream_priority_range(dev->id, &least, &greatest));
+    if (priority > least || priority < greatest)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                       "%s(priority=%d): out of range for %s: %d (most urgent) to %d (least urgent)", call, priority,
+                       dev->name, greatest, least);
+  }
+  void *native;
+  st = dev->be->stream_create(dev->id, flags, priority, &native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+  dls__stream *s = stream_new(dev, native, DLS__STREAM_OWNED);
+  if (s == NULL) {
+    dev->be->stream_destroy(dev->id, native);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  return stream_publish(s, call, out_stream);
+}
+
+dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
+  static const char call[] = "dls_stream_acquire";
+  DLS__ENTER(call);
+  if (out_stream == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
+  out_stream->id = 0;
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  void *native = NULL;
+  pthread_mutex_lock(&dev->mu);
+  if (dev->stream_pool_n > 0)
+    native = dev->stream_pool[--dev->stream_pool_n];
+  dev->pooled_out++;
+  pthread_mutex_unlock(&dev->mu);
+  if (native == NULL) {
+    st = dev->be->stream_create(dev->id, DLS_STREAM_NON_BLOCKING, 0, &native);
+    if (st != DLS_OK) {
+      pthread_mutex_lock(&dev->mu);
+      dev->pooled_out--;
+      pthread_mutex_unlock(&dev->mu);
+      return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+    }
+  }
+  dls__stream *s = stream_new(dev, native, DLS__STREAM_POOLED);
+  if (s == NULL) {
+    pool_put(dev, native);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  return stream_publish(s, call, out_stream);
+}
+
+dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_stream) {
+  static const char call[] = "dls_stream_wrap";
+  DLS__ENTER(call);
+  if (out_stream == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
+  out_stream->id = 0;
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  if (dev->be->stream_check != NULL) {
+    st = dev->be->stream_check(dev->id, native);
+    if (st != DLS_OK)
+      return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
+  }
+  dls__stream *s = stream_new(dev, native, DLS__STREAM_FOREIGN);
+  if (s == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  return stream_publish(s, call, out_stream);
+}
+
+dls_status_t dls_stream_destroy(dls_stream_t stream) {
+  static const char call[] = "dls_stream_destroy";
+  if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
+  if (dls__handle_free(DLS_HANDLE_STREAM, stream.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(stream): stream handle destroyed concurrently", call);
+  dls__stream_unref(s);
+  return DLS_OK;
+}
+
+dls_status_t dls_stream_synchronize(dls_stream_t stream) {
+  static const char call[] = "dls_stream_synchronize";
+  DLS__ENTER(call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  dls_status_t st = s->dev->be->stream_synchronize(s->dev->id, s->native);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
+  static const char call[] = "dls_stream_query";
+  DLS__ENTER(call);
+  if (out_idle == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  return s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+}
+
+dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
+  static const char call[] = "dls_stream_wait_stream";
+  DLS__ENTER(call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_STREAM(o, other, call, "other");
+  if (s->dev != o->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: stream is on %s but other is on %s; both must be on one device",
+                     call, s->dev->name, o->dev->name);
+  dls_status_t st = dls__stream_order(s, o);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *user_data) {
+  static const char call[] = "dls_stream_add_callback";
+  DLS__ENTER(call);
+  if (fn == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(fn=NULL): callback is NULL", call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev->be->host_callback == NULL)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend has no host callbacks", call, s->dev->be->name);
+  dls_status_t st = s->dev->be->host_callback(s->dev->id, s->native, fn, user_data);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_stream_native(dls_stream_t stream, void **out_native) {
+  static const char call[] = "dls_stream_native";
+  DLS__ENTER(call);
+  if (out_native == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  *out_native = s->native;
+  return DLS_OK;
+}
+
+dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
+  static const char call[] = "dls_stream_device";
+  DLS__ENTER(call);
+  if (out_device == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_device=NULL): output pointer is NULL", call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  *out_device = s->dev->device;
+  return DLS_OK;
+}
+
+/* Called by dls_shutdown once no handle is left: default stream objects
+ * (their natives belong to the backend) and the pool's idle streams. */
+void dls__streams_shutdown(void) {
+  static const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    for (int i = 0; i < DLS__MAX_DEVICES; i++) {
+      dls__device *dev = dls__device_peek(types[t], i);
+      if (dev == NULL)
+        continue;
+      for (int k = 0; k < 3; k++) {
+        free(dev->defaults[k]);
+        dev->defaults[k] = NULL;
+      }
+      for (size_t k = 0; k < dev->stream_pool_n; k++)
+        dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
+      free(dev->stream_pool);
+      dev->stream_pool = NULL;
+      dev->stream_pool_n = dev->stream_pool_cap = 0;
+    }
+  }
+}

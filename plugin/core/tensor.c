@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tensor handles: a DLTensor view over a buffer. The DLPack protocol itself
+ * (import, validation, export) lives in interop/dlpack. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t flags, dls_tensor_t *out) {
+  dls__tensor *t = calloc(1, sizeof *t);
+  int32_t ndim = meta->ndim;
+  if (t == NULL) {
+    dls__buffer_unref(buf);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a tensor record");
+  }
+  int64_t *shape = t->shape_inline, *strides = t->strides_inline;
+  if (ndim > DLS__TENSOR_INLINE_DIMS) {
+    t->dims_heap = malloc(2 * (size_t)ndim * sizeof(int64_t));
+    if (t->dims_heap == NULL) {
+      free(t);
+      dls__buffer_unref(buf);
+      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a tensor's %d dimensions", (int)ndim);
+    }
+    shape = t->dims_heap;
+    strides = t->dims_heap + ndim;
+  }
+  t->buf = buf;
+  t->dl = *meta;
+  t->flags = flags;
+  if (ndim > 0)
+    memcpy(shape, meta->shape, (size_t)ndim * sizeof *shape);
+  if (meta->strides != NULL && ndim > 0) {
+    memcpy(strides, meta->strides, (size_t)ndim * sizeof *strides);
+  } else {
+    int64_t stride = 1;
+    for (int32_t i = ndim - 1; i >= 0; i--) {
+      strides[i] = stride;
+      stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+  }
+  t->dl.shape = shape;
+  t->dl.strides = strides;
+  t->id = dls__handle_new(DLS_HANDLE_TENSOR, t);
+  if (t->id == 0) {
+    free(t->dims_heap);
+    free(t);
+    dls__buffer_unref(buf);
+    return DLS_ERR_OUT_OF_MEMORY;
+  }
+  out->id = t->id;
+  return DLS_OK;
+}
+
+dls__tensor *dls__tensor_get(dls_tensor_t t, const char *call, const char *arg, dls_status_t *out_status) {
+  return (dls__tensor *)dls__handle_get(DLS_HANDLE_TENSOR, t.id, call, arg, out_status);
+}
+
+#define DLS__GET_TENSOR(var, handle, call, arg) DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, var, handle, call, arg)
+
+dls_status_t dls_tensor_release(dls_tensor_t tensor) {
+  static const char call[] = "dls_tensor_release";
+  if (tensor.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  if (dls__handle_free(DLS_HANDLE_TENSOR, tensor.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(tensor): tensor handle released concurrently", call);
+  dls__buffer_unref(t->buf);
+  free(t->dims_heap);
+  free(t);
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_tensor_dltensor(dls_tensor_t tensor, const DLTensor **out_view) {
+  static const char call[] = "dls_tensor_dltensor";
+  DLS__ENTER(call);
+  if (out_view == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_view=NULL): output pointer is NULL", call);
+  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  *out_view = &t->dl;
+  return DLS_OK;
+}
+
+dls_status_t dls_tensor_flags(dls_tensor_t tensor, uint64_t *out_flags) {
+  static const char call[] = "dls_tensor_flags";
+  DLS__ENTER(call);
+  if (out_flags == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_flags=NULL): output pointer is NULL", call);
+  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  *out_flags = t->flags;
+  return DLS_OK;
+}
+
+dls_status_t dls_tensor_data(dls_tensor_t tensor, void **out_ptr) {
+  static const char call[] = "dls_tensor_data";
+  DLS__ENTER(call);
+  if (out_ptr == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ptr=NULL): output pointer is NULL", call);
+  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  *out_ptr = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
+  return DLS_OK;
+}
+
+dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream) {
+  static const char call[] = "dls_tensor_record_use";
+  DLS__ENTER(call);
+  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != t->buf->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: tensor is on %s but stream is on %s", call, t->buf->dev->name,
+                     s->dev->name);
+  dls_status_t st = dls__buffer_use(t->buf, s);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA built-in kernels (fill, axpy, strided copy, spin, latch, empty), embedded as one fatbin.
+//
+// Plain extern "C" kernels so the backend finds them by name with
+// cuModuleGetFunction; argument lists are those of dls_builtin_function in
+// include/dlstream/builtin.h. Every loop is grid-stride, so any grid the
+// runtime picks covers the whole range.
+#include <stdint.h>
+
+// builtin.h declares the host API under the kernels' own names (dls_fill ...);
+// rename those declarations while including it for dls_copy_desc_t, so the
+// kernels and the host share one definition of the struct.
+#define dls_fill dls_host_fill_
+#define dls_axpy_f32 dls_host_axpy_f32_
+#define dls_axpy_f64 dls_host_axpy_f64_
+#define dls_copy_strided dls_host_copy_strided_
+#define dls_spin dls_host_spin_
+#include "dlstream/builtin.h"
+#undef dls_fill
+#undef dls_axpy_f32
+#undef dls_axpy_f64
+#undef dls_copy_strided
+#undef dls_spin
+
+static_assert(sizeof(dls_copy_desc_t) == 8 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_copy_desc_t layout");
+
+namespace {
+
+__device__ __forceinline__ unsigned long long dls_thread_index() {
+  return (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ unsigned long long dls_thread_stride() {
+  return (unsigned long long)gridDim.x * blockDim.x;
+}
+
+__device__ __forceinline__ unsigned long long dls_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ bool dls_first_thread() {
+  return blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 && threadIdx.y == 0 &&
+         threadIdx.z == 0;
+}
+
+template <typename T>
+__device__ __forceinline__ void dls_fill_words(T *dst, unsigned long long count, T value) {
+  for (unsigned long long i = dls_thread_index(); i < count; i += dls_thread_stride())
+    dst[i] = value;
+}
+
+// Copies `words` words of type W per element; W is the widest word that
+// divides the element size and both base pointers' alignment.
+template <typename W>
+__device__ __forceinline__ void dls_copy_elems(char *dst, const char *src, const dls_copy_desc_t &d,
+                                               unsigned long long total) {
+  const unsigned words = d.elem_size / (unsigned)sizeof(W);
+  const int ndim = (int)d.ndim;
+  for (unsigned long long i = dls_thread_index(); i < total; i += dls_thread_stride()) {
+    // Row-major unflattening: the last dimension varies fastest.
+    unsigned long long rest = i;
+    long long doff = 0, soff = 0;
+    for (int k = ndim - 1; k >= 0; --k) {
+      const unsigned long long extent = (unsigned long long)d.shape[k];
+      const long long idx = (long long)(rest % extent);
+      rest /= extent;
+      doff += idx * d.dst_strides[k];
+      soff += idx * d.src_strides[k];
+    }
+    W *dw = reinterpret_cast<W *>(dst + doff * (long long)d.elem_size);
+    const W *sw = reinterpret_cast<const W *>(src + soff * (long long)d.elem_size);
+    for (unsigned w = 0; w < words; ++w)
+      dw[w] = sw[w];
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// An empty kernel: the launch-overhead benchmark's payload.
+__global__ void dls_empty(void) {}
+
+// Sets `count` elements of `elem_size` bytes (1, 2, 4 or 8) to the low
+// elem_size bytes of `pattern` (little-endian, as the host wrote them).
+__global__ void dls_fill(void *dst, unsigned long long count, unsigned int elem_size, unsigned long long pattern) {
+  switch (elem_size) {
+  case 1: dls_fill_words(static_cast<uint8_t *>(dst), count, (uint8_t)pattern); break;
+  case 2: dls_fill_words(static_cast<uint16_t *>(dst), count, (uint16_t)pattern); break;
+  case 4: dls_fill_words(static_cast<uint32_t *>(dst), count, (uint32_t)pattern); break;
+  case 8: dls_fill_words(static_cast<uint64_t *>(dst), count, (uint64_t)pattern); break;
+  default: break;  // the runtime rejects other sizes before launching
+  }
+}
+
+__global__ void dls_axpy_f32(unsigned long long n, float a, const float *x, float *y) {
+  for (unsigned long long i = dls_thread_index(); i < n; i += dls_thread_stride())
+    y[i] = a * x[i] + y[i];
+}
+
+__global__ void dls_axpy_f64(unsigned long long n, double a, const double *x, double *y) {
+  for (unsigned long long i = dls_thread_index(); i < n; i += dls_thread_stride())
+    y[i] = a * x[i] + y[i];
+}
+
+// Strides are in elements and may be negative or zero (a broadcast source);
+// ndim 0 copies one element.
+__global__ void dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) {
+  if (desc.ndim > DLS_COPY_MAX_DIMS || desc.elem_size == 0)
+    return;
+  unsigned long long total = 1;
+  for (unsigned k = 0; k < desc.ndim; ++k) {
+    if (desc.shape[k] <= 0)
+      return;
+    total *= (unsigned long long)desc.shape[k];
+  }
+  char *d = static_cast<char *>(dst);
+  const char *s = static_cast<const char *>(src);
+  const uintptr_t align = (uintptr_t)d | (uintptr_t)s;
+  const unsigned es = desc.elem_size;
+  if (es % 8 == 0 && align % 8 == 0)
+    dls_copy_elems<uint64_t>(d, s, desc, total);
+  else if (es % 4 == 0 && align % 4 == 0)
+    dls_copy_elems<uint32_t>(d, s, desc, total);
+  else if (es % 2 == 0 && align % 2 == 0)
+    dls_copy_elems<uint16_t>(d, s, desc, total);
+  else
+    dls_copy_elems<uint8_t>(d, s, desc, total);
+}
+
+// One thread busy-waits `ns` nanoseconds of %globaltimer; the others leave at once.
+__global__ void dls_spin(unsigned long long ns) {
+  if (!dls_first_thread())
+    return;
+  const unsigned long long start = dls_globaltimer();
+  while (dls_globaltimer() - start < ns) {
+  }
+}
+
+// One thread waits for the host to write a non-zero value to `flag` (host-mapped
+// memory). After `timeout_ns` it gives up and writes 1 to *timed_out, so a lost
+// open never hangs the stream forever.
+__global__ void dls_latch(volatile unsigned int *flag, unsigned long long timeout_ns, unsigned int *timed_out) {
+  if (!dls_first_thread())
+    return;
+  const unsigned long long start = dls_globaltimer();
+  unsigned int backoff = 32;
+  for (;;) {
+    // volatile: a fresh load over the bus every time, never a cached value.
+    if (*flag != 0u)
+      return;
+    if (dls_globaltimer() - start >= timeout_ns) {
+      *(volatile unsigned int *)timed_out = 1u;
+      __threadfence_system();
+      return;
+    }
+    __nanosleep(backoff);  // sm_70+; the fatbin starts at sm_75
+    if (backoff < 4096)
+      backoff *= 2;
+  }
+}
+
+}  // extern "C"

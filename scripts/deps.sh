@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs what `make demo` and `make test` need and is missing, saying what it installs:
+# Criterion and pkg-config from Debian (apt-get), NumPy and pytest from PyPI (pip).
+set -euo pipefail
+PYTHON="${1:-python3}"
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+[ -e /usr/include/criterion/criterion.h ] || need_apt+=(libcriterion-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "deps: installing from Debian: ${need_apt[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+else
+  echo "deps: Debian packages present (cmake, pkg-config, libcriterion-dev)"
+fi
+
+need_pip=()
+"$PYTHON" -c "import numpy" 2>/dev/null || need_pip+=("numpy>=2")
+"$PYTHON" -c "import pytest" 2>/dev/null || need_pip+=(pytest)
+if [ ${#need_pip[@]} -gt 0 ]; then
+  echo "deps: installing from PyPI: ${need_pip[*]}"
+  "$PYTHON" -m pip install -q "${need_pip[@]}"
+else
+  echo "deps: Python packages present (numpy, pytest)"
+fi

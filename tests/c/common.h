@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared test helpers: backend parameterization, visible skips, leak checks. */
+#ifndef DLSTREAM_TESTS_COMMON_H
+#define DLSTREAM_TESTS_COMMON_H
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlstream/dlstream.h"
+
+/* Asserts a call succeeded, printing dlstream's message when it did not. */
+#define OK(expr)                                                                          \
+  do {                                                                                    \
+    dls_status_t ok_st_ = (expr);                                                         \
+    cr_assert_eq(ok_st_, DLS_OK, "%s -> %s: %s", #expr, dls_status_name(ok_st_), dls_last_error()); \
+  } while (0)
+
+/* Asserts a call failed with `status` and a message containing `part`. */
+#define FAILS(expr, status, part)                                                          \
+  do {                                                                                     \
+    dls_status_t f_st_ = (expr);                                                           \
+    cr_assert_eq(f_st_, (status), "%s -> %s (wanted %s): %s", #expr, dls_status_name(f_st_), \
+                 dls_status_name(status), dls_last_error());                               \
+    cr_assert(strstr(dls_last_error(), (part)) != NULL, "%s: message \"%s\" lacks \"%s\"", #expr, \
+              dls_last_error(), (part));                                                   \
+  } while (0)
+
+/* Every backend a test runs on; unavailable ones are visible skips. */
+static inline struct criterion_test_params dlst_backend_params(void) {
+  static DLDeviceType types[] = {kDLCPU, kDLCUDA};
+  return cr_make_param_array(DLDeviceType, types, sizeof types / sizeof types[0]);
+}
+
+/* The device of a backend, or skip the test saying why. */
+static inline DLDevice dlst_device(DLDeviceType type) {
+  if (dls_backend_probe(type) != DLS_OK)
+    cr_skip_test("%s", dls_last_error());
+  return dls_device(type, 0);
+}
+
+/* DLSTREAM_CPU_SYNC=1 runs streams inline: a latch would block the test itself. */
+static inline void dlst_need_async(DLDevice d) {
+  const char *v = getenv("DLSTREAM_CPU_SYNC");
+  if (d.device_type == kDLCPU && v != NULL && v[0] == '1')
+    cr_skip_test("DLSTREAM_CPU_SYNC=1: CPU streams run inline, so a latch cannot hold one stream alone");
+}
+
+/* A test body run once per backend. */
+#define BACKEND_TEST(suite, name)                                                        \
+  ParameterizedTestParameters(suite, name) { return dlst_backend_params(); }              \
+  ParameterizedTest(DLDeviceType *backend_type, suite, name)
+
+/* Suite teardown: nothing the test made may still be alive, then shut down.
+ * Criterion does not count assertions made in .fini, so a leak aborts the
+ * test process instead, which fails the suite. */
+static inline void dlst_fini(void) {
+  static const char *names[] = {"", "stream", "event", "buffer", "tensor", "module", "function", "group", "latch"};
+  int leaked = 0;
+  for (int k = DLS_HANDLE_STREAM; k < DLS_HANDLE_KIND_COUNT_; k++) {
+    size_t n = dls_live_handles((dls_handle_kind_t)k);
+    if (n != 0) {
+      cr_log_error("leak: %zu %s handle(s) still alive after the test", n, names[k]);
+      leaked = 1;
+    }
+  }
+  if (dls_deferred_pending() != 0) {
+    cr_log_error("leak: %zu deferred release(s) still pending after the test", dls_deferred_pending());
+    leaked = 1;
+  }
+  if (dls_shutdown() != DLS_OK) {
+    cr_log_error("dls_shutdown: %s", dls_last_error());
+    leaked = 1;
+  }
+  if (leaked)
+    abort();
+}
+
+/* Latch waits in tests time out after this long: never a hang, never a flake. */
+#define DLST_LATCH_TIMEOUT_NS 20000000000ull
+
+#endif /* DLSTREAM_TESTS_COMMON_H */
