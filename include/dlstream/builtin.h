@@ -31,6 +31,7 @@ DLS_EXTERN_C_BEGIN
  *   "dls_copy_strided" (dst, src, bytes dls_copy_desc_t)
  *   "dls_spin"         (u64 nanoseconds)
  *   "dls_latch"        (ptr flag, u64 timeout_ns, ptr timed_out)
+ *   "dls_empty"        ()                           does nothing (launch overhead)
  * Owned by the runtime: valid until dls_shutdown(). CUDA built without nvcc:
  * DLS_ERR_UNAVAILABLE. */
 DLS_API dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_function_t *out_function);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of DLPack tensors: device, dtype, shape, strides, offset, alignment and size.
  *
- * Rules where DLPack leaves room (docs/ repeats them):
+ * Rules where DLPack leaves room:
  * - Devices: kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM and
  *   kDLROCMHost. Pinned and managed memory belong to their GPU backend, so
  *   their device_id is checked against that backend's device count (when the

@@ -87,12 +87,14 @@ static dls_status_t dls__cuda_status(dls__CUresult r) {
   }
 }
 
-static dls_status_t dls__cuda_vfail(dls_status_t status, dls__CUresult r, int dev, const char *fmt, va_list ap)
-    DLS__PRINTF(4, 0);
-static dls_status_t dls__cuda_vfail(dls_status_t status, dls__CUresult r, int dev, const char *fmt, va_list ap) {
+static dls_status_t dls__cuda_vfail(dls_status_t status, dls__CUresult r, int dev, const char *hint, const char *fmt,
+                                    va_list ap) DLS__PRINTF(5, 0);
+static dls_status_t dls__cuda_vfail(dls_status_t status, dls__CUresult r, int dev, const char *hint, const char *fmt,
+                                    va_list ap) {
   char what[256];
   vsnprintf(what, sizeof what, fmt, ap);
-  return dls__fail(status, "%s on cuda:%d: %s (%s)", what, dev, dls__cuda_error_name(r), dls__cuda_error_string(r));
+  return dls__fail(status, "%s on cuda:%d: %s (%s)%s%s", what, dev, dls__cuda_error_name(r), dls__cuda_error_string(r),
+                   hint != NULL ? ": " : "", hint != NULL ? hint : "");
 }
 
 /* "<driver call(args)> on cuda:N: CUDA_ERROR_X (description)", with the
@@ -101,17 +103,18 @@ DLS__PRINTF(3, 4)
 static dls_status_t dls__cuda_fail(dls__CUresult r, int dev, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  dls_status_t st = dls__cuda_vfail(dls__cuda_status(r), r, dev, fmt, ap);
+  dls_status_t st = dls__cuda_vfail(dls__cuda_status(r), r, dev, NULL, fmt, ap);
   va_end(ap);
   return st;
 }
 
-/* The same with a status the caller picks. */
-DLS__PRINTF(4, 5)
-static dls_status_t dls__cuda_fail_as(dls_status_t status, dls__CUresult r, int dev, const char *fmt, ...) {
+/* The same with a status the caller picks and a hint after the driver's words. */
+DLS__PRINTF(5, 6)
+static dls_status_t dls__cuda_fail_hint(dls_status_t status, dls__CUresult r, int dev, const char *hint,
+                                        const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  dls_status_t st = dls__cuda_vfail(status, r, dev, fmt, ap);
+  dls_status_t st = dls__cuda_vfail(status, r, dev, hint, fmt, ap);
   va_end(ap);
   return st;
 }
@@ -311,8 +314,13 @@ static dls_status_t dls__cuda_device_open(int dev, dls__cuda_device *d) {
     st = dls__cuda_fail(r, dev, "cuDevicePrimaryCtxRetain(device=%d)", dev);
     goto out;
   }
-  cu.cuDeviceGetAttribute(&d->cc_major, DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->cudev);
-  cu.cuDeviceGetAttribute(&d->cc_minor, DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->cudev);
+  /* Only messages use the compute capability: a failed query leaves sm_00. */
+  if (cu.cuDeviceGetAttribute(&d->cc_major, DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->cudev) !=
+          DLS__CUDA_SUCCESS ||
+      cu.cuDeviceGetAttribute(&d->cc_minor, DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->cudev) !=
+          DLS__CUDA_SUCCESS)
+    d->cc_major = d->cc_minor = 0;
+  /* The pool is made in the context; a failure here only means no pool. */
   dls__CUcontext prev = NULL;
   if (cu.cuCtxGetCurrent(&prev) == DLS__CUDA_SUCCESS && cu.cuCtxSetCurrent(d->ctx) == DLS__CUDA_SUCCESS) {
     d->pool = dls__cuda_pool_create(d, dev);
@@ -365,6 +373,7 @@ static inline dls_status_t dls__cuda_enter(int dev, dls__cuda_device **out_d, dl
 }
 
 static inline void dls__cuda_leave(const dls__cuda_scope *sc) {
+  /* Nothing to report if this fails: ours simply stays current. */
   if (DLS__UNLIKELY(sc->restore))
     cu.cuCtxSetCurrent(sc->prev);
 }
@@ -519,7 +528,7 @@ static dls_status_t dls__cuda_event_check(int dev, void *event) {
   dls__cuda_leave(&sc);
   if (r == DLS__CUDA_SUCCESS || r == DLS__CUDA_ERROR_NOT_READY)
     return DLS_OK;
-  return dls__cuda_fail_as(DLS_ERR_INVALID_ARGUMENT, r, dev, "cuEventQuery(event=%p): not a usable CUevent", event);
+  return dls__cuda_fail_hint(DLS_ERR_INVALID_ARGUMENT, r, dev, "not a usable CUevent", "cuEventQuery(event=%p)", event);
 }
 
 static dls_status_t dls__cuda_event_record(int dev, void *event, void *stream) {
@@ -554,15 +563,14 @@ static dls_status_t dls__cuda_event_elapsed_ms(int dev, void *start, void *end, 
   if (DLS__LIKELY(r == DLS__CUDA_SUCCESS))
     return DLS_OK;
   if (r == DLS__CUDA_ERROR_INVALID_HANDLE)
-    return dls__cuda_fail_as(DLS_ERR_STATE, r, dev,
-                             "cuEventElapsedTime(start=%p, end=%p): both events must be created with "
-                             "DLS_EVENT_TIMING and recorded before their times can be compared",
-                             start, end);
+    return dls__cuda_fail_hint(DLS_ERR_STATE, r, dev,
+                               "both events must be created with DLS_EVENT_TIMING and recorded before their times "
+                               "can be compared",
+                               "cuEventElapsedTime(start=%p, end=%p)", start, end);
   if (r == DLS__CUDA_ERROR_NOT_READY)
-    return dls__cuda_fail_as(DLS_ERR_STATE, r, dev,
-                             "cuEventElapsedTime(start=%p, end=%p): a record has not completed yet; synchronize "
-                             "the end event first",
-                             start, end);
+    return dls__cuda_fail_hint(DLS_ERR_STATE, r, dev,
+                               "a record has not completed yet; synchronize the end event first",
+                               "cuEventElapsedTime(start=%p, end=%p)", start, end);
   return dls__cuda_fail(r, dev, "cuEventElapsedTime(start=%p, end=%p)", start, end);
 }
 
@@ -683,6 +691,18 @@ static dls_status_t dls__cuda_host_mapped_free(int dev, void *host) {
 
 /* ---- code ---- */
 
+/* Lazy loading (the default since CUDA 12.2) defers a kernel's loading to
+ * its first launch, and loading may wait for the whole context to go idle.
+ * A latch held open by the host never lets it: a first launch on another
+ * stream would hang until the latch times out. So every function is loaded
+ * when it is looked up, before anything can be waiting on the host. */
+static dls__CUresult dls__cuda_func_load(dls__CUfunction f) {
+  if (cu.cuFuncLoad != NULL)
+    return cu.cuFuncLoad(f);
+  int regs = 0; /* older drivers: an attribute query loads the function */
+  return cu.cuFuncGetAttribute(&regs, DLS__CU_FUNC_ATTRIBUTE_NUM_REGS, f);
+}
+
 /* cuModuleLoadData trusts the image: a PTX text without its NUL would be
  * read past its end, so it is checked here. */
 static dls_status_t dls__cuda_image_check(const void *image, size_t size) {
@@ -713,32 +733,37 @@ static dls_status_t dls__cuda_load_image(int dev, dls__cuda_device *d, const voi
   if (DLS__LIKELY(r == DLS__CUDA_SUCCESS))
     return DLS_OK;
   log[sizeof log - 1] = '\0';
-  const char *hint = "";
+  const char *why = NULL;
   dls_status_t st = dls__cuda_status(r);
   switch (r) {
   case DLS__CUDA_ERROR_INVALID_IMAGE:
   case DLS__CUDA_ERROR_INVALID_PTX:
   case DLS__CUDA_ERROR_INVALID_SOURCE:
     st = DLS_ERR_INVALID_ARGUMENT;
-    hint = "; the image is not a valid cubin, fatbin or PTX";
+    why = "the image is not a valid cubin, fatbin or PTX";
     break;
   case DLS__CUDA_ERROR_NO_BINARY_FOR_GPU:
     st = DLS_ERR_NOT_SUPPORTED;
-    hint = "; the image has neither code for this GPU nor PTX the driver can compile for it";
+    why = "the image has neither code for this GPU nor PTX the driver can compile for it";
     break;
   case DLS__CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
     st = DLS_ERR_NOT_SUPPORTED;
-    hint = "; the PTX is newer than this driver: update the NVIDIA driver, or build with an older toolkit";
+    why = "the PTX is newer than this driver: update the NVIDIA driver, or build with an older toolkit";
     break;
   case DLS__CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
     st = DLS_ERR_NOT_SUPPORTED;
-    hint = "; PTX needs the driver's JIT compiler (libnvidia-ptxjitcompiler), which is not installed";
+    why = "PTX needs the driver's JIT compiler (libnvidia-ptxjitcompiler), which is not installed";
     break;
   default:
     break;
   }
-  return dls__cuda_fail_as(st, r, dev, "cuModuleLoadData(image of %zu bytes) for sm_%d%d%s%s%s", size, d->cc_major,
-                           d->cc_minor, hint, log[0] ? "; JIT log: " : "", log);
+  char hint[sizeof log + 160];
+  snprintf(hint, sizeof hint, "%s%s%s", why != NULL ? why : "", why != NULL && log[0] ? "; " : "",
+           log[0] ? "JIT log: " : "");
+  size_t used = strlen(hint);
+  snprintf(hint + used, sizeof hint - used, "%s", log);
+  return dls__cuda_fail_hint(st, r, dev, hint[0] ? hint : NULL, "cuModuleLoadData(image of %zu bytes, sm_%d%d)",
+                             size, d->cc_major, d->cc_minor);
 }
 
 static dls_status_t dls__cuda_module_load(int dev, const void *image, size_t size, void **out_module) {
@@ -765,6 +790,11 @@ static dls_status_t dls__cuda_module_function(int dev, void *module, const char 
   DLS__TRY(dls__cuda_enter(dev, &d, &sc));
   dls__CUfunction f = NULL;
   dls__CUresult r = cu.cuModuleGetFunction(&f, module, name);
+  const char *what = "cuModuleGetFunction";
+  if (r == DLS__CUDA_SUCCESS) {
+    what = "cuFuncLoad";
+    r = dls__cuda_func_load(f);
+  }
   dls__cuda_leave(&sc);
   if (r == DLS__CUDA_ERROR_NOT_FOUND)
     return dls__fail(DLS_ERR_NOT_FOUND,
@@ -772,7 +802,7 @@ static dls_status_t dls__cuda_module_function(int dev, void *module, const char 
                      "extern \"C\")",
                      name, module);
   if (r != DLS__CUDA_SUCCESS)
-    return dls__cuda_fail(r, dev, "cuModuleGetFunction(module=%p, name='%s')", module, name);
+    return dls__cuda_fail(r, dev, "%s(module=%p, name='%s')", what, module, name);
   *out_function = f;
   return DLS_OK;
 }
@@ -795,12 +825,24 @@ static dls_status_t dls__cuda_builtin_function(int dev, const char *name, void *
   DLS__TRY(dls__cuda_enter(dev, &d, &sc));
   dls_status_t st = DLS_OK;
   pthread_mutex_lock(&d->mu);
-  if (d->builtins == NULL)
-    st = dls__cuda_load_image(dev, d, dls__cuda_kernels_fatbin, dls__cuda_kernels_fatbin_size, &d->builtins);
-  if (st == DLS_OK && d->builtin_fns[k] == NULL) {
-    dls__CUresult r = cu.cuModuleGetFunction(&d->builtin_fns[k], d->builtins, name);
-    if (r != DLS__CUDA_SUCCESS)
-      st = dls__cuda_fail(r, dev, "cuModuleGetFunction(built-in module, name='%s')", name);
+  if (d->builtins == NULL) {
+    /* All at once, so no later first use loads a kernel (see dls__cuda_func_load). */
+    dls__CUmodule m = NULL;
+    st = dls__cuda_load_image(dev, d, dls__cuda_kernels_fatbin, dls__cuda_kernels_fatbin_size, &m);
+    for (size_t i = 0; st == DLS_OK && i < DLS__CUDA_NBUILTINS; i++) {
+      dls__CUresult r = cu.cuModuleGetFunction(&d->builtin_fns[i], m, dls__cuda_builtin_names[i]);
+      if (r == DLS__CUDA_SUCCESS)
+        r = dls__cuda_func_load(d->builtin_fns[i]);
+      if (r != DLS__CUDA_SUCCESS)
+        st = dls__cuda_fail(r, dev, "loading built-in kernel '%s'", dls__cuda_builtin_names[i]);
+    }
+    if (st == DLS_OK) {
+      d->builtins = m;
+    } else {
+      if (m != NULL)
+        cu.cuModuleUnload(m);
+      memset(d->builtin_fns, 0, sizeof d->builtin_fns);
+    }
   }
   if (st == DLS_OK)
     *out_function = d->builtin_fns[k];

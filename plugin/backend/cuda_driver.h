@@ -29,6 +29,7 @@ typedef unsigned int dls__CUresult;
 typedef unsigned int dls__CUdevice_attribute;
 typedef unsigned int dls__CUmemPool_attribute;
 typedef unsigned int dls__CUjit_option;
+typedef unsigned int dls__CUfunction_attribute;
 typedef unsigned int dls__CUdriverProcAddressQueryResult;
 typedef int dls__CUdevice;                   /* CUdevice_v1 */
 typedef unsigned long long dls__CUdeviceptr; /* CUdeviceptr_v2 (64-bit hosts) */
@@ -91,6 +92,7 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CU_MEM_HANDLE_TYPE_NONE, 0x0)                          \
   X(CU_MEM_LOCATION_TYPE_DEVICE, 0x1)                      \
   X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                  \
+  X(CU_FUNC_ATTRIBUTE_NUM_REGS, 4)                         \
   X(CU_JIT_ERROR_LOG_BUFFER, 5)                            \
   X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, 6)                 \
   X(CU_GET_PROC_ADDRESS_DEFAULT, 0)                        \
@@ -137,8 +139,9 @@ struct CUmemPoolProps_st;
 /* ---- entry points ----
  * X(name, version, (parameters)); every one returns CUresult.
  * REQUIRED: the backend refuses to start without them.
- * OPTIONAL: features that degrade (no pools: cuMemAlloc; no
- *           cuStreamGetDevice: a vaguer wrong-device message).
+ * OPTIONAL: features that degrade (no pools: cuMemAlloc; no cuFuncLoad:
+ *           cuFuncGetAttribute loads the function; no cuStreamGetDevice: a
+ *           vaguer wrong-device message).
  * TOOLS:    not used by the backend; resolved by bench/bench_c.c for its
  *           raw-driver anchors. */
 #define DLS__CUDA_REQUIRED_SYMBOLS(X)                                                                 \
@@ -179,6 +182,7 @@ struct CUmemPoolProps_st;
                                dls__CUjit_option *options, void **option_values))                     \
   X(cuModuleUnload, 2000, (dls__CUmodule module))                                                     \
   X(cuModuleGetFunction, 2000, (dls__CUfunction *out_function, dls__CUmodule module, const char *name)) \
+  X(cuFuncGetAttribute, 2020, (int *out_value, dls__CUfunction_attribute attribute, dls__CUfunction f)) \
   X(cuLaunchKernel, 4000, (dls__CUfunction f, unsigned int grid_x, unsigned int grid_y,               \
                            unsigned int grid_z, unsigned int block_x, unsigned int block_y,           \
                            unsigned int block_z, unsigned int shared_mem_bytes, dls__CUstream stream, \
@@ -191,6 +195,7 @@ struct CUmemPoolProps_st;
   X(cuMemAllocFromPoolAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUmemoryPool pool,  \
                                      dls__CUstream stream))                                           \
   X(cuMemFreeAsync, 11020, (dls__CUdeviceptr ptr, dls__CUstream stream))                              \
+  X(cuFuncLoad, 12040, (dls__CUfunction f))                                                           \
   X(cuStreamGetDevice, 12080, (dls__CUstream stream, dls__CUdevice *out_device))
 
 #define DLS__CUDA_TOOLS_SYMBOLS(X)                                                                    \

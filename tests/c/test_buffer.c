@@ -159,6 +159,7 @@ static int32_t run_free_while_used(DLDevice d, bool track_use, bool *reused) {
 BACKEND_TEST(buffer, buffer_used_on_a_second_stream_is_not_reused_until_it_passes) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_pooling();
   bool reused = false;
   cr_assert_eq(run_free_while_used(d, true, &reused), 7, "the memory was reused while b still read it");
   cr_log_info("memory handed out again on a: %s", reused ? "yes" : "no");
@@ -167,6 +168,7 @@ BACKEND_TEST(buffer, buffer_used_on_a_second_stream_is_not_reused_until_it_passe
 BACKEND_TEST(buffer, negative_control_untracked_use_is_overwritten) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_pooling();
   bool reused = false;
   int32_t got = run_free_while_used(d, false, &reused);
   if (!reused)
@@ -176,6 +178,7 @@ BACKEND_TEST(buffer, negative_control_untracked_use_is_overwritten) {
 
 Test(buffer, cpu_memory_freed_on_a_stream_is_reused_after_it_passes) {
   dlst_need_async(dls_cpu());
+  dlst_need_pooling();
   dls_stream_t a, b;
   dls_buffer_t buf, again;
   OK(dls_stream_create(dls_cpu(), NULL, &a));

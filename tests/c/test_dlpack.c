@@ -742,6 +742,7 @@ static latched latched_streams(void) {
 static void latched_finish(latched *L) {
   cr_assert_eq(dls_latch_open(L->latch), DLS_OK);
   cr_assert_eq(dls_stream_synchronize(L->b), DLS_OK);
+  cr_assert_eq(dls_stream_synchronize(L->a), DLS_OK);
   cr_assert_eq(dls_latch_status(L->latch), DLS_OK, "the latch timed out: %s", dls_last_error());
   dls_deferred_poll();
 }
@@ -820,6 +821,46 @@ Test(dlpack_deferred, negative_control_export_without_consumer_releases_at_once)
   cr_assert_eq(atomic_load(&g_deleted), 1, "no consumer stream named: nothing holds the release");
   latched_finish(&L);
   latched_destroy(&L);
+}
+
+Test(dlpack_deferred, release_waits_for_work_queued_on_the_producer_stream) {
+  /* Host memory: the producer's deleter frees at once, so the release must
+   * wait for the producer's own stream too when work that uses it is queued. */
+  dlst_need_async(dls_cpu());
+  dls_stream_t a;
+  dls_latch_t latch;
+  cr_assert_eq(dls_stream_create(dls_cpu(), NULL, &a), DLS_OK);
+  cr_assert_eq(dls_latch_create(dls_cpu(), &latch), DLS_OK);
+  probe *p = probe_new();
+  dls_tensor_t t = import_ok(&p->m, a);
+  cr_assert_eq(dls_latch_wait(latch, a, DLST_LATCH_TIMEOUT_NS), DLS_OK);
+  float three = 3.0f;
+  cr_assert_eq(dls_fill(a, dls_arg_tensor(t), 32, 4, &three), DLS_OK);
+  cr_assert_eq(dls_tensor_release(t), DLS_OK);
+  cr_assert_eq(atomic_load(&g_deleted), 0, "deleter ran while the producer stream still has work queued on it");
+  cr_assert_gt(dls_deferred_poll(), 0);
+  cr_assert_eq(dls_latch_open(latch), DLS_OK);
+  cr_assert_eq(dls_stream_synchronize(a), DLS_OK);
+  dls_deferred_poll();
+  cr_assert_eq(atomic_load(&g_deleted), 1);
+  cr_assert_eq(((float *)(void *)g_arena)[31], 3.0f);
+  cr_assert_eq(dls_latch_destroy(latch), DLS_OK);
+  cr_assert_eq(dls_stream_destroy(a), DLS_OK);
+}
+
+Test(dlpack_deferred, negative_control_idle_producer_releases_at_once) {
+  /* The same work, finished before the release: nothing to wait for. */
+  dls_stream_t a;
+  cr_assert_eq(dls_stream_create(dls_cpu(), NULL, &a), DLS_OK);
+  probe *p = probe_new();
+  dls_tensor_t t = import_ok(&p->m, a);
+  float three = 3.0f;
+  cr_assert_eq(dls_fill(a, dls_arg_tensor(t), 32, 4, &three), DLS_OK);
+  cr_assert_eq(dls_stream_synchronize(a), DLS_OK);
+  cr_assert_eq(dls_tensor_release(t), DLS_OK);
+  cr_assert_eq(atomic_load(&g_deleted), 1);
+  cr_assert_eq(dls_deferred_pending(), 0);
+  cr_assert_eq(dls_stream_destroy(a), DLS_OK);
 }
 
 /* A write through the tensor on A (held by a latch), then a write of another

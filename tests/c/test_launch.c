@@ -206,6 +206,7 @@ Test(launch, launches_run_in_submission_order) {
 BACKEND_TEST(launch, launch_on_a_second_stream_records_the_buffer_use) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_pooling();
   dls_stream_t a, b;
   dls_buffer_t buf;
   dls_latch_t l;

@@ -53,9 +53,10 @@ static int64_t rd_int(reader *r) {
   case 0: return (int64_t)(sel >> 2);
   case 1: return -(int64_t)(sel >> 2);
   case 2: return (int64_t)rd64(r);
-  default: {
-    int64_t v = (int64_t)((uint64_t)1 << (rd8(r) % 64));
-    return (sel & 4) ? -v : v + (int64_t)(sel >> 3) - 8;
+  default: { /* +-2^k, +-2^k + small: unsigned arithmetic, converted */
+    uint64_t v = (uint64_t)1 << (rd8(r) % 64);
+    v = (sel & 4) ? 0 - v : v + (uint64_t)(sel >> 3) - 8u;
+    return (int64_t)v;
   }
   }
 }
