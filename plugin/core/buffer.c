@@ -8,7 +8,7 @@
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
 
 static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
-  dls__buffer *b = calloc(1, sizeof *b);
+  dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
   if (b == NULL)
     return NULL;
   b->dev = dev;
@@ -16,10 +16,15 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   b->size = size;
   b->stream = s;
   dls__stream_ref(s);
-  pthread_mutex_init(&b->mu, NULL);
+  b->borrowed = false;
+  b->release = NULL;
+  b->user_data = NULL;
+  atomic_flag_clear(&b->mu.f);
   b->uses = b->uses_inline;
+  b->nuses = 0;
   b->cap = DLS__USES_INLINE;
   atomic_init(&b->refs, 1);
+  b->id = 0;
   return b;
 }
 
@@ -58,7 +63,7 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
     return DLS_OK;
   dls__device *dev = b->dev;
   dls_status_t st = DLS_OK;
-  pthread_mutex_lock(&b->mu);
+  dls__spin_lock(&b->mu);
   dls__use *u = NULL;
   for (int i = 0; i < b->nuses; i++) {
     if (same_stream(b->uses[i].stream, s)) {
@@ -71,7 +76,7 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
       int cap = b->cap * 2;
       dls__use *p = malloc((size_t)cap * sizeof *p);
       if (p == NULL) {
-        pthread_mutex_unlock(&b->mu);
+        dls__spin_unlock(&b->mu);
         return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
       }
       memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
@@ -83,7 +88,7 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
     void *ev;
     st = dls__event_pool_get(dev, &ev);
     if (st != DLS_OK) {
-      pthread_mutex_unlock(&b->mu);
+      dls__spin_unlock(&b->mu);
       return st;
     }
     u = &b->uses[b->nuses++];
@@ -94,7 +99,7 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
   /* Re-recording moves the marker past this use; the earlier uses on the
    * same stream are before it in stream order. */
   st = dev->be->event_record(dev->id, u->event, s->native);
-  pthread_mutex_unlock(&b->mu);
+  dls__spin_unlock(&b->mu);
   return st;
 }
 
@@ -102,11 +107,11 @@ dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   dls__device *dev = b->dev;
   DLS__TRY(dls__stream_order(consumer, b->stream));
   dls_status_t st = DLS_OK;
-  pthread_mutex_lock(&b->mu);
+  dls__spin_lock(&b->mu);
   for (int i = 0; i < b->nuses && st == DLS_OK; i++)
     if (!same_stream(b->uses[i].stream, consumer))
       st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
-  pthread_mutex_unlock(&b->mu);
+  dls__spin_unlock(&b->mu);
   return st;
 }
 
@@ -160,8 +165,7 @@ static void buffer_release(dls__buffer *b) {
   dls__stream_unref(a);
   if (b->uses != b->uses_inline)
     free(b->uses);
-  pthread_mutex_destroy(&b->mu);
-  free(b);
+  dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
 void dls__buffer_unref(dls__buffer *b) {
@@ -274,7 +278,7 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_buffer=NULL): output pointer is NULL", call);
   out_buffer->id = 0;
   DLS__GET_STREAM(s, stream, call, "stream");
-  dls__buffer *b;
+  dls__buffer *b = NULL;
   dls_status_t st = dls__buffer_alloc(s, size, &b);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
@@ -305,7 +309,7 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
   if (s->dev != dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: memory is on %s but the producer stream is on %s", call, dev->name,
                      s->dev->name);
-  dls__buffer *b;
+  dls__buffer *b = NULL;
   DLS__TRY(dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b));
   b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
   if (b->id == 0) {

@@ -16,7 +16,7 @@ typedef struct dls__event {
 
 static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, const char *call,
                                   dls_event_t *out) {
-  dls__event *e = calloc(1, sizeof *e);
+  dls__event *e = dls__obj_alloc(DLS__OBJ_EVENT, sizeof *e);
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   e->dev = dev;
@@ -25,7 +25,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   e->foreign = foreign;
   e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
   if (e->id == 0) {
-    free(e);
+    dls__obj_free(DLS__OBJ_EVENT, e);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   out->id = e->id;
@@ -89,7 +89,7 @@ dls_status_t dls_event_destroy(dls_event_t event) {
   dls_status_t st = DLS_OK;
   if (!e->foreign)
     st = e->dev->be->event_destroy(e->dev->id, e->native);
-  free(e);
+  dls__obj_free(DLS__OBJ_EVENT, e);
   return st;
 }
 

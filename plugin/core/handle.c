@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Slot tables: handles as slot index plus generation, with lock-free lookup. */
+/* Slot tables: handles as slot index plus generation, with lock-free lookup,
+ * allocation and release; per-thread caches of small objects. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -12,6 +13,8 @@ dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {
     DLS__KIND(DLS_HANDLE_GROUP, "group"),       DLS__KIND(DLS_HANDLE_LATCH, "latch"),
 };
 #undef DLS__KIND
+
+_Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
 
 static dls__slot *slot_at(dls__table *t, uint32_t index) {
   dls__slot *chunk = atomic_load_explicit(&t->chunks[index >> DLS__CHUNK_SHIFT], memory_order_acquire);
@@ -27,26 +30,46 @@ static uint32_t next_generation(uint32_t gen) {
   return gen;
 }
 
-uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
-  dls__table *t = &dls__tables[kind];
-  uint32_t index;
-  dls__slot *s;
-  pthread_mutex_lock(&t->mu);
-  if (t->free_head != 0) {
-    index = t->free_head;
-    s = slot_at(t, index);
-    t->free_head = s->next_free;
-  } else {
-    index = atomic_load_explicit(&t->nslots, memory_order_relaxed);
+/* A slot index from the free stack, or 0. The tag defeats ABA. */
+static uint32_t pop_free(dls__table *t) {
+  uint64_t head = atomic_load_explicit(&t->free_head, memory_order_acquire);
+  for (;;) {
+    uint32_t index = (uint32_t)head;
     if (index == 0)
-      index = 1; /* slot 0 is never handed out */
-    uint32_t c = index >> DLS__CHUNK_SHIFT;
-    if (c >= DLS__MAX_CHUNKS) {
-      pthread_mutex_unlock(&t->mu);
-      dls__fail(DLS_ERR_OUT_OF_MEMORY, "too many live %s handles (limit %u)", t->kind_name,
-                DLS__MAX_CHUNKS * DLS__CHUNK_SLOTS);
       return 0;
-    }
+    uint32_t next = atomic_load_explicit(&slot_at(t, index)->next_free, memory_order_relaxed);
+    uint64_t want = (((head >> 32) + 1) << 32) | next;
+    if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, want, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return index;
+  }
+}
+
+static void push_free(dls__table *t, uint32_t index) {
+  dls__slot *s = slot_at(t, index);
+  uint64_t head = atomic_load_explicit(&t->free_head, memory_order_relaxed);
+  for (;;) {
+    atomic_store_explicit(&s->next_free, (uint32_t)head, memory_order_relaxed);
+    uint64_t want = (((head >> 32) + 1) << 32) | index;
+    if (atomic_compare_exchange_weak_explicit(&t->free_head, &head, want, memory_order_release,
+                                              memory_order_relaxed))
+      return;
+  }
+}
+
+/* A fresh slot from the end of the table, allocating its chunk if needed. */
+static uint32_t take_new(dls__table *t) {
+  uint32_t index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
+  if (index == 0) /* slot 0 is never handed out */
+    index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
+  uint32_t c = index >> DLS__CHUNK_SHIFT;
+  if (c >= DLS__MAX_CHUNKS) {
+    dls__fail(DLS_ERR_OUT_OF_MEMORY, "too many live %s handles (limit %u)", t->kind_name,
+              DLS__MAX_CHUNKS * DLS__CHUNK_SLOTS);
+    return 0;
+  }
+  if (atomic_load_explicit(&t->chunks[c], memory_order_acquire) == NULL) {
+    pthread_mutex_lock(&t->mu);
     if (atomic_load_explicit(&t->chunks[c], memory_order_relaxed) == NULL) {
       dls__slot *chunk = calloc(DLS__CHUNK_SLOTS, sizeof *chunk);
       if (chunk == NULL) {
@@ -58,13 +81,20 @@ uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
         atomic_init(&chunk[i].gen, 1);
       atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
     }
-    s = slot_at(t, index);
-    atomic_store_explicit(&t->nslots, index + 1, memory_order_release);
+    pthread_mutex_unlock(&t->mu);
   }
+  return index;
+}
+
+uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
+  dls__table *t = &dls__tables[kind];
+  uint32_t index = pop_free(t);
+  if (index == 0 && (index = take_new(t)) == 0)
+    return 0;
+  dls__slot *s = slot_at(t, index);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
   atomic_store_explicit(&s->obj, obj, memory_order_release);
   atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&t->mu);
   return ((uint64_t)gen << 32) | index;
 }
 
@@ -88,17 +118,17 @@ void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, con
   dls__table *t = &dls__tables[kind];
   uint32_t index = (uint32_t)id;
   uint32_t gen = (uint32_t)(id >> 32);
+  dls__slot *s = index != 0 && index < atomic_load(&t->nslots) ? slot_at(t, index) : NULL;
   *out_status = DLS_ERR_INVALID_HANDLE;
   if (id == 0) {
     dls__fail(DLS_ERR_INVALID_HANDLE, "%s(%s): %s handle is 0 (never created, or already destroyed and zeroed)",
               call, arg, t->kind_name);
-  } else if (index == 0 || index >= atomic_load_explicit(&t->nslots, memory_order_acquire)) {
+  } else if (s == NULL) {
     dls__fail(DLS_ERR_INVALID_HANDLE, "%s(%s): 0x%llx is not a %s handle (slot %u was never allocated)", call, arg,
               (unsigned long long)id, t->kind_name, index);
   } else {
-    dls__slot *s = slot_at(t, index);
     dls__fail(DLS_ERR_INVALID_HANDLE, "%s(%s): %s handle is stale: slot %u generation %u, now %u", call, arg,
-              t->kind_name, index, gen, s ? atomic_load(&s->gen) : 0u);
+              t->kind_name, index, gen, atomic_load(&s->gen));
   }
   return NULL;
 }
@@ -107,19 +137,18 @@ void *dls__handle_free(dls_handle_kind_t kind, uint64_t id) {
   dls__table *t = &dls__tables[kind];
   uint32_t index = (uint32_t)id;
   uint32_t gen = (uint32_t)(id >> 32);
-  void *obj = NULL;
-  pthread_mutex_lock(&t->mu);
-  if (index != 0 && index < atomic_load_explicit(&t->nslots, memory_order_relaxed)) {
-    dls__slot *s = slot_at(t, index);
-    if (atomic_load_explicit(&s->gen, memory_order_relaxed) == gen) {
-      atomic_store_explicit(&s->gen, next_generation(gen), memory_order_release);
-      obj = atomic_exchange_explicit(&s->obj, NULL, memory_order_acq_rel);
-      s->next_free = t->free_head;
-      t->free_head = index;
-      atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
-    }
-  }
-  pthread_mutex_unlock(&t->mu);
+  if (index == 0 || index >= atomic_load_explicit(&t->nslots, memory_order_acquire))
+    return NULL;
+  dls__slot *s = slot_at(t, index);
+  if (s == NULL)
+    return NULL;
+  /* Only one caller can move the generation on: the winner frees the slot. */
+  if (!atomic_compare_exchange_strong_explicit(&s->gen, &gen, next_generation(gen), memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return NULL;
+  void *obj = atomic_exchange_explicit(&s->obj, NULL, memory_order_acq_rel);
+  atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+  push_free(t, index);
   return obj;
 }
 
@@ -134,11 +163,59 @@ void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)
   }
 }
 
-_Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
-
 size_t dls_live_handles(dls_handle_kind_t kind) {
   if ((int)kind <= 0 || kind >= DLS_HANDLE_KIND_COUNT_)
     return 0;
   return atomic_load_explicit(&dls__tables[kind].live, memory_order_relaxed) -
          atomic_load_explicit(&dls__owned_handles[kind], memory_order_relaxed);
 }
+
+/* ---- per-thread object caches ---- */
+
+#define DLS__OBJ_CACHE 32
+
+typedef struct dls__obj_cache {
+  void *items[DLS__OBJ_KINDS][DLS__OBJ_CACHE];
+  int n[DLS__OBJ_KINDS];
+  bool registered;
+} dls__obj_cache;
+
+static _Thread_local dls__obj_cache tls_cache;
+static pthread_key_t g_cache_key;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_drain(dls__obj_cache *c) {
+  for (int k = 0; k < DLS__OBJ_KINDS; k++) {
+    while (c->n[k] > 0)
+      free(c->items[k][--c->n[k]]);
+  }
+}
+
+static void cache_thread_exit(void *p) { cache_drain(p); }
+static void cache_key_init(void) { pthread_key_create(&g_cache_key, cache_thread_exit); }
+
+void *dls__obj_alloc(int kind, size_t size) {
+  dls__obj_cache *c = &tls_cache;
+  if (c->n[kind] > 0)
+    return c->items[kind][--c->n[kind]];
+  return malloc(size);
+}
+
+void dls__obj_free(int kind, void *obj) {
+  dls__obj_cache *c = &tls_cache;
+  if (obj == NULL)
+    return;
+  if (c->n[kind] == DLS__OBJ_CACHE) {
+    free(obj);
+    return;
+  }
+  if (!c->registered) {
+    /* The key's destructor returns a finished thread's cache to malloc. */
+    pthread_once(&g_cache_once, cache_key_init);
+    pthread_setspecific(g_cache_key, c);
+    c->registered = true;
+  }
+  c->items[kind][c->n[kind]++] = obj;
+}
+
+void dls__obj_flush(void) { cache_drain(&tls_cache); }

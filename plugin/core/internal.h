@@ -13,6 +13,16 @@
 #include "dlstream/dlstream.h"
 #include "error.h"
 
+/* A spinlock for short critical sections (a buffer's use set). */
+typedef struct dls__spin {
+  atomic_flag f;
+} dls__spin;
+static inline void dls__spin_lock(dls__spin *l) {
+  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) {
+  }
+}
+static inline void dls__spin_unlock(dls__spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
+
 /* ---------------------------------------------------------------- handles */
 
 #define DLS__CHUNK_SHIFT 10
@@ -20,18 +30,20 @@
 #define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
 
 typedef struct dls__slot {
-  _Atomic uint32_t gen;   /* generation; bumped on free */
-  uint32_t next_free;     /* free-list link (slot index), under the table mutex */
-  _Atomic(void *) obj;    /* the object, NULL when free */
+  _Atomic uint32_t gen;         /* generation; bumped on free */
+  _Atomic uint32_t next_free;   /* free-list link (slot index) */
+  _Atomic(void *) obj;          /* the object, NULL when free */
 } dls__slot;
 
+/* Lock-free: slots come from a tagged free stack or from the end; only a new
+ * chunk of slots takes the mutex. */
 typedef struct dls__table {
   const char *kind_name; /* "stream", "event" ... */
   dls_handle_kind_t kind;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu;      /* chunk allocation only */
   _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
-  _Atomic uint32_t nslots; /* slots in use so far (index 0 reserved) */
-  uint32_t free_head;      /* 0 = empty */
+  _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
+  _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
   _Atomic size_t live;
 } dls__table;
 
@@ -158,7 +170,7 @@ typedef struct dls__buffer {
   bool borrowed;
   dls_release_fn release; /* borrowed only */
   void *user_data;
-  pthread_mutex_t mu;   /* the use set */
+  dls__spin mu;         /* the use set */
   dls__use uses_inline[DLS__USES_INLINE];
   dls__use *uses;       /* uses_inline or heap */
   int nuses, cap;
@@ -239,6 +251,16 @@ DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, cons
 
 DLS__INTERNAL void dls__streams_shutdown(void);
 DLS__INTERNAL void dls__builtins_shutdown(void);
+
+/* ---------------------------------------------------------------- small objects */
+
+/* Per-thread caches of freed objects of one size class, so the hot paths
+ * (buffers, events, streams) skip malloc/free. Objects come back uninitialized. */
+enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_KINDS };
+DLS__INTERNAL void *dls__obj_alloc(int kind, size_t size);
+DLS__INTERNAL void dls__obj_free(int kind, void *obj);
+/* Frees the calling thread's cached objects (shutdown). */
+DLS__INTERNAL void dls__obj_flush(void);
 
 /* Monotonic clock in nanoseconds. */
 DLS__INTERNAL uint64_t dls__now_ns(void);

@@ -321,6 +321,7 @@ dls_status_t dls_shutdown(void) {
       g_backends[bi]->shutdown();
     atomic_store(&bs->probed, 0);
   }
+  dls__obj_flush();
   atomic_store(&dls__state, 0);
   return DLS_OK;
 }

@@ -6,13 +6,15 @@
 #include "internal.h"
 
 static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
-  dls__stream *s = calloc(1, sizeof *s);
+  dls__stream *s = dls__obj_alloc(DLS__OBJ_STREAM, sizeof *s);
   if (s == NULL)
     return NULL;
   s->dev = dev;
   s->native = native;
   s->kind = kind;
   atomic_init(&s->refs, 1);
+  s->id = 0;
+  atomic_init(&s->open_groups, 0);
   return s;
 }
 
@@ -123,7 +125,7 @@ void dls__stream_unref(dls__stream *s) {
   default: /* foreign: the native stream is not ours */
     break;
   }
-  free(s);
+  dls__obj_free(DLS__OBJ_STREAM, s);
 }
 
 dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
