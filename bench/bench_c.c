@@ -17,8 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/cuda_driver.h"
-#include "dlstream/dlstream.h"
+#include "bench.h"
 
 #ifdef DLS_HAVE_CUDA_KERNELS
 /* The built-ins' fatbin inside dlstream_static: the anchors launch the very same kernels. */
@@ -26,20 +25,9 @@ extern const unsigned char dls__cuda_kernels_fatbin[];
 extern const size_t dls__cuda_kernels_fatbin_size;
 #endif
 
-#define REPS 7
-#define MAX_ROWS 32
-
 /* ---------------------------------------------------------------- timing */
 
-typedef int (*bench_body)(void *ctx, int n); /* runs n operations; 0 or -1 */
-typedef int (*bench_drain)(void *ctx);      /* drains queued work, untimed */
-
-typedef struct figure {
-  double median_us, spread; /* per operation; spread = (max - min) / median */
-  bool ok;
-} figure;
-
-static double now_s(void) {
+double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -50,7 +38,7 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static figure measure(bench_body body, bench_drain drain, void *ctx, int n) {
+figure measure(bench_body body, bench_drain drain, void *ctx, int n) {
   figure f = {0, 0, false};
   double t[REPS];
   if (body(ctx, n) != 0 || (drain != NULL && drain(ctx) != 0)) /* warm-up */
@@ -84,7 +72,7 @@ static row g_rows[MAX_ROWS];
 static int g_nrows;
 static char g_error[512]; /* the first failure inside a timed body */
 
-static void bench_error(const char *fmt, ...) {
+void bench_error(const char *fmt, ...) {
   if (g_error[0] != '\0')
     return;
   va_list ap;
@@ -93,16 +81,8 @@ static void bench_error(const char *fmt, ...) {
   va_end(ap);
 }
 
-#define DLS_CHECK(expr)                                                                  \
-  do {                                                                                   \
-    dls_status_t st_ = (expr);                                                           \
-    if (st_ != DLS_OK) {                                                                 \
-      bench_error("%s: %s: %s", #expr, dls_status_name(st_), dls_last_error());          \
-      return -1;                                                                         \
-    }                                                                                    \
-  } while (0)
 
-static void add_row(const char *backend, const char *op, const char *anchor_name, bench_body anchor,
+void add_row(const char *backend, const char *op, const char *anchor_name, bench_body anchor,
                     bench_body dls, bench_drain drain, void *ctx, int n) {
   if (g_nrows == MAX_ROWS)
     return;
@@ -203,21 +183,15 @@ static int write_json(const char *path, const char *cuda_device, const char *cud
     json_number(f, "dlstream_spread", r->dls.ok, r->dls.spread);
     fprintf(f, "}%s\n", i + 1 < g_nrows ? "," : "");
   }
-  fprintf(f, "  ]\n}\n");
+  fprintf(f, "  ],\n");
+  write_speedups_json(f);
+  fprintf(f, "\n}\n");
   return fclose(f) == 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- CUDA */
 
-typedef struct cuda_api {
-#define API_FIELD(name, version, params) dls__PFN_##name name;
-  DLS__CUDA_REQUIRED_SYMBOLS(API_FIELD)
-  DLS__CUDA_OPTIONAL_SYMBOLS(API_FIELD)
-  DLS__CUDA_TOOLS_SYMBOLS(API_FIELD)
-#undef API_FIELD
-} cuda_api;
-
-static cuda_api cu;
+cuda_api cu;
 
 /* The same loader rules as the backend: cuGetProcAddress at each symbol's
  * version, clamped to the driver's. Returns NULL or why not. */
@@ -275,16 +249,6 @@ typedef struct cuda_ctx {
   float a;
 } cuda_ctx;
 
-#define CU_CHECK(expr)                                                                              \
-  do {                                                                                              \
-    dls__CUresult r_ = (expr);                                                                      \
-    if (r_ != DLS__CUDA_SUCCESS) {                                                                  \
-      const char *name_ = "?";                                                                      \
-      cu.cuGetErrorName(r_, &name_);                                                                \
-      bench_error("%s: %s", #expr, name_);                                                          \
-      return -1;                                                                                    \
-    }                                                                                               \
-  } while (0)
 
 static int cuda_drain(void *p) {
   cuda_ctx *c = p;
@@ -540,6 +504,7 @@ static const char *run_cuda(int device, int launch_batch, char *device_name, siz
           cuda_drain, &c, 2000);
   add_row("CUDA", "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
+  run_groups(c.device, c.ctx, kernels);
 
   cuda_drain(&c);
   dls_buffer_free(c.bx);
@@ -712,6 +677,7 @@ int main(int argc, char **argv) {
          "(max - min) / median\n\n",
          REPS);
   print_table();
+  print_speedups();
   dls_shutdown();
   if (json != NULL && write_json(json, cuda_device, cuda_skipped) != 0)
     return 1;

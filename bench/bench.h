@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the benchmark's files share: timing, result rows, the raw driver table. */
+#ifndef DLS_BENCH_H
+#define DLS_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "backend/cuda_driver.h"
+#include "dlstream/dlstream.h"
+
+#define REPS 7
+#define MAX_ROWS 40
+
+typedef int (*bench_body)(void *ctx, int n); /* runs n operations; 0 or -1 */
+typedef int (*bench_drain)(void *ctx);      /* drains queued work, untimed */
+
+typedef struct figure {
+  double median_us, spread; /* per operation; spread = (max - min) / median */
+  bool ok;
+} figure;
+
+typedef struct cuda_api {
+#define API_FIELD(name, version, params) dls__PFN_##name name;
+  DLS__CUDA_REQUIRED_SYMBOLS(API_FIELD)
+  DLS__CUDA_OPTIONAL_SYMBOLS(API_FIELD)
+  DLS__CUDA_TOOLS_SYMBOLS(API_FIELD)
+#undef API_FIELD
+} cuda_api;
+
+extern cuda_api cu;
+
+double now_s(void);
+figure measure(bench_body body, bench_drain drain, void *ctx, int n);
+void bench_error(const char *fmt, ...);
+void add_row(const char *backend, const char *op, const char *anchor_name, bench_body anchor, bench_body dls,
+             bench_drain drain, void *ctx, int n);
+
+/* Fork/join figures (bench_group.c): group overhead rows, and the speedup
+ * table of K one-block spin kernels, printed and written to JSON. */
+void run_groups(DLDevice device, dls__CUcontext ctx, bool kernels);
+void print_speedups(void);
+void write_speedups_json(FILE *f);
+
+#define DLS_CHECK(expr)                                                                  \
+  do {                                                                                   \
+    dls_status_t st_ = (expr);                                                           \
+    if (st_ != DLS_OK) {                                                                 \
+      bench_error("%s: %s: %s", #expr, dls_status_name(st_), dls_last_error());          \
+      return -1;                                                                         \
+    }                                                                                    \
+  } while (0)
+
+#define CU_CHECK(expr)                                                                              \
+  do {                                                                                              \
+    dls__CUresult r_ = (expr);                                                                      \
+    if (r_ != DLS__CUDA_SUCCESS) {                                                                  \
+      const char *name_ = "?";                                                                      \
+      cu.cuGetErrorName(r_, &name_);                                                                \
+      bench_error("%s: %s", #expr, name_);                                                          \
+      return -1;                                                                                    \
+    }                                                                                               \
+  } while (0)
+
+#endif /* DLS_BENCH_H */
