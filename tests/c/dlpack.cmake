@@ -30,17 +30,14 @@ function(dls_dlpack_layout fn header)
     # Features whose DLPack version is uncertain: detect them in the header.
     string(MD5 key "${header}")
     string(SUBSTRING "${key}" 0 8 key)
-    set(probes
-      "MAIA|int main(void) { return (int)kDLMAIA; }"
-      "TRN|int main(void) { return (int)kDLTrn; }"
-      "EXCHANGE_API|int main(void) { DLPackExchangeAPI a; a.current_work_stream = 0; return (int)sizeof a; }")
-    foreach(p IN LISTS probes)
-      string(FIND "${p}" "|" bar)
-      string(SUBSTRING "${p}" 0 ${bar} feature)
-      math(EXPR start "${bar} + 1")
-      string(SUBSTRING "${p}" ${start} -1 body)
-      set(CMAKE_REQUIRED_QUIET ON)
-      check_c_source_compiles("#include \"${header}\"\n${body}\n" DLS_LAYOUT_${key}_HAS_${feature})
+    set(CMAKE_REQUIRED_QUIET ON)
+    set(inc "#include \"${header}\"\n")
+    check_c_source_compiles("${inc}int main(void) { return (int)kDLMAIA; }" DLS_LAYOUT_${key}_HAS_MAIA)
+    check_c_source_compiles("${inc}int main(void) { return (int)kDLTrn; }" DLS_LAYOUT_${key}_HAS_TRN)
+    check_c_source_compiles(
+      "${inc}int main(void) { DLPackExchangeAPI a; a.current_work_stream = 0; return (int)sizeof a; }"
+      DLS_LAYOUT_${key}_HAS_EXCHANGE_API)
+    foreach(feature MAIA TRN EXCHANGE_API)
       if(DLS_LAYOUT_${key}_HAS_${feature})
         list(APPEND defs DLS_LAYOUT_HAS_${feature})
       endif()

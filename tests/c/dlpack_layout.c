@@ -26,6 +26,10 @@
 
 #define SZ(T) {"sizeof(" #T ")", (long long)sizeof(T)},
 #define OFF(T, f) {"offsetof(" #T ", " #f ")", (long long)offsetof(T, f)},
+/* DLPack 1.0's header declares the versioned struct without a typedef (CuPy
+ * ships it so): name it by its tag, which every header has. */
+#define SZS(T) {"sizeof(" #T ")", (long long)sizeof(struct T)},
+#define OFFS(T, f) {"offsetof(" #T ", " #f ")", (long long)offsetof(struct T, f)},
 #define VAL(x) {#x, (long long)(x)},
 
 static const dls_layout_entry entries[] = {
@@ -47,9 +51,9 @@ static const dls_layout_entry entries[] = {
 #if DLS_V >= 100
     VAL(DLPACK_MAJOR_VERSION)
     SZ(DLPackVersion) OFF(DLPackVersion, major) OFF(DLPackVersion, minor)
-    SZ(DLManagedTensorVersioned) OFF(DLManagedTensorVersioned, version) OFF(DLManagedTensorVersioned, manager_ctx)
-    OFF(DLManagedTensorVersioned, deleter) OFF(DLManagedTensorVersioned, flags)
-    OFF(DLManagedTensorVersioned, dl_tensor)
+    SZS(DLManagedTensorVersioned) OFFS(DLManagedTensorVersioned, version)
+    OFFS(DLManagedTensorVersioned, manager_ctx) OFFS(DLManagedTensorVersioned, deleter)
+    OFFS(DLManagedTensorVersioned, flags) OFFS(DLManagedTensorVersioned, dl_tensor)
     VAL(DLPACK_FLAG_BITMASK_READ_ONLY) VAL(DLPACK_FLAG_BITMASK_IS_COPIED)
 #endif
 #if DLS_V >= 101

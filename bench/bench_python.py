@@ -1,0 +1,334 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dlstream from Python beside the anchors of shared/ANCHORS.md, in one run: host time per call, median of
+repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON with --json FILE.
+
+  python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000]
+
+Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
+prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend."""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+
+def measure(fn, calls, reps, sync=None):
+    """Median over `reps` of the mean host time of `calls` calls, in microseconds."""
+    for _ in range(max(200, calls // 10)):
+        fn()
+    if sync:
+        sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        if sync:
+            sync()  # drain outside the timed loop so queues never fill
+        out.append((t1 - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def measure_loop(fn, calls, reps, sync=None):
+    """Like measure, but fn(calls) runs its own loop (saves a Python call per iteration)."""
+    fn(max(200, calls // 10))
+    if sync:
+        sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(calls)
+        t1 = time.perf_counter()
+        if sync:
+            sync()
+        out.append((t1 - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+AXPY_SRC = r"""
+extern "C" __global__ void axpy(unsigned long long n, float a, const float *x, float *y) {
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+def gpu_rows(args):
+    import dlstream
+    import torch
+
+    rows = []
+    N = 1024
+    calls, reps = args.calls, args.reps
+    x = torch.ones(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    sync = torch.cuda.synchronize
+    axpy = dlstream.builtin_function("dls_axpy_f32", "cuda:0")  # u64,f32,cp,p
+    launch = axpy.launch
+
+    def dl_loop(n):
+        for _ in range(n):
+            launch(4, 256, N, 1.0, x, y)
+
+    rows.append(("dlstream launch: axpy, 2 torch tensors + 2 scalars, torch's current stream",
+                 measure_loop(dl_loop, calls, reps, sync), "launch"))
+
+    def torch_loop(n):
+        for _ in range(n):
+            y.add_(x)
+
+    rows.append(("torch in-place add, 1,024 floats", measure_loop(torch_loop, calls, reps, sync), None))
+
+    # raw cuLaunchKernel on dlstream's own built-in (same kernel, same arguments)
+    raw = raw_launch_row(axpy, x, y, N, calls, reps, sync)
+    if raw:
+        rows.append(raw)
+
+    try:
+        import cupy
+        k = cupy.RawKernel(AXPY_SRC, "axpy")
+        cx = cupy.ones(N, dtype=cupy.float32)
+        cy = cupy.zeros(N, dtype=cupy.float32)
+        a32, n64 = cupy.float32(1.0), cupy.uint64(N)
+
+        def cupy_loop(n):
+            for _ in range(n):
+                k((4,), (256,), (n64, a32, cx, cy))
+
+        rows.append(("CuPy RawKernel, CuPy arrays", measure_loop(cupy_loop, calls, reps, cupy.cuda.Device().synchronize),
+                     None))
+
+        def cupy_torch_loop(n):
+            for _ in range(n):
+                with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                    k((4,), (256,), (n64, a32, x.data_ptr(), y.data_ptr()))
+
+        rows.append(("CuPy RawKernel on torch tensors via data_ptr() in ExternalStream",
+                     measure_loop(cupy_torch_loop, calls, reps, sync), None))
+    except Exception as e:  # noqa: BLE001
+        print(f"note: CuPy rows skipped: {e}", file=sys.stderr)
+
+    try:
+        rows.append(cuda_core_row(x, y, N, calls, reps, sync))
+    except Exception as e:  # noqa: BLE001
+        print(f"note: cuda.core row skipped: {e}", file=sys.stderr)
+
+    # import of a torch CUDA tensor
+    from_dlpack = dlstream.from_dlpack
+
+    def import_loop(n):
+        for _ in range(n):
+            from_dlpack(x).close()
+
+    rows.append(("dlstream.from_dlpack(torch tensor) (capsule path, incl. close)",
+                 measure_loop(import_loop, calls, reps, sync), None))
+    rows.append(("x.__dlpack__(stream=1) on a torch CUDA tensor", measure(lambda: x.__dlpack__(stream=1), calls, reps),
+                 None))
+    rows.append(("torch.from_dlpack(torch tensor)", measure(lambda: torch.from_dlpack(x), calls, reps), None))
+
+    # the exchange-API import alone: a launch with one more tensor argument, minus the launch with one fewer
+    spin = dlstream.builtin_function("dls_spin", "cuda:0", signature="u64")
+    one = dlstream.builtin_function("dls_spin", "cuda:0", signature="u64,cp")
+    base = measure(lambda: spin.launch(1, 1, 0), calls, reps, sync)
+    with1 = measure(lambda: one.launch(1, 1, 0, x), calls, reps, sync)
+    rows.append(("import of a torch CUDA tensor via the exchange API (launch with it - without it)",
+                 max(with1 - base, 0.0), "import"))
+
+    # events
+    s1, s2 = dlstream.Stream("cuda:0"), dlstream.Stream("cuda:0")
+    ev = dlstream.Event(device="cuda:0")
+    rec, wait = ev.record, s2.wait
+
+    def ev_loop(n):
+        for _ in range(n):
+            rec(s1)
+            wait(ev)
+
+    rows.append(("dlstream event record + cross-stream wait", measure_loop(ev_loop, calls, reps, sync), "event"))
+    rows.append(("torch.cuda.Event().record()", measure(lambda: torch.cuda.Event().record(), calls, reps, sync), None))
+    rows.append(("torch.cuda.current_stream()", measure(torch.cuda.current_stream, calls, reps), None))
+    ptr = s1.ptr
+    rows.append(("torch.cuda.ExternalStream(ptr)", measure(lambda: torch.cuda.ExternalStream(ptr), calls, reps), None))
+    rows.append(("dlstream.Stream.wrap(torch stream) + close",
+                 measure(lambda: dlstream.Stream.wrap(torch.cuda.current_stream()).close(), calls, reps), None))
+    sync()
+    ev.close()
+    s1.close()
+    s2.close()
+    return rows
+
+
+def raw_launch_row(axpy, x, y, N, calls, reps, sync):
+    """cuLaunchKernel through ctypes on libcuda, on the same CUfunction dlstream launches."""
+    try:
+        from cuda.bindings import driver  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import torch
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = dlstream_native_function(axpy)
+        if fn is None:
+            return None
+        n = ctypes.c_uint64(N)
+        a = ctypes.c_float(1.0)
+        px, py = ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr())
+        params = (ctypes.c_void_p * 4)(ctypes.addressof(n), ctypes.addressof(a), ctypes.addressof(px),
+                                       ctypes.addressof(py))
+        launch = lib.cuLaunchKernel
+        launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def raw_loop(k):
+            for _ in range(k):
+                launch(fn, 4, 1, 1, 256, 1, 1, 0, stream, params, None)
+
+        return ("raw cuLaunchKernel (ctypes on libcuda, same kernel)", measure_loop(raw_loop, calls, reps, sync), "raw")
+    except Exception as e:  # noqa: BLE001
+        print(f"note: raw cuLaunchKernel row skipped: {e}", file=sys.stderr)
+        return None
+
+
+def dlstream_native_function(axpy):
+    """The CUfunction of a built-in, looked up in dlstream's fatbin through the driver (cuModuleGetFunction)."""
+    import dlstream
+    lib = ctypes.CDLL("libcuda.so.1")
+    import glob
+    import os
+    fatbins = glob.glob(os.path.join(os.path.dirname(__file__), "..", "build*", "**", "dls_kernels.fatbin"),
+                        recursive=True)
+    if not fatbins:
+        print("note: raw cuLaunchKernel row skipped: no dls_kernels.fatbin in a build directory", file=sys.stderr)
+        return None
+    data = open(fatbins[0], "rb").read()
+    mod = ctypes.c_void_p()
+    dlstream.Stream.legacy("cuda:0").synchronize()  # the primary context is current on this thread
+    if lib.cuModuleLoadData(ctypes.byref(mod), data) != 0:
+        return None
+    fn = ctypes.c_void_p()
+    if lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"dls_axpy_f32") != 0:
+        return None
+    return fn
+
+
+def cuda_core_row(x, y, N, calls, reps, sync):
+    import numpy as np
+    import torch
+    from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    dev = Device()
+    dev.set_current()
+    prog = Program(AXPY_SRC, code_type="c++", options=ProgramOptions(arch=f"sm_{dev.arch}"))
+    ker = prog.compile("cubin").get_kernel("axpy")
+    stream = dev.create_stream(torch.cuda.current_stream())
+    cfg = LaunchConfig(grid=4, block=256)
+    n, a, px, py = np.uint64(N), np.float32(1.0), x.data_ptr(), y.data_ptr()
+
+    def loop(k):
+        for _ in range(k):
+            launch(stream, cfg, ker, n, a, px, py)
+
+    return ("cuda.core launch with int pointers", measure_loop(loop, calls, reps, sync), None)
+
+
+def cpu_rows(args):
+    """dlstream's own CPU-side cost, CPU backend: NumPy arrays (capsule path) and the fake exchange-API type."""
+    import numpy as np
+
+    import dlstream
+    rows = []
+    calls, reps = args.calls, args.reps
+    axpy = dlstream.builtin_function("dls_axpy_f32", "cpu")
+    x = np.ones(1024, np.float32)
+    y = np.zeros(1024, np.float32)
+    s = dlstream.current_stream("cpu")
+    try:
+        import _dls_fake_exchange as fx
+        fxx, fyy = fx.FakeTensor(x, x.ctypes.data, x.shape), fx.FakeTensor(y, y.ctypes.data, y.shape)
+        launch = axpy.launch
+
+        def fast(n):
+            for _ in range(n):
+                launch(4, 256, 1024, 0.0, fxx, fyy)
+
+        rows.append(("CPU backend: launch, 2 exchange-API tensors + 2 scalars", measure_loop(fast, calls, reps,
+                                                                                              s.synchronize), None))
+    except ImportError:
+        print("note: build the tests to get _dls_fake_exchange (PYTHONPATH=<build>/python)", file=sys.stderr)
+    spin = dlstream.builtin_function("dls_spin", "cpu", signature="u64")
+    rows.append(("CPU backend: launch, 1 scalar (queueing cost of the CPU backend)",
+                 measure(lambda: spin.launch(1, 1, 0), calls, reps, s.synchronize), None))
+    rows.append(("CPU backend: launch, 2 NumPy arrays + 2 scalars (capsule path)",
+                 measure(lambda: axpy.launch(4, 256, 1024, 0.0, x, y), max(calls // 10, 500), reps, s.synchronize),
+                 None))
+    a, b = dlstream.Stream("cpu"), dlstream.Stream("cpu")
+    ev = dlstream.Event(device="cpu")
+    rows.append(("CPU backend: event record + cross-stream wait",
+                 measure(lambda: (ev.record(a), b.wait(ev)), calls, reps, b.synchronize), None))
+    rows.append(("dlstream.from_dlpack(numpy) + close", measure(lambda: dlstream.from_dlpack(x).close(), calls, reps),
+                 None))
+    b.synchronize()
+    for o in (ev, a, b):
+        o.close()
+    return rows
+
+
+def table(rows, title):
+    raw = next((t for _, t, tag in rows if tag == "raw"), None)
+    print(f"### {title}\n")
+    print("| operation | µs per call | × raw cuLaunchKernel |" if raw else "| operation | µs per call |")
+    print("| --- | --- | --- |" if raw else "| --- | --- |")
+    for name, t, _ in rows:
+        print(f"| {name} | {t:.2f} | {t / raw:.2f} |" if raw else f"| {name} | {t:.3f} |")
+    print()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--reps", type=int, default=9)
+    p.add_argument("--calls", type=int, default=10000)
+    p.add_argument("--cpu", action="store_true", help="measure the CPU backend (no GPU needed)")
+    args = p.parse_args()
+    try:
+        import dlstream
+    except ImportError as e:
+        print(f"skipped: dlstream is not importable ({e}); set PYTHONPATH=<build>/python")
+        return 0
+    result = {"reps": args.reps, "calls": args.calls, "rows": []}
+    if args.cpu:
+        rows = cpu_rows(args)
+        table(rows, "dlstream, CPU backend")
+    else:
+        try:
+            import torch
+        except ImportError:
+            print("skipped: torch is not installed")
+            return 0
+        if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
+            print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
+            return 0
+        result["device"] = torch.cuda.get_device_name()
+        result["torch"] = torch.__version__
+        rows = gpu_rows(args)
+        table(rows, f"dlstream beside the anchors on {result['device']}")
+        tags = {tag: t for _, t, tag in rows if tag}
+        if "raw" in tags and "launch" in tags:
+            ratio = tags["launch"] / tags["raw"]
+            print(f"launch / raw cuLaunchKernel = {ratio:.2f} (target <= 1.3)")
+            result["launch_over_raw"] = ratio
+        if "import" in tags:
+            print(f"exchange-API import = {tags['import']:.3f} µs (target <= 0.15)")
+        if "event" in tags:
+            print(f"event record + wait = {tags['event']:.3f} µs (target <= 1)")
+    result["rows"] = [{"name": n, "us": t, "tag": tag} for n, t, tag in rows]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
+#include "dlspy.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Ends a built-in call: reports `rc` (the launch's status) after the handshake's cleanup. */
+static PyObject *finish(dlspy_call *c, dls_status_t rc) {
+  bool ok = rc == DLS_OK;
+  if (!ok)
+    dlspy_raisef(c->st, rc, "%s", dls_last_error());
+  if (dlspy_call_end(c, ok) != 0 || !ok)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static int tensor_arg(dlspy_call *c, PyObject *o, int index, const char *name, bool readonly_ok, dlspy_view *v) {
+  int rc = dlspy_call_tensor(c, o, index, readonly_ok, true, v);
+  if (rc > 0)
+    dlspy_type_error(c->st, "%s(%s=%R): expected a tensor (any DLPack producer)", c->pycall, name, o);
+  return rc == 0 ? 0 : -1;
+}
+
+/* The fill pattern of `value` for elements of `dt`. */
+static int fill_pattern(dlspy_state *st, PyObject *value, DLDataType dt, uint64_t *out) {
+  size_t size = dls_dtype_size(dt);
+  *out = 0;
+  if (dt.lanes != 1 || (size != 1 && size != 2 && size != 4 && size != 8))
+    goto unsupported;
+  if (dt.code == kDLFloat || dt.code == kDLBfloat) {
+    double d = PyFloat_AsDouble(value);
+    if (d == -1.0 && PyErr_Occurred())
+      return -1;
+    if (dt.bits == 64) {
+      memcpy(out, &d, 8);
+    } else if (dt.bits == 32) {
+      float f = (float)d;
+      memcpy(out, &f, 4);
+    } else if (dt.code == kDLBfloat) {
+      float f = (float)d;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+      *out = u >> 16;
+    } else if (d == 0.0) {
+      *out = signbit(d) ? 0x8000u : 0u;
+    } else {
+      goto unsupported;
+    }
+    return 0;
+  }
+  if (dt.code == kDLInt || dt.code == kDLUInt || dt.code == kDLBool) {
+    if (PyFloat_Check(value)) {
+      dlspy_type_error(st, "fill(value=%R): an integer tensor takes an int value", value);
+      return -1;
+    }
+    PyObject *i = PyNumber_Index(value);
+    if (i == NULL)
+      return -1;
+    unsigned long long u = PyLong_AsUnsignedLongLongMask(i);
+    Py_DECREF(i);
+    if (u == (unsigned long long)-1 && PyErr_Occurred())
+      return -1;
+    *out = dt.code == kDLBool ? (u != 0) : u;
+    return 0;
+  }
+unsupported:
+  dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "fill(value=%R): elements of dtype code %u, %u bits, %u lanes are not supported",
+               value, dt.code, dt.bits, dt.lanes);
+  return -1;
+}
+
+PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "fill";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"dst", "value", "stream", NULL};
+  PyObject *a[3];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
+    return NULL;
+  if (a[0] == NULL || a[1] == NULL)
+    return dlspy_type_error(st, "fill() takes dst and value");
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 1) != 0)
+    return NULL;
+  dlspy_view v;
+  uint64_t pattern;
+  if (tensor_arg(&c, a[0], 0, "dst", false, &v) != 0 || fill_pattern(st, a[1], v.dtype, &pattern) != 0) {
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  if (!v.contiguous) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "fill(dst=%R): the tensor must be contiguous", a[0]);
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  return finish(&c, dls_fill(c.stream, v.arg, v.count, (uint32_t)dls_dtype_size(v.dtype), &pattern));
+}
+
+PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "axpy";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"a", "x", "y", "stream", NULL};
+  PyObject *a[4];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 3, a) != 0)
+    return NULL;
+  if (a[0] == NULL || a[1] == NULL || a[2] == NULL)
+    return dlspy_type_error(st, "axpy() takes a, x and y");
+  double alpha = PyFloat_AsDouble(a[0]);
+  if (alpha == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return dlspy_type_error(st, "axpy(a=%R): expected a number", a[0]);
+  }
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, a[3], NULL, a + 1, 2) != 0)
+    return NULL;
+  dlspy_view x, y;
+  if (tensor_arg(&c, a[1], 1, "x", true, &x) != 0 || tensor_arg(&c, a[2], 2, "y", false, &y) != 0) {
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  const char *why = NULL;
+  if (x.dtype.code != kDLFloat || (x.dtype.bits != 32 && x.dtype.bits != 64) || x.dtype.lanes != 1)
+    why = "x must be float32 or float64";
+  else if (memcmp(&x.dtype, &y.dtype, sizeof x.dtype) != 0)
+    why = "x and y must have one dtype";
+  else if (x.count != y.count)
+    why = "x and y must have as many elements";
+  else if (!x.contiguous || !y.contiguous)
+    why = "x and y must be contiguous";
+  if (why != NULL) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "axpy(x=%R, y=%R): %s", a[1], a[2], why);
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  dls_status_t rc = x.dtype.bits == 32 ? dls_axpy_f32(c.stream, x.count, (float)alpha, x.arg, y.arg)
+                                       : dls_axpy_f64(c.stream, x.count, alpha, x.arg, y.arg);
+  return finish(&c, rc);
+}
+
+PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "copy";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"dst", "src", "stream", NULL};
+  PyObject *a[3];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
+    return NULL;
+  if (a[0] == NULL || a[1] == NULL)
+    return dlspy_type_error(st, "copy() takes dst and src");
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 2) != 0)
+    return NULL;
+  dlspy_view d, s;
+  if (tensor_arg(&c, a[0], 0, "dst", false, &d) != 0 || tensor_arg(&c, a[1], 1, "src", true, &s) != 0) {
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  const char *why = NULL;
+  if (!d.has_meta || !s.has_meta)
+    why = "at most 8 dimensions";
+  else if (d.ndim != s.ndim || memcmp(d.shape, s.shape, (size_t)d.ndim * sizeof d.shape[0]) != 0)
+    why = "dst and src must have one shape";
+  else if (dls_dtype_size(d.dtype) != dls_dtype_size(s.dtype) || dls_dtype_size(d.dtype) == 0)
+    why = "dst and src must have elements of one size";
+  if (why != NULL) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "copy(dst=%R, src=%R): %s", a[0], a[1], why);
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  dls_copy_desc_t desc;
+  memset(&desc, 0, sizeof desc);
+  desc.ndim = (uint32_t)d.ndim;
+  desc.elem_size = (uint32_t)dls_dtype_size(d.dtype);
+  for (int i = 0; i < d.ndim; i++) {
+    desc.shape[i] = d.shape[i];
+    desc.dst_strides[i] = d.strides[i];
+    desc.src_strides[i] = s.strides[i];
+  }
+  return finish(&c, dls_copy_strided(c.stream, d.arg, s.arg, &desc));
+}
+
+PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "spin";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"seconds", "stream", "device", NULL};
+  PyObject *a[3];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0)
+    return NULL;
+  double secs = a[0] ? PyFloat_AsDouble(a[0]) : -1.0;
+  if (secs < 0 || secs > 3600 || isnan(secs)) {
+    PyErr_Clear();
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "spin(seconds=%R): expected 0 to 3600 seconds",
+                        a[0] ? a[0] : Py_None);
+  }
+  DLDevice dev;
+  bool have_dev = a[2] != NULL && a[2] != Py_None;
+  if (have_dev && dlspy_parse_device(st, a[2], pycall, &dev) != 0)
+    return NULL;
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, a[1], have_dev ? &dev : NULL, NULL, 0) != 0)
+    return NULL;
+  return finish(&c, dls_spin(c.stream, (uint64_t)(secs * 1e9)));
+}
+
+/* ---- latches ---- */
+
+typedef struct LatchObject {
+  PyObject_HEAD
+  dls_latch_t handle;
+  DLDevice device;
+} LatchObject;
+
+static PyObject *latch_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+  dlspy_state *st = dlspy_state_of(tp);
+  static char *kwlist[] = {"device", NULL};
+  PyObject *dev_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Latch", kwlist, &dev_obj))
+    return NULL;
+  DLDevice dev;
+  if (dlspy_check_runtime(st, "Latch") != 0 || dlspy_parse_device(st, dev_obj, "Latch", &dev) != 0)
+    return NULL;
+  LatchObject *l = (LatchObject *)tp->tp_alloc(tp, 0);
+  if (l == NULL)
+    return NULL;
+  l->device = dev;
+  dls_status_t rc = dls_latch_create(dev, &l->handle);
+  if (rc != DLS_OK) {
+    Py_DECREF(l);
+    return dlspy_raise(st, rc, "Latch");
+  }
+  return (PyObject *)l;
+}
+
+static void latch_dealloc(LatchObject *l) {
+  PyTypeObject *tp = Py_TYPE(l);
+  if (l->handle.id != 0 && !atomic_load(&dlspy_dead))
+    (void)dls_latch_destroy(l->handle); /* opens it first: no stream stays held */
+  tp->tp_free(l);
+  Py_DECREF(tp);
+}
+
+static int latch_live(dlspy_state *st, LatchObject *l, const char *pycall) {
+  if (l->handle.id == 0) {
+    dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the latch was closed", pycall);
+    return -1;
+  }
+  return dlspy_check_runtime(st, pycall);
+}
+
+static PyObject *latch_wait(LatchObject *l, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames) {
+  static const char pycall[] = "Latch.wait";
+  dlspy_state *st = PyType_GetModuleState(cls);
+  static const char *const names[] = {"stream", "timeout", NULL};
+  PyObject *a[2];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0 || latch_live(st, l, pycall) != 0)
+    return NULL;
+  double timeout = 10.0;
+  if (a[1] != NULL && a[1] != Py_None) {
+    timeout = PyFloat_AsDouble(a[1]);
+    if ((timeout == -1.0 && PyErr_Occurred()) || !(timeout > 0) || timeout > 3600) {
+      PyErr_Clear();
+      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(timeout=%R): expected seconds in (0, 3600]", pycall, a[1]);
+    }
+  }
+  dls_stream_t s;
+  if (dlspy_stream_resolve(st, a[0], l->device, pycall, "stream", &s) != 0)
+    return NULL;
+  if (s.id == 0 && dlspy_context_stream(st, &s) != 0)
+    return NULL;
+  if (s.id == 0)
+    s = dls_stream_default(l->device, DLS_STREAM_LEGACY);
+  dls_status_t rc = dls_latch_wait(l->handle, s, (uint64_t)(timeout * 1e9));
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  Py_RETURN_NONE;
+}
+
+static PyObject *latch_open(LatchObject *l, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames) {
+  dlspy_state *st = PyType_GetModuleState(cls);
+  if (latch_live(st, l, "Latch.open") != 0)
+    return NULL;
+  dls_status_t rc = dls_latch_open(l->handle);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, "Latch.open");
+  Py_RETURN_NONE;
+}
+
+static PyObject *latch_check(LatchObject *l, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+  dlspy_state *st = PyType_GetModuleState(cls);
+  if (latch_live(st, l, "Latch.check") != 0)
+    return NULL;
+  dls_status_t rc = dls_latch_status(l->handle);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, "Latch.check");
+  Py_RETURN_NONE;
+}
+
+static PyObject *latch_get_timed_out(LatchObject *l, void *c) {
+  if (l->handle.id == 0 || atomic_load(&dlspy_dead))
+    Py_RETURN_FALSE;
+  return PyBool_FromLong(dls_latch_status(l->handle) == DLS_ERR_TIMEOUT);
+}
+
+static PyObject *latch_get_device(LatchObject *l, void *c) { return dlspy_device_str(l->device); }
+
+static PyObject *latch_close(LatchObject *l, PyObject *unused) {
+  if (l->handle.id != 0) {
+    dls_latch_t h = l->handle;
+    l->handle.id = 0;
+    if (!atomic_load(&dlspy_dead))
+      (void)dls_latch_destroy(h);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *latch_enter(PyObject *l, PyObject *unused) { return Py_NewRef(l); }
+static PyObject *latch_exit(LatchObject *l, PyObject *const *args, Py_ssize_t nargs) { return latch_close(l, NULL); }
+
+static PyMethodDef latch_methods[] = {
+    {"wait", (PyCFunction)(void (*)(void))latch_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "wait(stream=None, timeout=10.0)\n--\n\nQueues a wait: the stream is held until open(), or gives up after "
+     "`timeout` seconds and marks the latch timed out."},
+    {"open", (PyCFunction)(void (*)(void))latch_open, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "open()\n--\n\nReleases every queued and future wait."},
+    {"check", (PyCFunction)(void (*)(void))latch_check, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "check()\n--\n\nRaises TimedOutError if a wait gave up before open()."},
+    {"close", (PyCFunction)latch_close, METH_NOARGS, "close()\n--\n\nOpens the latch, then frees it once its waits pass."},
+    {"__enter__", latch_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))latch_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef latch_getset[] = {
+    {"timed_out", (getter)latch_get_timed_out, NULL, "Whether a wait gave up before open().", NULL},
+    {"device", (getter)latch_get_device, NULL, "The device.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot latch_slots[] = {
+    {Py_tp_doc, "Latch(device=None)\n--\n\nA host-controlled gate: streams that wait() on it are held until open(). "
+                "Tests use it to make ordering observable."},
+    {Py_tp_new, latch_tp_new},
+    {Py_tp_dealloc, latch_dealloc},
+    {Py_tp_methods, latch_methods},
+    {Py_tp_getset, latch_getset},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_latch_spec = {
+    .name = "dlstream.Latch",
+    .basicsize = sizeof(LatchObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = latch_slots,
+};

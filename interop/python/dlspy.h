@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the files of the CPython extension dlstream._dlstream share: module state, types, helpers. */
+#ifndef DLSTREAM_PY_DLSPY_H
+#define DLSTREAM_PY_DLSPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "interop/dlpack/dlpack_internal.h"
+#include "dlstream/dlstream.h"
+
+/* Calls that a fast path makes into the core's internals (dls__*) skip the
+ * public entry guard, so they check the runtime state themselves. */
+#define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
+
+/* Per-type cache of the DLPack C exchange API (NULL api: the type has none). */
+typedef struct dlspy_xapi_entry {
+  PyTypeObject *type; /* strong reference */
+  const DLPackExchangeAPI *api;
+} dlspy_xapi_entry;
+#define DLSPY_XAPI_CACHE 16
+
+/* Foreign native streams seen on the hot path, wrapped once. */
+typedef struct dlspy_stream_entry {
+  DLDevice device;
+  void *native;
+  dls_stream_t handle; /* owned wrapper */
+} dlspy_stream_entry;
+#define DLSPY_STREAM_CACHE 16
+
+typedef struct dlspy_state {
+  PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType;
+  PyObject *Error;                        /* dlstream.Error */
+  PyObject *exc[DLSPY_STATUS_COUNT];      /* one class per status (index 0 unused) */
+  PyObject *ArgumentTypeError;            /* (Error, TypeError) */
+  PyObject *stream_var;                   /* contextvars.ContextVar of use_stream */
+  PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
+  PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
+  PyObject *s_device_id, *s_type, *s_index, *s_name;
+  PyObject *max_version;                  /* (1, 1) */
+  PyObject *kw_stream_maxv, *kw_stream;   /* ("stream", "max_version"), ("stream",) */
+  dlspy_xapi_entry xapi[DLSPY_XAPI_CACHE];
+  int xapi_n, xapi_next;
+  dlspy_stream_entry scache[DLSPY_STREAM_CACHE];
+  int scache_n, scache_next;
+} dlspy_state;
+
+extern PyModuleDef dlspy_moduledef;
+
+/* 0 while Python may use the runtime; DLSPY_CLOSING while our atexit hook
+ * runs dls_shutdown (deallocators leave the runtime alone, release
+ * callbacks still drop their references); DLSPY_DEAD afterwards (release
+ * callbacks leak rather than touch a dying interpreter). The C runtime is one
+ * per process, so this flag is too. */
+enum { DLSPY_ALIVE = 0, DLSPY_CLOSING = 1, DLSPY_DEAD = 2 };
+extern _Atomic int dlspy_dead;
+/* Native calls running with the GIL released (shutdown waits for none). */
+extern _Atomic int dlspy_nogil_calls;
+
+static inline bool dlspy_py_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+/* getattr that returns 0 with *out NULL when the attribute is missing. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define dlspy_getattr_opt PyObject_GetOptionalAttr
+#else
+#define dlspy_getattr_opt _PyObject_LookupAttr
+#endif
+
+/* The state of the module a type belongs to (walks the MRO for subclasses). */
+dlspy_state *dlspy_state_of(PyTypeObject *tp);
+static inline dlspy_state *dlspy_state_of_module(PyObject *m) { return (dlspy_state *)PyModule_GetState(m); }
+
+/* ---- errors (module.c) ---- */
+/* Raises the exception of `status` with "<pycall>: <dls_last_error()>"; returns NULL. */
+PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
+/* Raises the exception of `status` with a formatted message; returns NULL. */
+PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ...);
+/* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
+PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
+/* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
+int dlspy_check_runtime(dlspy_state *st, const char *pycall);
+
+/* ---- devices and dtypes (module.c) ---- */
+/* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
+int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
+/* cuda:0 when a CUDA device exists, else cpu:0. */
+DLDevice dlspy_default_device(void);
+PyObject *dlspy_device_str(DLDevice d);
+int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLDataType *out);
+PyObject *dlspy_dtype_str(DLDataType dt);
+
+/* ---- streams (stream.c) ---- */
+typedef struct StreamObject {
+  PyObject_HEAD
+  dls_stream_t handle;
+  DLDevice device;
+  void *native;
+  int kind; /* DLSPY_STREAM_* */
+  PyObject *owner; /* a foreign framework object kept alive (may be NULL) */
+} StreamObject;
+enum { DLSPY_STREAM_OWNED = 1, DLSPY_STREAM_POOLED, DLSPY_STREAM_FOREIGN, DLSPY_STREAM_LEGACY, DLSPY_STREAM_PER_THREAD };
+
+extern PyType_Spec dlspy_stream_spec;
+/* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an
+ * int native pointer (0 legacy, 2 per-thread). Foreign natives are wrapped
+ * through the module's cache, so no handle is made per call. `device` is the
+ * device a bare pointer belongs to. Returns 0, or -1 with an exception. */
+int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const char *pycall, const char *arg,
+                         dls_stream_t *out);
+/* The handle of a (device, native) pair through the cache (NULL native: legacy). */
+int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out);
+/* Drops the cache's wrappers. */
+void dlspy_stream_cache_clear(dlspy_state *st);
+/* The use_stream() stream of this context as a handle, or {0}. */
+int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
+/* Validates a __cuda_stream__ result; sets *out_native. */
+int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, void **out_native);
+/* A new Stream object for a reserved default handle. */
+PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
+
+/* ---- events (event.c) ---- */
+typedef struct EventObject {
+  PyObject_HEAD
+  dls_event_t handle;
+  DLDevice device;
+  unsigned flags;
+  bool foreign;
+  PyObject *owner;
+} EventObject;
+extern PyType_Spec dlspy_event_spec;
+PyObject *dlspy_event_new(dlspy_state *st, DLDevice device, unsigned flags, const char *pycall);
+
+/* ---- tensors (tensor.c) ---- */
+typedef struct TensorObject {
+  PyObject_HEAD
+  dls_tensor_t handle;
+  DLDevice device;
+} TensorObject;
+extern PyType_Spec dlspy_tensor_spec;
+PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t);
+PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- the argument handshake (handshake.c) ---- */
+
+/* The exchange API of a type, from the per-type cache (NULL: none). */
+const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp);
+void dlspy_xapi_cache_clear(dlspy_state *st);
+
+/* What to do once a launch was queued (or failed) for one argument. */
+enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE };
+typedef struct dlspy_post {
+  int kind;
+  PyObject *obj;        /* KEEP: strong reference held until the stream passes */
+  void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
+  int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
+  dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
+  void *host_lo;        /* STAGE: host bytes copied in (and back) */
+  size_t span;
+  bool copy_back;
+} dlspy_post;
+
+#define DLSPY_MAX_POSTS DLS_MAX_ARGS
+
+/* A tensor argument as the kernel sees it. */
+typedef struct dlspy_view {
+  void *ptr;            /* first element, as the launch stream's device addresses it */
+  DLDevice device;      /* where the memory lives (home device) */
+  DLDataType dtype;
+  int32_t ndim;
+  int64_t shape[DLS_COPY_MAX_DIMS];
+  int64_t strides[DLS_COPY_MAX_DIMS]; /* elements */
+  bool contiguous;
+  bool has_meta;        /* shape/strides filled (ndim <= DLS_COPY_MAX_DIMS) */
+  uint64_t count;
+  dls_arg_t arg;        /* what to pass: a pointer, or a dlstream tensor handle */
+} dlspy_view;
+
+typedef struct dlspy_call {
+  dlspy_state *st;
+  const char *pycall;
+  dls_stream_t stream;   /* the launch stream */
+  dls__stream *s;        /* resolved; a reference is held while the call runs */
+  bool have_value;
+  int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
+  dlspy_post posts[DLSPY_MAX_POSTS];
+  int nposts;
+  bool staged;           /* some host array was staged: the call blocks */
+  dls__stream *ordered[8]; /* producer streams already waited on */
+  int nordered;
+  const DLPackExchangeAPI *cur_api; /* the last current_work_stream asked */
+  DLDevice cur_dev;
+  dls__stream *cur_stream;
+} dlspy_call;
+
+/* Picks the stream of a call: explicit `stream` (may be NULL/None), the
+ * use_stream context, the exchange-API framework of the first tensor among
+ * `args`, else the legacy default stream of `device` (or, with
+ * `device_from_args`, of the first tensor's device). Takes a reference on
+ * the resolved stream (dlspy_call_end drops it). */
+int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
+                     PyObject *const *args, Py_ssize_t nargs);
+/* Resolves one tensor-like argument (a dlstream.Tensor, an exchange-API
+ * object, any __dlpack__ producer, or a DLPack capsule) for the call's
+ * stream. `readonly_ok` allows read-only tensors (never copied back).
+ * `want_meta` fills shape and strides. Returns 0, 1 when `obj` is not
+ * tensor-like (nothing raised), or -1 with an exception. */
+int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out);
+/* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
+ * alive until the stream passes, copies staged arrays back and blocks, drops
+ * the stream reference. Returns 0, or -1 with an exception. */
+int dlspy_call_end(dlspy_call *c, bool ok);
+
+/* obj.__dlpack__(stream=..., max_version=(1, 1)), falling back to the legacy
+ * signatures on TypeError. `stream_value` is borrowed (Py_None for host
+ * memory). Returns a new reference. */
+PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_value);
+/* Takes the managed tensor out of a capsule named dltensor_versioned or
+ * dltensor and renames it used_*. */
+int dlspy_capsule_consume(dlspy_state *st, PyObject *cap, const char *pycall, void **out_managed, bool *out_versioned);
+/* Calls a consumed managed tensor's deleter (with the GIL; never after shutdown). */
+void dlspy_managed_release(void *managed, bool versioned);
+/* obj.__dlpack_device__(); returns 1 (nothing raised) when obj has none. */
+int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
+
+/* Keeps `obj` (a new reference is taken) alive until work queued on `s` so far has passed. */
+int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj);
+
+/* ---- modules, functions, launches (launch.c) ---- */
+extern PyType_Spec dlspy_module_spec;
+extern PyType_Spec dlspy_function_spec;
+PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- built-ins (builtins.c) ---- */
+extern PyType_Spec dlspy_latch_spec;
+PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- small argument-parsing helpers (module.c) ---- */
+/* Splits FASTCALL keywords into `out` slots named by `names` (NULL-terminated);
+ * positional arguments beyond `npos_max` are an error. */
+int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   const char *const *names, Py_ssize_t npos_max, PyObject **out);
+
+#endif /* DLSTREAM_PY_DLSPY_H */

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dlstream: GPU streams, events, tensors and kernel launches shared with PyTorch, CuPy, NumPy and JAX
+through DLPack, ordered like the frameworks' own work: no hidden host sync, no use-after-free across streams.
+
+Which stream a call runs on, first that applies: its ``stream=`` argument; the stream of the innermost
+``with dlstream.use_stream(s):``; the current stream of the framework that made the first tensor argument
+(through the DLPack C exchange API, e.g. ``torch.cuda.current_stream()``); the legacy default stream.
+"""
+from __future__ import annotations
+
+import atexit as _atexit
+
+from . import _dlstream
+from ._dlstream import (
+    DLPACK_STREAM_NO_SYNC,
+    ArgumentTypeError,
+    BackendError,
+    BusyError,
+    Error,
+    Event,
+    ForkError,
+    Function,
+    InternalError,
+    InvalidArgumentError,
+    InvalidDeviceError,
+    InvalidHandleError,
+    InvalidTensorError,
+    Latch,
+    Module,
+    NotFoundError,
+    NotSupportedError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    StateError,
+    Stream,
+    Tensor,
+    TimedOutError,
+    UnavailableError,
+    VersionError,
+    __version__,
+    axpy,
+    backend_available,
+    builtin_function,
+    copy,
+    current_stream,
+    default_device,
+    device_count,
+    empty,
+    fill,
+    from_dlpack,
+    kDLCPU,
+    kDLCUDA,
+    kDLCUDAHost,
+    kDLROCM,
+    spin,
+)
+
+__all__ = [
+    "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
+    "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
+    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
+    "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
+    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
+    "spin", "use_stream", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
+]
+
+_stream_var = _dlstream._stream_var
+
+
+class use_stream:
+    """``with dlstream.use_stream(s):`` makes ``s`` the stream of every dlstream call in the block that names no
+    ``stream=`` (a ``contextvars`` variable: per thread and per asyncio task). ``s`` is a ``Stream``, anything
+    with ``__cuda_stream__`` (torch, CuPy, cuda.core) or an int pointer; ``None`` lifts an outer choice.
+    Blocks nest; the innermost wins. ``dlstream.stream_parallel`` builds its branches on this."""
+
+    __slots__ = ("stream", "_token")
+
+    def __init__(self, stream: object, device: object = None) -> None:
+        self.stream = None if stream is None else Stream.wrap(stream, device)
+        self._token = None
+
+    def __enter__(self) -> Stream | None:
+        self._token = _stream_var.set(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        _stream_var.reset(self._token)
+        self._token = None
+
+
+# Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
+# runtime down so nothing touches Python after finalization.
+_atexit.register(_dlstream._shutdown)

@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlstream.Module and dlstream.Function: kernels from images, typed signatures, and the launch hot path. */
+#include "dlspy.h"
+
+#include <string.h>
+
+enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
+
+static const struct {
+  const char *token;
+  uint8_t kind;
+} g_sig_tokens[] = {
+    {"p", SIG_P},       {"ptr", SIG_P},     {"cp", SIG_CP},     {"i32", SIG_I32},   {"int", SIG_I32},
+    {"u32", SIG_U32},   {"i64", SIG_I64},   {"u64", SIG_U64},   {"size_t", SIG_U64}, {"f32", SIG_F32},
+    {"float", SIG_F32}, {"f64", SIG_F64},   {"double", SIG_F64}, {"b", SIG_BYTES},  {"bytes", SIG_BYTES},
+};
+
+static const char *sig_name(uint8_t k) {
+  static const char *const names[] = {"any", "p", "cp", "i32", "u32", "i64", "u64", "f32", "f64", "bytes"};
+  return k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+typedef struct ModuleObject {
+  PyObject_HEAD
+  dls_module_t handle;
+  DLDevice device;
+} ModuleObject;
+
+typedef struct FunctionObject {
+  PyObject_HEAD
+  dls_function_t handle;
+  DLDevice device;
+  PyObject *module; /* the Module, kept alive; NULL for built-ins */
+  int nsig;         /* -1: no signature */
+  uint8_t sig[DLS_MAX_ARGS];
+  char name[64];
+} FunctionObject;
+
+/* "p, p, u64, f32" or a sequence of tokens. */
+static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, FunctionObject *f) {
+  f->nsig = -1;
+  if (obj == NULL || obj == Py_None)
+    return 0;
+  PyObject *parts;
+  if (PyUnicode_Check(obj)) {
+    PyObject *comma = PyUnicode_FromString(",");
+    parts = comma ? PyUnicode_Split(obj, comma, -1) : NULL;
+    Py_XDECREF(comma);
+    if (parts != NULL && PyList_GET_SIZE(parts) == 1) {
+      PyObject *s = PyObject_CallMethod(PyList_GET_ITEM(parts, 0), "strip", NULL);
+      if (s != NULL && PyUnicode_GET_LENGTH(s) == 0) {
+        Py_DECREF(parts);
+        parts = PyList_New(0); /* "" : no arguments */
+      }
+      Py_XDECREF(s);
+    }
+  } else {
+    parts = PySequence_List(obj);
+  }
+  if (parts == NULL) {
+    PyErr_Clear();
+    dlspy_type_error(st, "%s(signature=%R): expected a string like 'p,p,u64,f32' or a list of tokens", pycall, obj);
+    return -1;
+  }
+  Py_ssize_t n = PyList_GET_SIZE(parts);
+  if (n > DLS_MAX_ARGS) {
+    Py_DECREF(parts);
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(signature=%R): at most %d arguments", pycall, obj, DLS_MAX_ARGS);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *tok = PyList_GET_ITEM(parts, i);
+    PyObject *s = PyUnicode_Check(tok) ? PyObject_CallMethod(tok, "strip", NULL) : NULL;
+    const char *c = s ? PyUnicode_AsUTF8(s) : NULL;
+    uint8_t kind = 0;
+    for (size_t k = 0; c && k < sizeof g_sig_tokens / sizeof g_sig_tokens[0]; k++)
+      if (strcmp(c, g_sig_tokens[k].token) == 0)
+        kind = g_sig_tokens[k].kind;
+    if (kind == 0) {
+      PyErr_Clear();
+      dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
+                   "%s(signature=%R): token %zd %R is not one of p, cp, i32, u32, i64, u64, f32, f64, bytes", pycall,
+                   obj, i, s ? s : tok);
+      Py_XDECREF(s);
+      Py_DECREF(parts);
+      return -1;
+    }
+    Py_DECREF(s);
+    f->sig[i] = kind;
+  }
+  f->nsig = (int)n;
+  Py_DECREF(parts);
+  return 0;
+}
+
+static PyObject *function_new(dlspy_state *st, dls_function_t h, DLDevice dev, PyObject *module, const char *name,
+                              PyObject *signature, const char *pycall) {
+  FunctionObject *f = (FunctionObject *)st->FunctionType->tp_alloc(st->FunctionType, 0);
+  if (f == NULL)
+    return NULL;
+  f->handle = h;
+  f->device = dev;
+  f->module = Py_XNewRef(module);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  if (parse_signature(st, signature, pycall, f) != 0) {
+    Py_DECREF(f);
+    return NULL;
+  }
+  return (PyObject *)f;
+}
+
+/* ---- argument conversion ---- */
+
+static int as_u64(PyObject *o, unsigned long long *out, bool is_signed, long long *sout) {
+  PyObject *i = PyLong_Check(o) ? Py_NewRef(o) : PyNumber_Index(o);
+  if (i == NULL)
+    return -1;
+  int overflow = 0;
+  if (is_signed) {
+    *sout = PyLong_AsLongLongAndOverflow(i, &overflow);
+  } else {
+    *out = PyLong_AsUnsignedLongLong(i);
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      overflow = 1;
+    }
+  }
+  Py_DECREF(i);
+  return overflow ? 1 : 0;
+}
+
+static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, const char *pycall, dls_arg_t *a) {
+  if (PyFloat_Check(o) && kind >= SIG_I32 && kind <= SIG_U64)
+    goto type_error;
+  switch (kind) {
+  case SIG_F32:
+  case SIG_F64: {
+    double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      goto type_error;
+    }
+    *a = kind == SIG_F32 ? dls_arg_f32((float)d) : dls_arg_f64(d);
+    return 0;
+  }
+  case SIG_I32:
+  case SIG_I64: {
+    long long v = 0;
+    int rc = as_u64(o, NULL, true, &v);
+    if (rc < 0) {
+      PyErr_Clear();
+      goto type_error;
+    }
+    if (rc > 0 || (kind == SIG_I32 && (v < INT32_MIN || v > INT32_MAX)))
+      goto range_error;
+    *a = kind == SIG_I32 ? dls_arg_i32((int32_t)v) : dls_arg_i64(v);
+    return 0;
+  }
+  case SIG_U32:
+  case SIG_U64: {
+    unsigned long long v = 0;
+    int rc = as_u64(o, &v, false, NULL);
+    if (rc < 0) {
+      PyErr_Clear();
+      goto type_error;
+    }
+    if (rc > 0 || (kind == SIG_U32 && v > UINT32_MAX))
+      goto range_error;
+    *a = kind == SIG_U32 ? dls_arg_u32((uint32_t)v) : dls_arg_u64(v);
+    return 0;
+  }
+  default:
+    break;
+  }
+type_error:
+  dlspy_type_error(st, "%s(args[%d]=%R): expected a number for a %s argument", pycall, i, o, sig_name(kind));
+  return -1;
+range_error:
+  dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(args[%d]=%R): out of range for a %s argument", pycall, i, o,
+               sig_name(kind));
+  return -1;
+}
+
+/* One argument of a launch. `kind` SIG_NONE infers it from the object. */
+static int convert_arg(dlspy_call *c, PyObject *o, uint8_t kind, int i, dls_arg_t *a) {
+  PyTypeObject *tp = Py_TYPE(o);
+  if (kind == SIG_NONE) {
+    if (tp == &PyLong_Type || tp == &PyBool_Type)
+      return convert_scalar(c->st, o, SIG_I64, i, c->pycall, a);
+    if (tp == &PyFloat_Type)
+      return convert_scalar(c->st, o, SIG_F64, i, c->pycall, a);
+    if (PyBytes_Check(o))
+      kind = SIG_BYTES;
+    else
+      kind = SIG_P;
+  }
+  if (kind == SIG_P || kind == SIG_CP) {
+    if (o == Py_None) {
+      *a = dls_arg_ptr(NULL);
+      return 0;
+    }
+    if (tp == &PyLong_Type) { /* a raw device address */
+      void *p = PyLong_AsVoidPtr(o);
+      if (p == NULL && PyErr_Occurred())
+        return -1;
+      *a = dls_arg_ptr(p);
+      return 0;
+    }
+    dlspy_view v;
+    int rc = dlspy_call_tensor(c, o, i, kind == SIG_CP, false, &v);
+    if (rc < 0)
+      return -1;
+    if (rc > 0) {
+      dlspy_type_error(c->st, "%s(args[%d]=%R): expected a tensor (DLPack), an int address or None for a %s argument",
+                       c->pycall, i, o, sig_name(kind));
+      return -1;
+    }
+    *a = v.arg;
+    return 0;
+  }
+  if (kind == SIG_BYTES) {
+    if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) == 0 || PyBytes_GET_SIZE(o) > DLS_MAX_ARG_BYTES) {
+      dlspy_type_error(c->st, "%s(args[%d]=%R): expected non-empty bytes (at most %d) for a bytes argument",
+                       c->pycall, i, o, DLS_MAX_ARG_BYTES);
+      return -1;
+    }
+    *a = dls_arg_bytes(PyBytes_AS_STRING(o), (uint32_t)PyBytes_GET_SIZE(o));
+    return 0;
+  }
+  return convert_scalar(c->st, o, kind, i, c->pycall, a);
+}
+
+static int parse_dims(dlspy_state *st, PyObject *o, const char *what, uint32_t out[3]) {
+  out[0] = out[1] = out[2] = 1;
+  if (!PyLong_Check(o) && !PyTuple_Check(o) && PyIndex_Check(o)) {
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL)
+      return -1;
+    int rc = parse_dims(st, i, what, out);
+    Py_DECREF(i);
+    return rc;
+  }
+  if (PyLong_Check(o)) {
+    unsigned long v = PyLong_AsUnsignedLong(o);
+    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v == 0 || v > UINT32_MAX) {
+      PyErr_Clear();
+      dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Function.launch(%s=%R): must be >= 1", what, o);
+      return -1;
+    }
+    out[0] = (uint32_t)v;
+    return 0;
+  }
+  if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) >= 1 && PyTuple_GET_SIZE(o) <= 3) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
+      PyObject *d = PyTuple_GET_ITEM(o, i);
+      unsigned long v = PyLong_Check(d) ? PyLong_AsUnsignedLong(d) : 0;
+      if ((v == (unsigned long)-1 && PyErr_Occurred()) || v == 0 || v > UINT32_MAX) {
+        PyErr_Clear();
+        dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Function.launch(%s=%R): every dimension must be an int >= 1",
+                     what, o);
+        return -1;
+      }
+      out[i] = (uint32_t)v;
+    }
+    return 0;
+  }
+  dlspy_type_error(st, "Function.launch(%s=%R): expected an int or a tuple of 1 to 3 ints", what, o);
+  return -1;
+}
+
+/* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No
+ * Python object and no dlstream handle is made per call when the tensors'
+ * type offers the DLPack C exchange API and the stream is the framework's. */
+static PyObject *function_launch(FunctionObject *f, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargsf,
+                                 PyObject *kwnames) {
+  static const char pycall[] = "Function.launch";
+  dlspy_state *st = PyType_GetModuleState(cls);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *stream = NULL, *shared = NULL;
+  if (kwnames != NULL) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+      if (key == st->s_stream || PyUnicode_CompareWithASCIIString(key, "stream") == 0)
+        stream = args[nargs + k];
+      else if (PyUnicode_CompareWithASCIIString(key, "shared_mem") == 0)
+        shared = args[nargs + k];
+      else
+        return dlspy_type_error(st, "%s() got an unexpected keyword argument '%U'", pycall, key);
+    }
+  }
+  if (nargs < 2)
+    return dlspy_type_error(st, "%s() needs grid and block before the kernel's arguments", pycall);
+  Py_ssize_t n = nargs - 2;
+  PyObject *const *uargs = args + 2;
+  if (f->nsig >= 0 && n != f->nsig)
+    return dlspy_type_error(st, "%s: kernel \"%s\" takes %d argument%s by its signature, %zd given", pycall, f->name,
+                            f->nsig, f->nsig == 1 ? "" : "s", n);
+  if (n > DLS_MAX_ARGS)
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: at most %d kernel arguments, %zd given", pycall,
+                        DLS_MAX_ARGS, n);
+  dls_launch_config_t cfg;
+  if (parse_dims(st, args[0], "grid", cfg.grid) != 0 || parse_dims(st, args[1], "block", cfg.block) != 0)
+    return NULL;
+  cfg.shared_mem_bytes = 0;
+  if (shared != NULL) {
+    unsigned long v = PyLong_Check(shared) ? PyLong_AsUnsignedLong(shared) : (unsigned long)-1;
+    if (v == (unsigned long)-1 || v > UINT32_MAX) {
+      PyErr_Clear();
+      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shared_mem=%R): bytes as a non-negative int", pycall,
+                          shared);
+    }
+    cfg.shared_mem_bytes = (uint32_t)v;
+  }
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
+    return NULL;
+  dls_arg_t argv[DLS_MAX_ARGS];
+  bool ok = true;
+  for (Py_ssize_t i = 0; i < n && ok; i++)
+    ok = convert_arg(&c, uargs[i], f->nsig >= 0 ? f->sig[i] : SIG_NONE, (int)i, &argv[i]) == 0;
+  if (ok) {
+    dls_status_t rc;
+    dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
+    if (fn != NULL)
+      rc = dls__launch(pycall, fn, c.s, &cfg, argv, (size_t)n);
+    else if (f->handle.id == 0 || (f->module && ((ModuleObject *)f->module)->handle.id == 0))
+      dls__fail(rc, "%s: the function's module was closed", pycall);
+    if (rc != DLS_OK) {
+      dlspy_raisef(st, rc, "%s", dls_last_error());
+      ok = false;
+    }
+  }
+  if (dlspy_call_end(&c, ok) != 0 || !ok)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static void function_dealloc(FunctionObject *f) {
+  PyTypeObject *tp = Py_TYPE(f);
+  Py_CLEAR(f->module); /* functions of a module go with it; built-ins belong to the runtime */
+  tp->tp_free(f);
+  Py_DECREF(tp);
+}
+
+static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicode_FromString(f->name); }
+static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
+static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
+static PyObject *function_get_signature(FunctionObject *f, void *c) {
+  if (f->nsig < 0)
+    Py_RETURN_NONE;
+  char buf[DLS_MAX_ARGS * 8] = "";
+  size_t n = 0;
+  for (int i = 0; i < f->nsig; i++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i ? "," : "", sig_name(f->sig[i]));
+  return PyUnicode_FromString(buf);
+}
+
+static PyObject *function_repr(FunctionObject *f) {
+  char dev[32];
+  PyObject *sig = function_get_signature(f, NULL);
+  PyObject *r = sig ? PyUnicode_FromFormat("dlstream.Function('%s', device='%s', signature=%R)", f->name,
+                                          dls_device_str(f->device, dev, sizeof dev), sig)
+                    : NULL;
+  Py_XDECREF(sig);
+  return r;
+}
+
+static PyMethodDef function_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))function_launch, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "launch(grid, block, *args, stream=None, shared_mem=0)\n--\n\n"
+     "Queues the kernel. grid and block are ints or tuples of up to 3 ints. Tensor arguments go through DLPack; "
+     "the stream is `stream`, else use_stream()'s, else the current stream of the framework of the first tensor "
+     "argument, else the legacy default stream. Host arrays for a GPU kernel are staged and the call blocks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef function_getset[] = {
+    {"name", (getter)function_get_name, NULL, "The kernel's name.", NULL},
+    {"device", (getter)function_get_device, NULL, "The device it runs on.", NULL},
+    {"handle", (getter)function_get_handle, NULL, "The dlstream handle.", NULL},
+    {"signature", (getter)function_get_signature, NULL, "The argument kinds, or None.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot function_slots[] = {
+    {Py_tp_doc, "A kernel of a Module (Module.function) or a built-in (dlstream.builtin_function)."},
+    {Py_tp_dealloc, function_dealloc},
+    {Py_tp_methods, function_methods},
+    {Py_tp_getset, function_getset},
+    {Py_tp_repr, function_repr},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_function_spec = {
+    .name = "dlstream.Function",
+    .basicsize = sizeof(FunctionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = function_slots,
+};
+
+/* ---- built-in functions ---- */
+
+static const char *builtin_signature(const char *name) {
+  if (strcmp(name, "dls_fill") == 0)
+    return "p,u64,u32,u64";
+  if (strcmp(name, "dls_axpy_f32") == 0)
+    return "u64,f32,cp,p";
+  if (strcmp(name, "dls_axpy_f64") == 0)
+    return "u64,f64,cp,p";
+  if (strcmp(name, "dls_copy_strided") == 0)
+    return "p,cp,bytes";
+  if (strcmp(name, "dls_spin") == 0)
+    return "u64";
+  if (strcmp(name, "dls_latch") == 0)
+    return "p,u64,p";
+  return NULL;
+}
+
+PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "builtin_function";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"name", "device", "signature", NULL};
+  PyObject *a[3];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 3, a) != 0)
+    return NULL;
+  if (a[0] == NULL || !PyUnicode_Check(a[0]))
+    return dlspy_type_error(st, "builtin_function(name=%R): expected the built-in's name, e.g. 'dls_axpy_f32'",
+                            a[0] ? a[0] : Py_None);
+  const char *name = PyUnicode_AsUTF8(a[0]);
+  DLDevice dev;
+  if (name == NULL || dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_device(st, a[1], pycall, &dev) != 0)
+    return NULL;
+  dls_function_t h;
+  dls_status_t rc = dls_builtin_function(dev, name, &h);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  PyObject *sig = a[2];
+  PyObject *dflt = NULL;
+  if (sig == NULL || sig == Py_None) {
+    const char *s = builtin_signature(name);
+    if (s != NULL && (dflt = PyUnicode_FromString(s)) == NULL)
+      return NULL;
+    sig = dflt;
+  }
+  PyObject *f = function_new(st, h, dev, NULL, name, sig, pycall);
+  Py_XDECREF(dflt);
+  return f;
+}
+
+/* ---- modules ---- */
+
+static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+  static const char pycall[] = "Module";
+  dlspy_state *st = dlspy_state_of(tp);
+  static char *kwlist[] = {"image", "device", NULL};
+  PyObject *image, *dev_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Module", kwlist, &image, &dev_obj))
+    return NULL;
+  DLDevice dev;
+  if (dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_device(st, dev_obj, pycall, &dev) != 0)
+    return NULL;
+  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
+  if (m == NULL)
+    return NULL;
+  m->device = dev;
+  dls_status_t rc;
+  if (PyUnicode_Check(image) || PyObject_HasAttrString(image, "__fspath__")) {
+    PyObject *path = PyOS_FSPath(image), *bytes = NULL;
+    if (path == NULL || !PyUnicode_FSConverter(path, &bytes)) {
+      Py_XDECREF(path);
+      Py_DECREF(m);
+      return NULL;
+    }
+    rc = dls_module_load_file(dev, PyBytes_AS_STRING(bytes), &m->handle);
+    Py_DECREF(path);
+    Py_DECREF(bytes);
+  } else {
+    Py_buffer view;
+    if (PyObject_GetBuffer(image, &view, PyBUF_SIMPLE) != 0) {
+      Py_DECREF(m);
+      PyErr_Clear();
+      return dlspy_type_error(st, "Module(image=%R): expected bytes (cubin, fatbin or PTX) or a path", image);
+    }
+    /* PTX must end with a NUL; binary images ignore one more byte. */
+    char *copy = PyMem_Malloc((size_t)view.len + 1);
+    if (copy == NULL) {
+      PyBuffer_Release(&view);
+      Py_DECREF(m);
+      return PyErr_NoMemory();
+    }
+    memcpy(copy, view.buf, (size_t)view.len);
+    copy[view.len] = '\0';
+    size_t len = (size_t)view.len + 1;
+    PyBuffer_Release(&view);
+    rc = dls_module_load(dev, copy, len, &m->handle);
+    PyMem_Free(copy);
+  }
+  if (rc != DLS_OK) {
+    Py_DECREF(m);
+    return dlspy_raise(st, rc, pycall);
+  }
+  return (PyObject *)m;
+}
+
+static void module_dealloc(ModuleObject *m) {
+  PyTypeObject *tp = Py_TYPE(m);
+  if (m->handle.id != 0 && !atomic_load(&dlspy_dead))
+    (void)dls_module_unload(m->handle);
+  tp->tp_free(m);
+  Py_DECREF(tp);
+}
+
+static PyObject *module_function(ModuleObject *m, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
+  static const char pycall[] = "Module.function";
+  dlspy_state *st = PyType_GetModuleState(cls);
+  static const char *const names[] = {"name", "signature", NULL};
+  PyObject *a[2];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
+    return NULL;
+  if (a[0] == NULL || !PyUnicode_Check(a[0]))
+    return dlspy_type_error(st, "Module.function(name=%R): expected the kernel's (extern \"C\") name",
+                            a[0] ? a[0] : Py_None);
+  if (m->handle.id == 0)
+    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the module was closed", pycall);
+  const char *name = PyUnicode_AsUTF8(a[0]);
+  if (name == NULL || dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  dls_function_t h;
+  dls_status_t rc = dls_module_function(m->handle, name, &h);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  return function_new(st, h, m->device, (PyObject *)m, name, a[1], pycall);
+}
+
+static PyObject *module_close(ModuleObject *m, PyObject *unused) {
+  if (m->handle.id != 0) {
+    dls_module_t h = m->handle;
+    m->handle.id = 0;
+    if (!atomic_load(&dlspy_dead))
+      (void)dls_module_unload(h);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *module_enter(PyObject *m, PyObject *unused) { return Py_NewRef(m); }
+static PyObject *module_exit(ModuleObject *m, PyObject *const *args, Py_ssize_t nargs) { return module_close(m, NULL); }
+static PyObject *module_get_device(ModuleObject *m, void *c) { return dlspy_device_str(m->device); }
+static PyObject *module_get_closed(ModuleObject *m, void *c) { return PyBool_FromLong(m->handle.id == 0); }
+
+static PyMethodDef module_methods[] = {
+    {"function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "function(name, signature=None) -> Function\n--\n\n"
+     "A kernel by name. The optional signature ('p,cp,u64,f32' ...) converts Python ints and floats to the C types "
+     "the kernel takes: p and cp are pointers (tensors, int addresses, None; cp is read-only), i32 u32 i64 u64 f32 "
+     "f64 scalars, bytes a struct passed by value."},
+    {"close", (PyCFunction)module_close, METH_NOARGS, "close()\n--\n\nUnloads the module; its functions go stale."},
+    {"__enter__", module_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef module_getset[] = {
+    {"device", (getter)module_get_device, NULL, "The device it was loaded on.", NULL},
+    {"closed", (getter)module_get_closed, NULL, "Whether close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot module_slots[] = {
+    {Py_tp_doc, "Module(image, device=None)\n--\n\nKernels from a cubin, fatbin or PTX image (bytes) or file (path)."},
+    {Py_tp_new, module_tp_new},
+    {Py_tp_dealloc, module_dealloc},
+    {Py_tp_methods, module_methods},
+    {Py_tp_getset, module_getset},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_module_spec = {
+    .name = "dlstream.Module",
+    .basicsize = sizeof(ModuleObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = module_slots,
+};

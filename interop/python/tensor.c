@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlstream.Tensor: tensors dlstream owns (empty) or views (from_dlpack), exported through __dlpack__. */
+#include "dlspy.h"
+
+#include <string.h>
+
+/* ---- capsules ---- */
+
+static void capsule_versioned_destructor(PyObject *cap) {
+  /* Consumed capsules were renamed: only an unconsumed one still owns its tensor. */
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    if (m != NULL && m->deleter != NULL)
+      m->deleter(m);
+  }
+}
+
+static void capsule_legacy_destructor(PyObject *cap) {
+  if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m != NULL && m->deleter != NULL)
+      m->deleter(m);
+  }
+}
+
+/* ---- the type ---- */
+
+PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t) {
+  TensorObject *o = (TensorObject *)st->TensorType->tp_alloc(st->TensorType, 0);
+  if (o == NULL) {
+    (void)dls_tensor_release(t);
+    return NULL;
+  }
+  o->handle = t;
+  dls_status_t rc;
+  dls__tensor *ti = dls__tensor_get(t, "Tensor", "tensor", &rc);
+  o->device = ti ? ti->buf->dev->device : dls_cpu();
+  return (PyObject *)o;
+}
+
+static void tensor_dealloc(TensorObject *t) {
+  PyTypeObject *tp = Py_TYPE(t);
+  if (t->handle.id != 0 && !atomic_load(&dlspy_dead))
+    (void)dls_tensor_release(t->handle);
+  tp->tp_free(t);
+  Py_DECREF(tp);
+}
+
+static dls__tensor *tensor_live(dlspy_state *st, TensorObject *t, const char *pycall) {
+  if (t->handle.id == 0) {
+    dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the tensor was released", pycall);
+    return NULL;
+  }
+  if (dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  dls_status_t rc;
+  dls__tensor *ti = dls__tensor_get(t->handle, pycall, "self", &rc);
+  if (ti == NULL)
+    dlspy_raise(st, rc, pycall);
+  return ti;
+}
+
+/* The consumer stream a DLPack `stream` value names on `dev`: {0} for None on
+ * the CPU and for -1; `*host_sync` when the host must wait (CPU, None). */
+static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const char *pycall, dls_stream_t *out,
+                           bool *host_sync) {
+  out->id = 0;
+  *host_sync = false;
+  if (dev.device_type == kDLCPU) {
+    if (v == NULL || v == Py_None) {
+      *host_sync = true;
+      return 0;
+    }
+    if (PyLong_Check(v) && PyLong_AsLongLong(v) == DLS_DLPACK_STREAM_NO_SYNC)
+      return 0;
+    PyErr_Clear();
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
+                 "%s(stream=%R): host memory is exchanged synchronously; CPU consumers pass stream=None", pycall, v);
+    return -1;
+  }
+  if (v == NULL || v == Py_None) {
+    /* DLPack: None means the legacy default stream. */
+    *out = dls_stream_default(dev, DLS_STREAM_LEGACY);
+    return 0;
+  }
+  if (!PyLong_Check(v) || PyBool_Check(v)) {
+    dlspy_type_error(st, "%s(stream=%R): a DLPack stream is an int or None", pycall, v);
+    return -1;
+  }
+  long long value = PyLong_AsLongLong(v);
+  if (value == -1 && PyErr_Occurred())
+    return -1;
+  bool special = value == DLS_DLPACK_STREAM_NO_SYNC || value < 0 || value <= 2;
+  if (special) {
+    dls_status_t rc = dls_dlpack_stream_from_value(dev, value, out);
+    if (rc != DLS_OK) {
+      dlspy_raise(st, rc, pycall);
+      return -1;
+    }
+    return 0;
+  }
+  return dlspy_stream_cached(st, dev, (void *)(uintptr_t)value, pycall, out);
+}
+
+static int parse_dl_device(dlspy_state *st, PyObject *v, DLDevice own, const char *pycall) {
+  if (v == NULL || v == Py_None)
+    return 0;
+  long type = -1, id = -1;
+  if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2) {
+    type = PyLong_AsLong(PyTuple_GET_ITEM(v, 0));
+    id = PyLong_AsLong(PyTuple_GET_ITEM(v, 1));
+  }
+  if (type < 0 || id < 0) {
+    PyErr_Clear();
+    dlspy_type_error(st, "%s(dl_device=%R): expected a (device_type, device_id) tuple", pycall, v);
+    return -1;
+  }
+  if (type != own.device_type || id != own.device_id) {
+    char b[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR,
+                 "%s(dl_device=%R): the tensor lives on %s; dlstream exports only to the device it is on", pycall, v,
+                 dls_device_str(own, b, sizeof b));
+    return -1;
+  }
+  return 0;
+}
+
+static void sync_nogil(dls_stream_t s, dls_status_t *out) {
+  atomic_fetch_add(&dlspy_nogil_calls, 1);
+  Py_BEGIN_ALLOW_THREADS
+  *out = dls_stream_synchronize(s);
+  Py_END_ALLOW_THREADS
+  atomic_fetch_sub(&dlspy_nogil_calls, 1);
+}
+
+/* A compact copy of `src` queued on `work`, which first waits for src's work. */
+static dls_status_t copy_tensor(dls__tensor *src, dls_tensor_t src_h, dls_stream_t work, dls_tensor_t *out) {
+  out->id = 0;
+  if (src->dl.ndim > DLS_COPY_MAX_DIMS)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED, "a copy handles at most %d dimensions, not %d", DLS_COPY_MAX_DIMS,
+                     (int)src->dl.ndim);
+  dls_status_t rc = dls_tensor_order_before(src_h, work);
+  if (rc == DLS_OK)
+    rc = dls_tensor_empty(work, src->dl.ndim, src->dl.shape, src->dl.dtype, out);
+  if (rc != DLS_OK)
+    return rc;
+  dls_copy_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.ndim = (uint32_t)src->dl.ndim;
+  d.elem_size = (uint32_t)dls_dtype_size(src->dl.dtype);
+  int64_t stride = 1;
+  for (int i = src->dl.ndim - 1; i >= 0; i--) {
+    d.shape[i] = src->dl.shape[i];
+    d.src_strides[i] = src->dl.strides[i];
+    d.dst_strides[i] = stride;
+    stride *= src->dl.shape[i] > 0 ? src->dl.shape[i] : 1;
+  }
+  rc = dls_copy_strided(work, dls_arg_tensor(*out), dls_arg_tensor_in(src_h), &d);
+  if (rc != DLS_OK) {
+    (void)dls_tensor_release(*out);
+    out->id = 0;
+  }
+  return rc;
+}
+
+static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+  static const char pycall[] = "Tensor.__dlpack__";
+  dlspy_state *st = PyType_GetModuleState(cls);
+  static const char *const names[] = {"stream", "max_version", "dl_device", "copy", NULL};
+  PyObject *a[4];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0)
+    return NULL;
+  dls__tensor *ti = tensor_live(st, t, pycall);
+  if (ti == NULL)
+    return NULL;
+  DLDevice dev = ti->buf->dev->device;
+  if (parse_dl_device(st, a[2], ti->dl.device, pycall) != 0)
+    return NULL;
+  int copy = 0;
+  if (a[3] != NULL && a[3] != Py_None && (copy = PyObject_IsTrue(a[3])) < 0)
+    return NULL;
+  bool versioned = false;
+  if (a[1] != NULL && a[1] != Py_None) {
+    long major = -1;
+    if (PyTuple_Check(a[1]) && PyTuple_GET_SIZE(a[1]) >= 1)
+      major = PyLong_AsLong(PyTuple_GET_ITEM(a[1], 0));
+    if (major < 0) {
+      PyErr_Clear();
+      return dlspy_type_error(st, "%s(max_version=%R): expected a (major, minor) tuple", pycall, a[1]);
+    }
+    versioned = major >= 1;
+  }
+  dls_stream_t consumer;
+  bool host_sync;
+  if (consumer_stream(st, dev, a[0], pycall, &consumer, &host_sync) != 0)
+    return NULL;
+
+  dls_stream_t work = consumer, pooled = {0};
+  dls_status_t rc = DLS_OK;
+  if (host_sync || (copy && work.id == 0)) {
+    rc = host_sync ? dls_stream_acquire(dev, &pooled) : DLS_OK;
+    work = host_sync ? pooled : dls_stream_default(dev, DLS_STREAM_LEGACY);
+  }
+  dls_tensor_t src = t->handle, copied = {0};
+  if (rc == DLS_OK && copy) {
+    rc = copy_tensor(ti, t->handle, work, &copied);
+    src = copied;
+  }
+  if (rc == DLS_OK && host_sync) {
+    dls_status_t g;
+    dls__tensor *si = dls__tensor_get(src, pycall, "tensor", &g);
+    dls__stream *ws = dls__stream_get(pooled, pycall, "stream", &g);
+    rc = (si && ws) ? dls__buffer_order_before(si->buf, ws) : g;
+    if (rc == DLS_OK)
+      sync_nogil(pooled, &rc);
+  }
+  void *managed = NULL;
+  if (rc == DLS_OK) {
+    dls_stream_t c = host_sync ? (dls_stream_t){0} : consumer;
+    if (versioned)
+      rc = dls_tensor_export_versioned(src, c, (DLManagedTensorVersioned **)&managed);
+    else
+      rc = dls_tensor_export_legacy(src, c, (DLManagedTensor **)&managed);
+  }
+  if (copied.id)
+    (void)dls_tensor_release(copied); /* the export holds the copy's memory */
+  if (pooled.id)
+    (void)dls_stream_destroy(pooled);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  if (versioned && copy)
+    ((DLManagedTensorVersioned *)managed)->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  PyObject *cap = versioned ? PyCapsule_New(managed, "dltensor_versioned", capsule_versioned_destructor)
+                            : PyCapsule_New(managed, "dltensor", capsule_legacy_destructor);
+  if (cap == NULL) {
+    if (versioned)
+      ((DLManagedTensorVersioned *)managed)->deleter(managed);
+    else
+      ((DLManagedTensor *)managed)->deleter(managed);
+  }
+  return cap;
+}
+
+static PyObject *tensor_dlpack_device(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames) {
+  dlspy_state *st = PyType_GetModuleState(cls);
+  dls__tensor *ti = tensor_live(st, t, "Tensor.__dlpack_device__");
+  if (ti == NULL)
+    return NULL;
+  return Py_BuildValue("(ii)", (int)ti->dl.device.device_type, (int)ti->dl.device.device_id);
+}
+
+static PyObject *tensor_record_stream(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames) {
+  dlspy_state *st = PyType_GetModuleState(cls);
+  if (nargs != 1 || kwnames)
+    return dlspy_type_error(st, "Tensor.record_stream() takes one argument: the stream");
+  dls_stream_t s;
+  if (tensor_live(st, t, "Tensor.record_stream") == NULL ||
+      dlspy_stream_resolve(st, args[0], t->device, "Tensor.record_stream", "stream", &s) != 0)
+    return NULL;
+  if (s.id == 0)
+    return dlspy_type_error(st, "Tensor.record_stream(None): a stream is needed");
+  dls_status_t rc = dls_tensor_record_use(t->handle, s);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, "Tensor.record_stream");
+  Py_RETURN_NONE;
+}
+
+static PyObject *tensor_close(TensorObject *t, PyObject *unused) {
+  if (t->handle.id != 0) {
+    dls_tensor_t h = t->handle;
+    t->handle.id = 0;
+    if (!atomic_load(&dlspy_dead))
+      (void)dls_tensor_release(h);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *tensor_enter(PyObject *t, PyObject *unused) { return Py_NewRef(t); }
+static PyObject *tensor_exit(TensorObject *t, PyObject *const *args, Py_ssize_t nargs) { return tensor_close(t, NULL); }
+
+/* ---- properties ---- */
+
+static dls__tensor *peek(TensorObject *t) {
+  if (t->handle.id == 0 || atomic_load(&dlspy_dead))
+    return NULL;
+  return dls__handle_peek(DLS_HANDLE_TENSOR, t->handle.id);
+}
+
+#define TENSOR_GETTER(name, expr)                                                            \
+  static PyObject *tensor_get_##name(TensorObject *t, void *c) {                              \
+    dls__tensor *ti = peek(t);                                                                \
+    if (ti == NULL) {                                                                         \
+      dlspy_state *st = dlspy_state_of(Py_TYPE(t));                                           \
+      return st ? dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "Tensor." #name ": the tensor was released") : NULL; \
+    }                                                                                         \
+    return (expr);                                                                            \
+  }
+
+static PyObject *dims_tuple(const int64_t *d, int32_t n) {
+  PyObject *r = PyTuple_New(n);
+  for (int32_t i = 0; r && i < n; i++) {
+    PyObject *v = PyLong_FromLongLong(d[i]);
+    if (v == NULL) {
+      Py_CLEAR(r);
+      break;
+    }
+    PyTuple_SET_ITEM(r, i, v);
+  }
+  return r;
+}
+
+static uint64_t count_of(const dls__tensor *ti) {
+  uint64_t n = 1;
+  for (int32_t i = 0; i < ti->dl.ndim; i++)
+    n *= (uint64_t)ti->dl.shape[i];
+  return n;
+}
+
+TENSOR_GETTER(shape, dims_tuple(ti->dl.shape, ti->dl.ndim))
+TENSOR_GETTER(strides, dims_tuple(ti->dl.strides, ti->dl.ndim))
+TENSOR_GETTER(ndim, PyLong_FromLong(ti->dl.ndim))
+TENSOR_GETTER(dtype, dlspy_dtype_str(ti->dl.dtype))
+TENSOR_GETTER(device, dlspy_device_str(ti->buf->dev->device))
+TENSOR_GETTER(size, PyLong_FromUnsignedLongLong(count_of(ti)))
+TENSOR_GETTER(itemsize, PyLong_FromSize_t(dls_dtype_size(ti->dl.dtype)))
+TENSOR_GETTER(nbytes, PyLong_FromUnsignedLongLong(count_of(ti) * dls_dtype_size(ti->dl.dtype)))
+TENSOR_GETTER(data_ptr, PyLong_FromVoidPtr(ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL))
+TENSOR_GETTER(read_only, PyBool_FromLong(!!(ti->flags & DLS_TENSOR_READ_ONLY)))
+
+static PyObject *tensor_get_handle(TensorObject *t, void *c) { return PyLong_FromUnsignedLongLong(t->handle.id); }
+static PyObject *tensor_get_closed(TensorObject *t, void *c) { return PyBool_FromLong(t->handle.id == 0); }
+
+static PyObject *tensor_repr(TensorObject *t) {
+  dls__tensor *ti = peek(t);
+  if (ti == NULL)
+    return PyUnicode_FromString("dlstream.Tensor(released)");
+  PyObject *shape = dims_tuple(ti->dl.shape, ti->dl.ndim), *dt = dlspy_dtype_str(ti->dl.dtype);
+  char dev[32];
+  PyObject *r = shape && dt ? PyUnicode_FromFormat("dlstream.Tensor(shape=%R, dtype=%U, device='%s')", shape, dt,
+                                                   dls_device_str(ti->buf->dev->device, dev, sizeof dev))
+                            : NULL;
+  Py_XDECREF(shape);
+  Py_XDECREF(dt);
+  return r;
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "Exports the tensor. The consumer's stream waits for every queued use (-1: no sync; host memory: the host "
+     "waits); the memory is freed in stream order after the consumer's stream."},
+    {"__dlpack_device__", (PyCFunction)(void (*)(void))tensor_dlpack_device,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "__dlpack_device__() -> (device_type, device_id)"},
+    {"record_stream", (PyCFunction)(void (*)(void))tensor_record_stream, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "record_stream(stream)\n--\n\nDeclares that work queued on `stream` so far uses the tensor."},
+    {"close", (PyCFunction)tensor_close, METH_NOARGS,
+     "close()\n--\n\nReleases the tensor in stream order (exports keep the memory alive). Idempotent."},
+    {"__enter__", tensor_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))tensor_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", (getter)tensor_get_shape, NULL, "Extents.", NULL},
+    {"strides", (getter)tensor_get_strides, NULL, "Strides in elements.", NULL},
+    {"ndim", (getter)tensor_get_ndim, NULL, "Number of dimensions.", NULL},
+    {"dtype", (getter)tensor_get_dtype, NULL, "Element type name ('float32' ...).", NULL},
+    {"device", (getter)tensor_get_device, NULL, "Device as 'cuda:0' or 'cpu:0'.", NULL},
+    {"size", (getter)tensor_get_size, NULL, "Number of elements.", NULL},
+    {"itemsize", (getter)tensor_get_itemsize, NULL, "Bytes per element.", NULL},
+    {"nbytes", (getter)tensor_get_nbytes, NULL, "size * itemsize.", NULL},
+    {"data_ptr", (getter)tensor_get_data_ptr, NULL, "Address of the first element.", NULL},
+    {"read_only", (getter)tensor_get_read_only, NULL, "Whether the producer marked it read-only.", NULL},
+    {"handle", (getter)tensor_get_handle, NULL, "The dlstream handle (0 once closed).", NULL},
+    {"closed", (getter)tensor_get_closed, NULL, "Whether close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot tensor_slots[] = {
+    {Py_tp_doc, "A tensor dlstream owns (dlstream.empty) or views (dlstream.from_dlpack). It implements __dlpack__ "
+                "and __dlpack_device__, so torch, CuPy and NumPy take it with from_dlpack."},
+    {Py_tp_dealloc, tensor_dealloc},
+    {Py_tp_methods, tensor_methods},
+    {Py_tp_getset, tensor_getset},
+    {Py_tp_repr, tensor_repr},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_tensor_spec = {
+    .name = "dlstream.Tensor",
+    .basicsize = sizeof(TensorObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = tensor_slots,
+};
+
+/* ---- module functions ---- */
+
+static int parse_shape(dlspy_state *st, PyObject *obj, int64_t *shape, int32_t *ndim) {
+  if (PyLong_Check(obj)) {
+    shape[0] = PyLong_AsLongLong(obj);
+    *ndim = 1;
+    return PyErr_Occurred() ? -1 : 0;
+  }
+  PyObject *seq = PySequence_Fast(obj, "");
+  if (seq == NULL) {
+    PyErr_Clear();
+    dlspy_type_error(st, "empty(shape=%R): expected an int or a sequence of ints", obj);
+    return -1;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  if (n > DLS__DLPACK_MAX_NDIM) {
+    Py_DECREF(seq);
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "empty(shape=%R): at most %d dimensions", obj, DLS__DLPACK_MAX_NDIM);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
+    if (!PyLong_Check(v)) {
+      Py_DECREF(seq);
+      dlspy_type_error(st, "empty(shape=%R): extent %zd is not an int", obj, i);
+      return -1;
+    }
+    shape[i] = PyLong_AsLongLong(v);
+    if (shape[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(seq);
+      return -1;
+    }
+  }
+  *ndim = (int32_t)n;
+  Py_DECREF(seq);
+  return 0;
+}
+
+PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "empty";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"shape", "dtype", "device", "stream", NULL};
+  PyObject *a[4];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
+    return NULL;
+  if (a[0] == NULL)
+    return dlspy_type_error(st, "empty() missing its argument 'shape'");
+  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int32_t ndim;
+  DLDataType dt;
+  if (dlspy_check_runtime(st, pycall) != 0 || parse_shape(st, a[0], shape, &ndim) != 0 ||
+      dlspy_parse_dtype(st, a[1], pycall, &dt) != 0)
+    return NULL;
+  bool have_dev = a[2] != NULL && a[2] != Py_None;
+  DLDevice dev = dls_cpu();
+  if (have_dev && dlspy_parse_device(st, a[2], pycall, &dev) != 0)
+    return NULL;
+  dls_stream_t s;
+  if (dlspy_stream_resolve(st, a[3], have_dev ? dev : dlspy_default_device(), pycall, "stream", &s) != 0)
+    return NULL;
+  if (s.id == 0 && dlspy_context_stream(st, &s) != 0)
+    return NULL;
+  if (s.id != 0) {
+    DLDevice sd;
+    dls_status_t rc = dls_stream_device(s, &sd);
+    if (rc != DLS_OK)
+      return dlspy_raise(st, rc, pycall);
+    if (have_dev && (sd.device_type != dev.device_type || sd.device_id != dev.device_id)) {
+      if (a[3] != NULL && a[3] != Py_None) {
+        char x[32], y[32];
+        return dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "empty(device=%s, stream on %s): the devices differ",
+                            dls_device_str(dev, x, sizeof x), dls_device_str(sd, y, sizeof y));
+      }
+      s.id = 0; /* the use_stream() stream is on another device */
+    }
+  }
+  if (s.id == 0)
+    s = dls_stream_default(have_dev ? dev : dlspy_default_device(), DLS_STREAM_LEGACY);
+  dls_tensor_t t;
+  dls_status_t rc = dls_tensor_empty(s, ndim, shape, dt, &t);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  return dlspy_tensor_wrap(st, t);
+}
+
+PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "from_dlpack";
+  dlspy_state *st = dlspy_state_of_module(module);
+  static const char *const names[] = {"obj", "stream", NULL};
+  PyObject *a[2];
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0)
+    return NULL;
+  if (a[0] == NULL)
+    return dlspy_type_error(st, "from_dlpack() missing its argument 'obj'");
+  if (dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  PyObject *obj = a[0], *cap;
+  dls_stream_t producer = {0};
+  if (PyCapsule_CheckExact(obj)) {
+    cap = Py_NewRef(obj); /* no handshake possible: the producer's legacy stream */
+  } else {
+    DLDevice d, home;
+    int rc = dlspy_dlpack_device(st, obj, pycall, &d);
+    if (rc < 0)
+      return NULL;
+    if (rc == 1) {
+      PyObject *meth = NULL;
+      if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
+        return NULL;
+      if (meth == NULL)
+        return dlspy_type_error(st, "from_dlpack(obj=%R): not a DLPack producer (no __dlpack__)", obj);
+      Py_DECREF(meth);
+      d = dls_cpu();
+    }
+    if (!dls__dlpack_home(d, &home))
+      return dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "from_dlpack(obj=%R): DLPack device type %d is not supported",
+                          obj, (int)d.device_type);
+    if (dlspy_stream_resolve(st, a[1], home, pycall, "stream", &producer) != 0)
+      return NULL;
+    if (producer.id == 0 && dlspy_context_stream(st, &producer) != 0)
+      return NULL;
+    if (producer.id != 0) {
+      DLDevice sd;
+      if (dls_stream_device(producer, &sd) != DLS_OK || sd.device_type != home.device_type ||
+          sd.device_id != home.device_id) {
+        if (a[1] != NULL && a[1] != Py_None) {
+          char x[32];
+          return dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "from_dlpack(obj=%R, stream=%R): the tensor lives on %s",
+                              obj, a[1], dls_device_str(home, x, sizeof x));
+        }
+        producer.id = 0;
+      }
+    }
+    PyObject *sv;
+    if (home.device_type == kDLCPU) {
+      sv = Py_NewRef(Py_None);
+    } else {
+      if (producer.id == 0)
+        producer = dls_stream_default(home, DLS_STREAM_LEGACY);
+      int64_t v;
+      dls_status_t r = dls_dlpack_stream_value(producer, &v);
+      if (r != DLS_OK)
+        return dlspy_raise(st, r, pycall);
+      sv = PyLong_FromLongLong(v);
+      if (sv == NULL)
+        return NULL;
+    }
+    cap = dlspy_call_dlpack(st, obj, sv);
+    Py_DECREF(sv);
+    if (cap == NULL)
+      return NULL;
+  }
+  void *managed;
+  bool versioned;
+  int rc = dlspy_capsule_consume(st, cap, pycall, &managed, &versioned);
+  Py_DECREF(cap);
+  if (rc != 0)
+    return NULL;
+  dls_tensor_t t;
+  dls_status_t r = versioned ? dls_tensor_import_versioned(managed, producer, &t)
+                             : dls_tensor_import_legacy(managed, producer, &t); /* steals managed */
+  if (r != DLS_OK)
+    return dlspy_raise(st, r, pycall);
+  return dlspy_tensor_wrap(st, t);
+}

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures of the Python suite: the package, the fake exchange-API framework, leak checks, framework skips."""
+import gc
+import importlib
+import os
+import sys
+
+import pytest
+
+dlstream = pytest.importorskip("dlstream", reason="the dlstream extension is not built (PYTHONPATH=<build>/python)")
+
+
+def _optional(name):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any import failure means "not here"
+        return None
+
+
+torch = _optional("torch")
+cupy = _optional("cupy")
+HAVE_CUDA = dlstream.device_count("cuda") > 0
+TORCH_CUDA = torch is not None and HAVE_CUDA and torch.cuda.is_available()
+CUPY_CUDA = cupy is not None and HAVE_CUDA
+
+needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="no CUDA device: " + dlstream.backend_available("cuda")[1])
+needs_torch_cuda = pytest.mark.skipif(
+    not TORCH_CUDA, reason="torch with CUDA is not installed" if torch is None else "torch sees no CUDA device")
+needs_cupy_cuda = pytest.mark.skipif(not CUPY_CUDA, reason="CuPy with CUDA is not installed")
+
+CPU = "cpu"
+
+
+@pytest.fixture
+def fx():
+    """The fake framework with the DLPack C exchange API (tests/python/fake_exchange.c)."""
+    mod = pytest.importorskip("_dls_fake_exchange", reason="the fake exchange-API module was not built")
+    mod.set_current_stream(0)
+    yield mod
+    mod.set_current_stream(0)
+
+
+def settle():
+    """Runs every release whose stream has passed: sync the CPU default stream and poll."""
+    dlstream.current_stream(CPU).synchronize()
+    gc.collect()
+    dlstream._dlstream._deferred_poll()
+
+
+def live():
+    settle()
+    return {k: v for k, v in dlstream._dlstream._live_handles().items()}
+
+
+@pytest.fixture
+def no_leaks():
+    """Asserts that a test leaves no handle and no deferred release behind."""
+    dlstream._dlstream._clear_caches()
+    before = live()
+    yield
+    dlstream._dlstream._clear_caches()
+    after = live()
+    assert after == before, f"handles leaked: before {before}, after {after}"
+    assert dlstream._dlstream._deferred_pending() == 0
+
+
+def run_python(code, env=None, timeout=60):
+    """Runs code in a fresh interpreter with this suite's PYTHONPATH; returns the CompletedProcess."""
+    import subprocess
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=e)
