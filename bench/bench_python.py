@@ -82,10 +82,19 @@ def gpu_rows(args):
 
     rows.append(("torch in-place add, 1,024 floats", measure_loop(torch_loop, calls, reps, sync), None))
 
-    # raw cuLaunchKernel on dlstream's own built-in (same kernel, same arguments)
+    # the floor: cuLaunchKernel of the same kernel with the same arguments, looped in C in this process
+    cur = torch.cuda.current_stream().cuda_stream
+    raw_c = dlstream._dlstream._bench_raw_axpy
+
+    def raw_c_loop(n):
+        raw_c(cur, x.data_ptr(), y.data_ptr(), N, n)
+
+    rows.append(("raw cuLaunchKernel from C, same kernel and arguments (the floor)",
+                 measure_loop(raw_c_loop, calls, reps, sync), "raw"))
+    # the same through ctypes, for reference (ctypes adds its own call cost)
     raw = raw_launch_row(axpy, x, y, N, calls, reps, sync)
     if raw:
-        rows.append(raw)
+        rows.append((raw[0], raw[1], None))
 
     try:
         import cupy
@@ -134,8 +143,15 @@ def gpu_rows(args):
     one = dlstream.builtin_function("dls_spin", "cuda:0", signature="u64,cp")
     base = measure(lambda: spin.launch(1, 1, 0), calls, reps, sync)
     with1 = measure(lambda: one.launch(1, 1, 0, x), calls, reps, sync)
-    rows.append(("import of a torch CUDA tensor via the exchange API (launch with it - without it)",
-                 max(with1 - base, 0.0), "import"))
+    rows.append(("a launch's extra cost per torch tensor argument (launch with one - without)",
+                 max(with1 - base, 0.0), None))
+    bench_import = dlstream._dlstream._bench_exchange_import
+
+    def import_c_loop(n):
+        bench_import(x, n)
+
+    rows.append(("import of a torch CUDA tensor via the exchange API (read + current stream, C loop)",
+                 measure_loop(import_c_loop, calls * 10, reps), "import"))
 
     # events
     s1, s2 = dlstream.Stream("cuda:0"), dlstream.Stream("cuda:0")

@@ -56,52 +56,6 @@ static dls_status_t resolve_producer(const char *call, dls_stream_t producer, DL
   return DLS_OK;
 }
 
-/* TEMPORARY, until the core's buffer_release waits for the producer stream
- * too (reported to the lead). The core releases borrowed memory at once when
- * every use was on the producer's stream, which is right for GPU producers
- * whose frees are stream-ordered (torch's and CuPy's allocators), but host
- * memory is freed by its producer's deleter at once (NumPy's is a plain free)
- * while CPU streams run queued work later, on worker threads. So for kDLCPU
- * memory the release waits, in the deferred queue, for the producer stream to
- * pass the point where dlstream let go, unless that stream is idle already. */
-typedef struct dls__host_release {
-  dls_release_fn release;
-  void *user_data;
-  dls__stream *producer; /* reference held */
-} dls__host_release;
-
-static void host_release_run(void *p) {
-  dls__host_release *h = (dls__host_release *)p;
-  h->release(h->user_data);
-  dls__stream_unref(h->producer);
-  free(h);
-}
-
-static void host_release_ordered(void *p) {
-  dls__host_release *h = (dls__host_release *)p;
-  dls__stream *s = h->producer;
-  dls__device *dev = s->dev;
-  int idle = 0;
-  if (dev->be->stream_query(dev->id, s->native, &idle) == DLS_OK && idle) {
-    host_release_run(h);
-    return;
-  }
-  void **events = (void **)malloc(sizeof *events);
-  void *ev = NULL;
-  if (events != NULL && dls__event_pool_get(dev, &ev) == DLS_OK) {
-    if (dev->be->event_record(dev->id, ev, s->native) == DLS_OK) {
-      events[0] = ev;
-      if (dls__deferred_push(dev, events, 1, host_release_run, h) == DLS_OK)
-        return;
-    }
-    dls__event_pool_put(dev, ev);
-  }
-  free(events);
-  /* No memory to defer: wait here rather than release early. */
-  (void)dev->be->stream_synchronize(dev->id, s->native);
-  host_release_run(h);
-}
-
 /* Validates `meta`, wraps its memory in a borrowed buffer and makes the
  * tensor. `release(user_data)` runs exactly once whatever happens: here on a
  * failure before the buffer exists, through the buffer otherwise. */
@@ -116,30 +70,12 @@ static dls_status_t import_common(const char *call, const char *prefix, const DL
   st = resolve_producer(call, producer, lay.home, meta->device, &ps);
   if (st != DLS_OK)
     return fail_release(st, release, user_data);
-  dls_release_fn buf_release = release;
-  void *buf_user_data = user_data;
-  dls__host_release *h = NULL;
-  if (release != NULL && lay.home.device_type == kDLCPU) {
-    h = (dls__host_release *)malloc(sizeof *h);
-    if (h == NULL)
-      return fail_release(dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a release record", call),
-                          release, user_data);
-    h->release = release;
-    h->user_data = user_data;
-    h->producer = ps;
-    dls__stream_ref(ps);
-    buf_release = host_release_ordered;
-    buf_user_data = h;
-  }
+  /* Host memory (kDLCPU) is released only after the producer stream passes
+   * too: the core does that for every borrowed buffer on a CPU device. */
   dls__buffer *buf = NULL;
-  st = dls__buffer_borrow(ps->dev, (void *)lay.lo, lay.span, ps, buf_release, buf_user_data, &buf);
-  if (st != DLS_OK) {
-    if (h != NULL) {
-      dls__stream_unref(ps);
-      free(h);
-    }
+  st = dls__buffer_borrow(ps->dev, (void *)lay.lo, lay.span, ps, release, user_data, &buf);
+  if (st != DLS_OK)
     return fail_release(dls__fail_prefix(st, "%s", call), release, user_data);
-  }
   /* From here the buffer owns the release: dls__tensor_new steals it. */
   st = dls__tensor_new(buf, meta, flags & DLS__TENSOR_KEPT_FLAGS, out_tensor);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);

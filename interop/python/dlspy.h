@@ -33,7 +33,7 @@ typedef struct dlspy_stream_entry {
 #define DLSPY_STREAM_CACHE 16
 
 typedef struct dlspy_state {
-  PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType;
+  PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType, *GroupType;
   PyObject *Error;                        /* dlstream.Error */
   PyObject *exc[DLSPY_STATUS_COUNT];      /* one class per status (index 0 unused) */
   PyObject *ArgumentTypeError;            /* (Error, TypeError) */
@@ -108,7 +108,17 @@ typedef struct StreamObject {
   int kind; /* DLSPY_STREAM_* */
   PyObject *owner; /* a foreign framework object kept alive (may be NULL) */
 } StreamObject;
-enum { DLSPY_STREAM_OWNED = 1, DLSPY_STREAM_POOLED, DLSPY_STREAM_FOREIGN, DLSPY_STREAM_LEGACY, DLSPY_STREAM_PER_THREAD };
+enum {
+  DLSPY_STREAM_OWNED = 1,
+  DLSPY_STREAM_POOLED,
+  DLSPY_STREAM_FOREIGN,
+  DLSPY_STREAM_LEGACY,
+  DLSPY_STREAM_PER_THREAD,
+  DLSPY_STREAM_BRANCH /* a group's branch: the group owns the handle */
+};
+/* A Stream object naming a group's branch (never destroys it). */
+PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
+extern PyType_Spec dlspy_group_spec;
 
 extern PyType_Spec dlspy_stream_spec;
 /* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an
@@ -150,6 +160,10 @@ extern PyType_Spec dlspy_tensor_spec;
 PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t);
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* ---- benchmark hooks (benchhooks.c) ---- */
+PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- the argument handshake (handshake.c) ---- */
 
@@ -201,6 +215,9 @@ typedef struct dlspy_call {
   const DLPackExchangeAPI *cur_api; /* the last current_work_stream asked */
   DLDevice cur_dev;
   dls__stream *cur_stream;
+  dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
+  PyObject *first_obj;      /* the exchange-API tensor read by dlspy_call_begin ... */
+  DLTensor first_dl;        /* ... and its view, so it is not read twice */
 } dlspy_call;
 
 /* Picks the stream of a call: explicit `stream` (may be NULL/None), the

@@ -289,6 +289,7 @@ static int framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevic
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;
+  c->cur_handle = h;
   *out = s;
   return 0;
 }
@@ -303,6 +304,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->staged = false;
   c->nordered = 0;
   c->cur_api = NULL;
+  c->first_obj = NULL;
   c->stream.id = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
@@ -337,6 +339,10 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
                          pycall, i);
           return -1;
         }
+        /* The view stays valid while the caller holds the object (the
+         * whole call): dlspy_call_tensor reuses it. */
+        c->first_obj = o;
+        c->first_dl = dl;
         DLDevice home;
         if (!dls__dlpack_home(dl.device, &home))
           break;
@@ -379,11 +385,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
       return -1;
     }
   } else {
-    /* Chosen through the exchange API: name it by a handle too. */
-    dls_stream_t h;
-    if (dlspy_stream_cached(st, c->s->dev->device, c->s->native, pycall, &h) != 0)
-      return -1;
-    c->stream = h;
+    c->stream = c->cur_handle; /* chosen through the exchange API */
   }
   if (c->s->kind != DLS__STREAM_DEFAULT)
     dls__stream_ref(c->s); /* a reentrant call may drop the handle meanwhile */
@@ -537,7 +539,9 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
   if (api != NULL) {
     DLTensor dl;
-    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
+    if (obj == c->first_obj) {
+      dl = c->first_dl;
+    } else if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
       if (!PyErr_Occurred())
         dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
                      c->pycall, index);

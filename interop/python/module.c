@@ -501,6 +501,10 @@ static PyMethodDef g_module_methods[] = {
     {"current_stream", (PyCFunction)(void (*)(void))py_current_stream, METH_FASTCALL,
      "current_stream(device=None) -> Stream\n--\n\nThe use_stream() stream, else the legacy default stream."},
     {"_live_handles", py_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
+    {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,
+     "Seconds for n exchange-API imports as a launch does them (benchmarks)."},
+    {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
+     "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", py_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
     {"_deferred_poll", py_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
     {"_clear_caches", py_clear_caches, METH_NOARGS, "Drops the cached stream wrappers and exchange-API types."},
@@ -593,7 +597,8 @@ static int module_exec(PyObject *m) {
 
   if (add_type(m, &dlspy_stream_spec, &st->StreamType) != 0 || add_type(m, &dlspy_event_spec, &st->EventType) != 0 ||
       add_type(m, &dlspy_tensor_spec, &st->TensorType) != 0 || add_type(m, &dlspy_module_spec, &st->ModuleType) != 0 ||
-      add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0)
+      add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
+      add_type(m, &dlspy_group_spec, &st->GroupType) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||
@@ -615,6 +620,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->ModuleType);
   Py_VISIT(st->FunctionType);
   Py_VISIT(st->LatchType);
+  Py_VISIT(st->GroupType);
   Py_VISIT(st->Error);
   Py_VISIT(st->ArgumentTypeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
@@ -634,6 +640,7 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->TensorType);
   Py_CLEAR(st->ModuleType);
   Py_CLEAR(st->FunctionType);
+  Py_CLEAR(st->GroupType);
   Py_CLEAR(st->LatchType);
   Py_CLEAR(st->Error);
   Py_CLEAR(st->ArgumentTypeError);

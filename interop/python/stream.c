@@ -11,6 +11,7 @@ static const char *kind_name(int kind) {
   case DLSPY_STREAM_FOREIGN: return "foreign";
   case DLSPY_STREAM_LEGACY: return "legacy";
   case DLSPY_STREAM_PER_THREAD: return "per_thread";
+  case DLSPY_STREAM_BRANCH: return "branch";
   default: return "unknown";
   }
 }
@@ -202,6 +203,15 @@ PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind) {
   return stream_finish(st, s, kind == DLS_STREAM_LEGACY ? "Stream.legacy" : "Stream.per_thread");
 }
 
+PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch) {
+  StreamObject *s = stream_alloc(st, st->StreamType);
+  if (s == NULL)
+    return NULL;
+  s->handle = branch;
+  s->kind = DLSPY_STREAM_BRANCH;
+  return stream_finish(st, s, "Group.branch");
+}
+
 static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"device", "priority", "blocking", NULL};
@@ -229,7 +239,7 @@ static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 
 static void stream_dealloc(StreamObject *s) {
   PyTypeObject *tp = Py_TYPE(s);
-  if (s->handle.id != 0 && !atomic_load(&dlspy_dead))
+  if (s->handle.id != 0 && !atomic_load(&dlspy_dead) && s->kind != DLSPY_STREAM_BRANCH)
     (void)dls_stream_destroy(s->handle);
   Py_CLEAR(s->owner);
   tp->tp_free(s);

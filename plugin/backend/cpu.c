@@ -46,6 +46,7 @@ typedef struct cpu_node { /* one record of an event */
 
 typedef struct cpu_event {
   uint32_t magic;
+  struct cpu_event *live_next, *live_prev;
   unsigned flags;
   pthread_mutex_t mu;
   cpu_node *latest; /* NULL: never recorded */
@@ -95,6 +96,8 @@ static struct {
   int sync_mode;
   int debug_alloc;
   int workers;             /* live worker threads */
+  int exiting;             /* workers told to exit and not yet gone */
+  cpu_event *events;       /* registry of live events (for wrap checks) */
   cpu_stream *live;        /* registry of live streams */
   cpu_stream *dflt;        /* the device's default stream */
   cpu_block *pool;         /* idle blocks */
@@ -262,6 +265,7 @@ static void *worker(void *arg) {
       pthread_mutex_lock(&g.mu);
       registry_remove(s);
       g.workers--;
+      g.exiting--;
       pthread_cond_broadcast(&g.cv_exit);
       pthread_mutex_unlock(&g.mu);
       stream_free(s);
@@ -366,6 +370,9 @@ static dls_status_t cpu_stream_destroy(int dev, void *native) {
   cpu_cmd *c = cmd_new(CMD_EXIT, 0);
   if (c == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory to stop a stream");
+  pthread_mutex_lock(&g.mu);
+  g.exiting++;
+  pthread_mutex_unlock(&g.mu);
   pthread_mutex_lock(&s->mu);
   if (s->tail)
     s->tail->next = c;
@@ -461,6 +468,12 @@ static dls_status_t cpu_event_create(int dev, unsigned flags, void **out) {
   e->magic = CPU_EVENT_MAGIC;
   e->flags = flags;
   pthread_mutex_init(&e->mu, NULL);
+  pthread_mutex_lock(&g.mu);
+  e->live_next = g.events;
+  if (g.events)
+    g.events->live_prev = e;
+  g.events = e;
+  pthread_mutex_unlock(&g.mu);
   *out = e;
   return DLS_OK;
 }
@@ -469,6 +482,14 @@ static dls_status_t cpu_event_destroy(int dev, void *native) {
   cpu_event *e = native;
   if (e == NULL)
     return DLS_OK;
+  pthread_mutex_lock(&g.mu);
+  if (e->live_prev)
+    e->live_prev->live_next = e->live_next;
+  else
+    g.events = e->live_next;
+  if (e->live_next)
+    e->live_next->live_prev = e->live_prev;
+  pthread_mutex_unlock(&g.mu);
   node_unref(e->latest); /* queued records and waits hold their own references */
   pthread_mutex_destroy(&e->mu);
   e->magic = 0;
@@ -477,8 +498,13 @@ static dls_status_t cpu_event_destroy(int dev, void *native) {
 }
 
 static dls_status_t cpu_event_check(int dev, void *native) {
-  if (((cpu_event *)native)->magic != CPU_EVENT_MAGIC)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "native %p is not a CPU event", native);
+  pthread_mutex_lock(&g.mu);
+  cpu_event *e = g.events;
+  while (e != NULL && e != native)
+    e = e->live_next;
+  pthread_mutex_unlock(&g.mu);
+  if (e == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "native %p is not a live CPU event of this process", native);
   return DLS_OK;
 }
 
@@ -723,8 +749,11 @@ static void cpu_shutdown(void) {
   pthread_mutex_unlock(&g.mu);
   if (d)
     cpu_stream_destroy(0, d);
+  /* Waits for the streams told to exit. A stream still referenced (by the
+   * buffer of an export its consumer has not released yet) keeps its idle
+   * worker: joining it would hang. */
   pthread_mutex_lock(&g.mu);
-  while (g.workers > 0)
+  while (g.exiting > 0)
     pthread_cond_wait(&g.cv_exit, &g.mu);
   cpu_block *b = g.pool;
   g.pool = NULL;

@@ -17,6 +17,7 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   b->stream = s;
   dls__stream_ref(s);
   b->borrowed = false;
+  b->release_unordered = false;
   b->release = NULL;
   b->user_data = NULL;
   atomic_flag_clear(&b->mu.f);
@@ -46,6 +47,10 @@ dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__s
   if (b == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
   b->borrowed = true;
+  /* A GPU framework frees in stream order on its producer stream; host
+   * memory is freed by its owner at once, while CPU streams may still run
+   * work queued on the producer. */
+  b->release_unordered = dev->device.device_type == kDLCPU;
   b->release = release;
   b->user_data = user_data;
   *out = b;
@@ -58,9 +63,8 @@ static bool same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || (a->dev == b->dev && a->native == b->native);
 }
 
-dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
-  if (same_stream(b->stream, s))
-    return DLS_OK;
+/* Records work queued on `s` so far as a use, whatever stream it is. */
+static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
   dls__device *dev = b->dev;
   dls_status_t st = DLS_OK;
   dls__spin_lock(&b->mu);
@@ -103,6 +107,12 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
   return st;
 }
 
+dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
+  if (same_stream(b->stream, s))
+    return DLS_OK;
+  return record_use(b, s);
+}
+
 dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   dls__device *dev = b->dev;
   DLS__TRY(dls__stream_order(consumer, b->stream));
@@ -129,6 +139,10 @@ static bool uses_complete(dls__buffer *b) {
 static void buffer_release(dls__buffer *b) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
+  int idle = 1;
+  if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
+      dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle && record_use(b, a) != DLS_OK)
+    dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
   if (!b->borrowed) {
     for (int i = 0; i < b->nuses; i++) {
       dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);

@@ -168,6 +168,8 @@ typedef struct dls__buffer {
   size_t size;
   dls__stream *stream;  /* allocation / producer stream, ref held */
   bool borrowed;
+  bool release_unordered; /* the release frees at once (host memory): it must
+                             also wait for work queued on the producer stream */
   dls_release_fn release; /* borrowed only */
   void *user_data;
   dls__spin mu;         /* the use set */

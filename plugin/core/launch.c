@@ -347,7 +347,10 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
         return dls__fail_prefix(st, "%s: recording a buffer use after the launch", call);
     }
   }
-  if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0))
+  /* Deferred releases are polled now and then, not on every launch: a poll
+   * queries an event per pending entry. */
+  static _Thread_local unsigned launches;
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && (++launches & 63) == 0)
     dls_deferred_poll();
   return DLS_OK;
 }

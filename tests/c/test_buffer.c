@@ -72,7 +72,10 @@ Test(buffer, null_arguments_are_rejected) {
 
 static void count_release(void *p) { __atomic_fetch_add((int *)p, 1, __ATOMIC_ACQ_REL); }
 
-BACKEND_TEST(buffer, borrowed_release_runs_once_at_once_when_only_the_producer_used_it) {
+/* GPU memory: the producer frees in stream order, so the release runs at once.
+ * Host memory (CPU device): its owner frees at once, so the release also
+ * waits for work queued on the producer stream. */
+BACKEND_TEST(buffer, borrowed_release_runs_once_when_only_the_producer_used_it) {
   DLDevice d = dlst_device(*backend_type);
   dls_stream_t s;
   dls_buffer_t b, own;
@@ -85,10 +88,35 @@ BACKEND_TEST(buffer, borrowed_release_runs_once_at_once_when_only_the_producer_u
   int32_t v = 3;
   OK(dls_fill(s, dls_arg_buffer(b), 16, 4, &v));
   OK(dls_buffer_free(b));
-  cr_assert_eq(released, 1);
+  if (d.device_type != kDLCPU)
+    cr_assert_eq(released, 1, "GPU producers free in stream order: release at once");
   OK(dls_stream_synchronize(s));
   cr_assert_eq(released, 1);
   OK(dls_buffer_free(own));
+  OK(dls_stream_destroy(s));
+}
+
+Test(buffer, cpu_borrowed_release_waits_for_work_queued_on_the_producer) {
+  dlst_need_async(dls_cpu());
+  dls_stream_t s;
+  dls_buffer_t b;
+  dls_latch_t l;
+  int released = 0;
+  static int32_t host[16];
+  OK(dls_stream_create(dls_cpu(), NULL, &s));
+  OK(dls_latch_create(dls_cpu(), &l));
+  OK(dls_buffer_borrow(dls_cpu(), host, sizeof host, s, count_release, &released, &b));
+  OK(dls_latch_wait(l, s, DLST_LATCH_TIMEOUT_NS));
+  int32_t v = 5;
+  OK(dls_fill(s, dls_arg_buffer(b), 16, 4, &v));
+  OK(dls_buffer_free(b));
+  cr_assert_eq(released, 0, "the owner would free host memory that a queued fill still writes");
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(s));
+  cr_assert_eq(released, 1);
+  cr_assert_eq(host[15], 5);
+  OK(dls_latch_status(l));
+  OK(dls_latch_destroy(l));
   OK(dls_stream_destroy(s));
 }
 

@@ -164,3 +164,11 @@ Test(event, event_and_stream_of_different_devices_are_rejected) {
         "event is on cuda:0 but stream is on cpu:0");
   OK(dls_event_destroy(e));
 }
+
+Test(event, cpu_wrap_rejects_what_is_not_a_live_event) {
+  dls_event_t w;
+  int not_an_event[16] = {0};
+  FAILS(dls_event_wrap(dls_cpu(), not_an_event, &w), DLS_ERR_INVALID_ARGUMENT, "is not a live CPU event");
+  FAILS(dls_event_wrap(dls_cpu(), (void *)(uintptr_t)0x1234, &w), DLS_ERR_INVALID_ARGUMENT, "0x1234");
+  cr_assert_eq(w.id, 0);
+}

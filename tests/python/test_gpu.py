@@ -86,10 +86,23 @@ def test_our_tensor_consumed_by_torch_on_another_stream():
     latch.wait(s, timeout=TIMEOUT)
     dlstream.fill(t, 3.0, stream=s)
     c = torch.cuda.Stream()
+
+    class Spy:  # records how torch calls the producer side of the handshake
+        calls = []
+
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+
+        def __dlpack__(self, *a, **k):
+            Spy.calls.append((a, k))
+            return t.__dlpack__(*a, **k)
+
     with torch.cuda.stream(c):
-        tt = torch.from_dlpack(t)  # __dlpack__(stream=c): c waits for s
+        tt = torch.from_dlpack(Spy())  # __dlpack__(stream=c): c waits for s
         out = tt * 2
-    assert not c.query(), "torch's stream waits for ours"
+    assert not s.query(), "our stream is held by the latch"
+    assert not c.query(), (f"torch's stream waits for ours: torch called __dlpack__ with {Spy.calls}, "
+                           f"c={c.cuda_stream:#x}, s={s.ptr:#x}")
     latch.open()
     c.synchronize()
     assert torch.equal(out, torch.full_like(out, 6.0))

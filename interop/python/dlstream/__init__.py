@@ -54,6 +54,8 @@ from ._dlstream import (
     kDLROCM,
     spin,
 )
+from ._parallel import branch, stream_parallel
+Group = _dlstream.Group
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
@@ -61,7 +63,7 @@ __all__ = [
     "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "use_stream", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
+    "spin", "use_stream", "stream_parallel", "branch", "Group", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
 ]
 
 _stream_var = _dlstream._stream_var

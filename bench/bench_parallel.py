@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fork/join from Python beside torch's idiom, in one run: K independent one-block kernels of ~200 µs,
+serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom;
+wall time until the device is idle, median of repetitions; and the cost per group of 4 empty kernels.
+
+  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N]
+
+--connections sets CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues) before CUDA starts; the driver's default
+is 8, and K streams beyond it share queues, which serializes their event waits and records. Without CUDA or
+torch it prints "skipped: <reason>" and exits 0."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+KS = (2, 4, 8, 16, 32)
+SPIN_S = 200e-6
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json")
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
+    args = p.parse_args()
+    if args.connections:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
+    try:
+        import torch
+    except ImportError:
+        print("skipped: torch is not installed")
+        return 0
+    import dlstream
+    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
+        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
+        return 0
+    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
+    dev = "cuda:0"
+    cur = torch.cuda.current_stream()
+    # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 1_000_000
+    for _ in range(3):
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        cycles = int(cycles * (SPIN_S * 1e3) / start.elapsed_time(end))
+    side = [torch.cuda.Stream() for _ in range(max(KS))]
+
+    def run_serial_dls(k):
+        for _ in range(k):
+            dlstream.spin(SPIN_S, stream=cur)
+
+    def run_group_dls(k):
+        with dlstream.stream_parallel(cur):
+            for _ in range(k):
+                with dlstream.branch():
+                    dlstream.spin(SPIN_S)
+
+    def run_serial_torch(k):
+        for _ in range(k):
+            torch.cuda._sleep(cycles)
+
+    def run_torch_idiom(k):
+        for s in side[:k]:
+            s.wait_stream(cur)
+            with torch.cuda.stream(s):
+                torch.cuda._sleep(cycles)
+        for s in side[:k]:
+            cur.wait_stream(s)
+
+    def wall_ms(fn, k):
+        fn(k)
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            fn(k)
+            torch.cuda.synchronize()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(out)
+
+    rows = []
+    for k in KS:
+        r = {"k": k, "serial_dls_ms": wall_ms(run_serial_dls, k), "group_dls_ms": wall_ms(run_group_dls, k),
+             "serial_torch_ms": wall_ms(run_serial_torch, k), "torch_idiom_ms": wall_ms(run_torch_idiom, k)}
+        r["dls_speedup"] = r["serial_dls_ms"] / r["group_dls_ms"]
+        r["torch_speedup"] = r["serial_torch_ms"] / r["torch_idiom_ms"]
+        rows.append(r)
+
+    # the cost of a group itself: 4 empty kernels per group, host time per group
+    empty = dlstream.builtin_function("dls_empty", dev)
+
+    def groups(n):
+        for _ in range(n):
+            with dlstream.stream_parallel(cur):
+                for _ in range(4):
+                    with dlstream.branch():
+                        empty.launch(1, 1)
+
+    def serial4(n):
+        for _ in range(n):
+            for _ in range(4):
+                empty.launch(1, 1, stream=cur)
+
+    def torch_groups(n):
+        for _ in range(n):
+            for s in side[:4]:
+                s.wait_stream(cur)
+                with torch.cuda.stream(s):
+                    torch.cuda._sleep(0)
+            for s in side[:4]:
+                cur.wait_stream(s)
+
+    def per_call_us(fn, n=2000):
+        fn(200)
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            fn(n)
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            out.append((t1 - t0) / n * 1e6)
+        return statistics.median(out)
+
+    overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
+                "dlstream_4_empty_serial_us": per_call_us(serial4),
+                "torch_idiom_group_of_4_us": per_call_us(torch_groups)}
+
+    name = torch.cuda.get_device_name()
+    print(f"### Fork/join from Python on {name} (CUDA_DEVICE_MAX_CONNECTIONS: {conn})\n")
+    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs; wall ms to torch.cuda.synchronize(), median of "
+          f"{args.reps}\n")
+    print("| K | dlstream serial ms | dlstream group ms | dlstream speedup | torch serial ms | torch idiom ms "
+          "| torch speedup |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['k']} | {r['serial_dls_ms']:.3f} | {r['group_dls_ms']:.3f} | {r['dls_speedup']:.2f} | "
+              f"{r['serial_torch_ms']:.3f} | {r['torch_idiom_ms']:.3f} | {r['torch_speedup']:.2f} |")
+    print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
+    for key, v in overhead.items():
+        print(f"| {key} | {v:.2f} |")
+    k16 = next(r for r in rows if r["k"] == 16)
+    print(f"\nspeedup at K=16: dlstream {k16['dls_speedup']:.1f} (target >= 14), torch {k16['torch_speedup']:.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,
+                       "overhead": overhead}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private hooks for bench/bench_python.py: anchors measured in C inside the
+ * same process, so the Python figures have a floor from the same run. */
+#include <time.h>
+
+#include "dlspy.h"
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* _bench_exchange_import(obj, n) -> seconds for n imports the way a launch
+ * does one: the per-type exchange-API lookup, the DLTensor read and the
+ * framework's current stream. */
+PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  long n;
+  if (nargs != 2 || (n = PyLong_AsLong(args[1])) <= 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "_bench_exchange_import(obj, n): n > 0 calls");
+    return NULL;
+  }
+  PyObject *obj = args[0];
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, Py_TYPE(obj));
+  if (api == NULL) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_TypeError, "_bench_exchange_import: %s offers no DLPack exchange API",
+                   Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  double t0 = seconds();
+  for (long i = 0; i < n; i++) {
+    DLTensor dl;
+    void *stream = NULL;
+    if (dlspy_xapi_of(st, Py_TYPE(obj)) != api || api->dltensor_from_py_object_no_sync(obj, &dl) != 0 ||
+        api->current_work_stream(dl.device.device_type, dl.device.device_id, &stream) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "_bench_exchange_import: the framework refused");
+      return NULL;
+    }
+  }
+  return PyFloat_FromDouble(seconds() - t0);
+}
+
+/* _bench_raw_axpy(native_stream, x_ptr, y_ptr, n_elems, calls) -> seconds
+ * for `calls` launches of the built-in dls_axpy_f32 straight through the
+ * CUDA backend's launch (cuLaunchKernel plus its context check), skipping
+ * every dlstream and Python layer: the floor the Python launch is held to. */
+PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 5) {
+    PyErr_SetString(PyExc_TypeError, "_bench_raw_axpy(native_stream, x_ptr, y_ptr, n_elems, calls)");
+    return NULL;
+  }
+  void *stream = PyLong_AsVoidPtr(args[0]);
+  void *x = PyLong_AsVoidPtr(args[1]);
+  void *y = PyLong_AsVoidPtr(args[2]);
+  unsigned long long n = PyLong_AsUnsignedLongLong(args[3]);
+  long calls = PyLong_AsLong(args[4]);
+  if (PyErr_Occurred())
+    return NULL;
+  dls_function_t fh;
+  dls_status_t rc = dls_builtin_function(dls_cuda(0), "dls_axpy_f32", &fh);
+  if (rc != DLS_OK) {
+    PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
+    return NULL;
+  }
+  dls__function *f = dls__handle_peek(DLS_HANDLE_FUNCTION, fh.id);
+  float a = 1.0f;
+  void *params[4] = {&n, &a, &x, &y};
+  uint32_t sizes[4] = {8, 4, sizeof(void *), sizeof(void *)};
+  dls_launch_config_t cfg = dls_config_1d((uint32_t)((n + 255) / 256), 256);
+  double t0 = seconds();
+  for (long i = 0; i < calls; i++) {
+    rc = f->dev->be->launch(f->dev->id, f->native, stream, &cfg, params, sizes, 4);
+    if (rc != DLS_OK) {
+      PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
+      return NULL;
+    }
+  }
+  return PyFloat_FromDouble(seconds() - t0);
+}

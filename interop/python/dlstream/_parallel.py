@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""stream_parallel: fork/join groups of concurrent branches on pooled streams, with no host sync."""
+from __future__ import annotations
+
+import contextvars
+import sys
+
+from . import _dlstream
+from ._dlstream import StateError, Stream
+
+_group_var: contextvars.ContextVar = contextvars.ContextVar("dlstream.stream_parallel", default=None)
+_branch_var: contextvars.ContextVar = contextvars.ContextVar("dlstream.branch", default=None)
+
+
+def _framework_current_stream(device: str | None):
+    """The current stream of a framework already imported (torch, then CuPy), as a Stream, or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and (device is None or str(device).startswith("cuda")):
+        try:
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                return Stream.wrap(torch.cuda.current_stream())
+        except Exception:  # noqa: BLE001 - a broken framework must not hide the fallback
+            pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and (device is None or str(device).startswith("cuda")):
+        try:
+            return Stream.wrap(cupy.cuda.get_current_stream())
+        except Exception:  # noqa: BLE001
+            pass
+    return None
+
+
+def _launch_stream(device: str | None) -> Stream:
+    """The stream a launch with no stream= and no tensor argument would pick: use_stream, then a framework's
+    current stream, then the legacy default stream."""
+    cur = _dlstream._stream_var.get(None)
+    if cur is not None:
+        return cur
+    s = _framework_current_stream(device)
+    if s is not None:
+        return s
+    return Stream.legacy(device if device is not None else _dlstream.default_device())
+
+
+class _Branch:
+    """``with g.branch() as s:`` — launches in the block default to the branch stream ``s``."""
+
+    __slots__ = ("_group", "stream", "_tokens")
+
+    def __init__(self, group: "stream_parallel") -> None:
+        self._group = group
+        self.stream = None
+        self._tokens = None
+
+    def __enter__(self) -> Stream:
+        g = self._group
+        if g._group is None:
+            raise StateError("dlstream.branch(): the stream_parallel block has ended or not begun")
+        if _branch_var.get() is g:
+            raise StateError("dlstream.branch() inside a branch of the same group: open a nested "
+                             "dlstream.stream_parallel() in the branch first")
+        self.stream = g._group.branch()
+        self._tokens = (_dlstream._stream_var.set(self.stream), _branch_var.set(g))
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        stream_tok, branch_tok = self._tokens
+        _branch_var.reset(branch_tok)
+        _dlstream._stream_var.reset(stream_tok)
+        self._tokens = None
+
+
+class stream_parallel:
+    """``with dlstream.stream_parallel(origin=None):`` forks from ``origin`` and joins back into it.
+
+    Each ``with dlstream.branch():`` (or ``with g.branch():``) inside runs its launches on a new pooled stream
+    that starts after the work queued on ``origin`` before the block; at the end of the block ``origin``'s later
+    work waits for every branch. The host never waits. ``origin`` defaults to the stream a launch would pick
+    here (``use_stream``, else torch's or CuPy's current stream, else the legacy default stream), so the block
+    works inside ``with torch.cuda.stream(s):``. Groups nest: a ``stream_parallel`` inside a branch forks from
+    that branch and must end first (it does, being inside)."""
+
+    __slots__ = ("origin", "_device", "_group", "_token")
+
+    def __init__(self, origin: object = None, device: object = None) -> None:
+        self.origin = None if origin is None else Stream.wrap(origin, device)
+        self._device = device
+        self._group = None
+        self._token = None
+
+    def __enter__(self) -> "stream_parallel":
+        if self._group is not None:
+            raise StateError("stream_parallel: this block is already open (make a new stream_parallel per block)")
+        origin = self.origin if self.origin is not None else _launch_stream(self._device)
+        self._group = _dlstream.Group(origin)
+        self.origin = origin
+        self._token = _group_var.set(self)
+        return self
+
+    def branch(self) -> _Branch:
+        """A context for one branch of this group; ``with g.branch() as s:`` gives its Stream."""
+        return _Branch(self)
+
+    @property
+    def branches(self) -> int:
+        return self._group.branches if self._group is not None else 0
+
+    def __exit__(self, *exc: object) -> None:
+        _group_var.reset(self._token)
+        self._token = None
+        group, self._group = self._group, None
+        group.end()  # joins even when the block raised: the origin never runs ahead of its branches
+
+
+def branch() -> _Branch:
+    """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block."""
+    g = _group_var.get()
+    if g is None:
+        raise StateError("dlstream.branch() outside a dlstream.stream_parallel() block")
+    return _Branch(g)

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlstream._dlstream.Group: a fork/join group (dls_group_*); stream_parallel
+ * in dlstream/__init__.py is built on it. */
+#include "dlspy.h"
+
+typedef struct GroupObject {
+  PyObject_HEAD
+  dls_group_t handle; /* {0} once ended */
+  PyObject *origin;   /* the origin Stream, kept alive while the group is open */
+} GroupObject;
+
+static PyObject *group_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+  static const char pycall[] = "Group";
+  dlspy_state *st = dlspy_state_of(tp);
+  static char *kwlist[] = {"origin", NULL};
+  PyObject *origin;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O:Group", kwlist, &origin))
+    return NULL;
+  if (dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  if (!PyObject_TypeCheck(origin, st->StreamType))
+    return dlspy_type_error(st, "Group(origin=%R): the origin must be a dlstream.Stream (use Stream.wrap)", origin);
+  StreamObject *o = (StreamObject *)origin;
+  if (o->handle.id == 0)
+    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "Group(origin=%R): the stream was closed", origin);
+  GroupObject *g = (GroupObject *)tp->tp_alloc(tp, 0);
+  if (g == NULL)
+    return NULL;
+  dls_status_t rc = dls_group_begin(o->handle, &g->handle);
+  if (rc != DLS_OK) {
+    Py_DECREF(g);
+    return dlspy_raise(st, rc, pycall);
+  }
+  g->origin = Py_NewRef(origin);
+  return (PyObject *)g;
+}
+
+static PyObject *group_branch(GroupObject *g, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of(Py_TYPE(g));
+  if (g->handle.id == 0)
+    return dlspy_raisef(st, DLS_ERR_STATE, "Group.branch: the group has ended");
+  if (dlspy_check_runtime(st, "Group.branch") != 0)
+    return NULL;
+  dls_stream_t b;
+  dls_status_t rc = dls_group_branch(g->handle, &b);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, "Group.branch");
+  return dlspy_stream_new_branch(st, b);
+}
+
+static PyObject *group_end(GroupObject *g, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of(Py_TYPE(g));
+  if (g->handle.id == 0)
+    Py_RETURN_NONE;
+  if (atomic_load(&dlspy_dead)) {
+    g->handle.id = 0;
+    Py_RETURN_NONE;
+  }
+  dls_status_t rc = dls_group_end(g->handle);
+  if (rc == DLS_ERR_STATE) /* a nested group is still open: nothing changed */
+    return dlspy_raise(st, rc, "Group.end");
+  g->handle.id = 0;
+  Py_CLEAR(g->origin);
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, "Group.end");
+  Py_RETURN_NONE;
+}
+
+static PyObject *group_get_branches(GroupObject *g, void *c) {
+  int n = 0;
+  if (g->handle.id != 0 && !atomic_load(&dlspy_dead) && dls_group_branch_count(g->handle, &n) != DLS_OK)
+    return dlspy_raise(dlspy_state_of(Py_TYPE(g)), DLS_ERR_INVALID_HANDLE, "Group.branches");
+  return PyLong_FromLong(n);
+}
+
+static PyObject *group_get_origin(GroupObject *g, void *c) { return Py_NewRef(g->origin ? g->origin : Py_None); }
+static PyObject *group_get_ended(GroupObject *g, void *c) { return PyBool_FromLong(g->handle.id == 0); }
+
+static void group_dealloc(GroupObject *g) {
+  PyTypeObject *tp = Py_TYPE(g);
+  /* An abandoned group still joins: the origin must not run ahead of its branches. */
+  if (g->handle.id != 0 && !atomic_load(&dlspy_dead))
+    (void)dls_group_end(g->handle);
+  Py_CLEAR(g->origin);
+  tp->tp_free(g);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef group_methods[] = {
+    {"branch", (PyCFunction)group_branch, METH_NOARGS,
+     "branch() -> Stream\n--\n\nA new branch: a pooled stream that starts after the fork point. The group owns it: "
+     "it goes stale at end()."},
+    {"end", (PyCFunction)group_end, METH_NOARGS,
+     "end()\n--\n\nJoins: the origin's later work waits for every branch; the host does not wait."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef group_getset[] = {
+    {"origin", (getter)group_get_origin, NULL, "The origin stream (None once ended).", NULL},
+    {"branches", (getter)group_get_branches, NULL, "Branches handed out so far.", NULL},
+    {"ended", (getter)group_get_ended, NULL, "Whether end() ran.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot group_slots[] = {
+    {Py_tp_new, group_tp_new},
+    {Py_tp_dealloc, group_dealloc},
+    {Py_tp_methods, group_methods},
+    {Py_tp_getset, group_getset},
+    {Py_tp_doc, "Group(origin)\n--\n\nA fork/join group on `origin` (dls_group_begin). See dlstream.stream_parallel."},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_group_spec = {
+    .name = "dlstream.Group",
+    .basicsize = sizeof(GroupObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = group_slots,
+};

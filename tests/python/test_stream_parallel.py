@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dlstream.stream_parallel: fork/join groups from Python, on the CPU backend here and on CUDA with torch."""
+import numpy as np
+import pytest
+
+import dlstream
+
+CPU = "cpu:0"
+TIMEOUT = 20.0
+
+
+def tensor(n, value, stream):
+    t = dlstream.empty(n, "float32", device=CPU, stream=stream)
+    dlstream.fill(t, value, stream=stream)
+    return t
+
+
+def host(t, stream):
+    stream.synchronize()
+    return np.from_dlpack(t).copy()
+
+
+def test_branches_run_on_distinct_streams_and_the_origin_joins():
+    origin = dlstream.Stream(CPU)
+    with dlstream.stream_parallel(origin) as g:
+        with dlstream.branch() as a:
+            assert dlstream.current_stream(CPU) == a
+        with g.branch() as b:
+            assert b != a and b != origin
+        assert g.branches == 2
+    assert g.branches == 0
+    origin.synchronize()
+    origin.close()
+
+
+def test_launches_inside_a_branch_default_to_it():
+    origin = dlstream.Stream(CPU)
+    x = tensor(64, 1.0, origin)
+    y = tensor(64, 0.0, origin)
+    with dlstream.stream_parallel(origin):
+        with dlstream.branch():
+            dlstream.axpy(3.0, x, y)  # no stream=: the branch
+    assert (host(y, origin) == 3.0).all()
+    x.close()
+    y.close()
+    origin.close()
+
+
+def test_join_holds_the_origin_until_every_branch_passes_and_the_control_does_not():
+    origin = dlstream.Stream(CPU)
+    latches = [dlstream.Latch(CPU), dlstream.Latch(CPU)]
+    with dlstream.stream_parallel(origin):
+        for latch in latches:
+            with dlstream.branch() as b:
+                latch.wait(b, timeout=TIMEOUT)
+    after = dlstream.Event(device=CPU)
+    after.record(origin)
+    assert not after.query(), "the origin passed the join while branches were held"
+    latches[1].open()
+    assert not after.query(), "one branch is still held"
+    latches[0].open()
+    after.synchronize()
+    # negative control: a branch stream that nobody joins lets the origin run ahead
+    control = dlstream.Latch(CPU)
+    g = dlstream.Group(origin)
+    b = g.branch()
+    control.wait(b, timeout=TIMEOUT)
+    after.record(origin)
+    after.synchronize()  # completes although the branch is held: the join is what orders
+    control.open()
+    g.end()
+    origin.synchronize()
+    for latch in latches + [control]:
+        latch.check()
+        latch.close()
+    after.close()
+    origin.close()
+
+
+def test_branches_start_after_work_queued_on_the_origin():
+    origin = dlstream.Stream(CPU)
+    latch = dlstream.Latch(CPU)
+    latch.wait(origin, timeout=TIMEOUT)
+    seen = dlstream.Event(device=CPU)
+    with dlstream.stream_parallel(origin):
+        with dlstream.branch() as b:
+            seen.record(b)
+            assert not seen.query(), "a branch ran before the origin's earlier work"
+    latch.open()
+    origin.synchronize()
+    assert seen.query()
+    latch.close()
+    seen.close()
+    origin.close()
+
+
+def test_origin_defaults_to_use_stream():
+    s = dlstream.Stream(CPU)
+    with dlstream.use_stream(s):
+        with dlstream.stream_parallel() as g:
+            assert g.origin == s
+    s.close()
+
+
+def test_nested_groups_and_errors():
+    origin = dlstream.Stream(CPU)
+    with dlstream.stream_parallel(origin):
+        with dlstream.branch() as b:
+            with dlstream.stream_parallel() as inner:
+                assert inner.origin == b
+                with dlstream.branch():
+                    dlstream.spin(1e-6)
+            with pytest.raises(dlstream.StateError, match="inside a branch of the same group"):
+                with dlstream.branch():
+                    pass
+    with pytest.raises(dlstream.StateError, match="outside a dlstream.stream_parallel"):
+        dlstream.branch().__enter__()
+    origin.synchronize()
+    origin.close()
+
+
+def test_branch_stream_is_stale_after_the_group_ends():
+    origin = dlstream.Stream(CPU)
+    with dlstream.stream_parallel(origin):
+        with dlstream.branch() as b:
+            pass
+    with pytest.raises(dlstream.InvalidHandleError, match="stale"):
+        b.synchronize()
+    origin.close()
+
+
+def test_an_exception_in_the_block_still_joins():
+    origin = dlstream.Stream(CPU)
+    with pytest.raises(KeyError):
+        with dlstream.stream_parallel(origin):
+            with dlstream.branch():
+                raise KeyError("boom")
+    assert dlstream._dlstream._live_handles()["group"] == 0
+    origin.close()
+
+
+def test_many_groups_leak_nothing():
+    origin = dlstream.Stream(CPU)
+    before = dlstream._dlstream._live_handles()
+    for _ in range(2000):
+        with dlstream.stream_parallel(origin):
+            with dlstream.branch():
+                pass
+            with dlstream.branch():
+                pass
+    origin.synchronize()
+    assert dlstream._dlstream._live_handles() == before
+    origin.close()
+
+
+@pytest.mark.skipif(not dlstream.device_count("cuda"), reason="no CUDA device: " + dlstream.backend_available("cuda")[1])
+def test_gpu_stream_parallel_under_torch_current_stream():
+    torch = pytest.importorskip("torch")
+    side = torch.cuda.Stream()
+    x = torch.ones(1 << 16, device="cuda")
+    ys = [torch.zeros(1 << 16, device="cuda") for _ in range(4)]
+    latch = dlstream.Latch("cuda:0")
+    with torch.cuda.stream(side):
+        with dlstream.stream_parallel() as g:
+            assert g.origin.ptr == side.cuda_stream, "the origin is torch's current stream"
+            for k, y in enumerate(ys):
+                with dlstream.branch() as b:
+                    if k == 0:
+                        latch.wait(b, timeout=TIMEOUT)
+                    dlstream.axpy(float(k + 1), x, y)
+        done = torch.cuda.Event()
+        done.record(side)
+    assert not done.query(), "torch's stream passed the join while a branch was held"
+    latch.open()
+    done.synchronize()
+    for k, y in enumerate(ys):
+        assert torch.equal(y, torch.full_like(y, float(k + 1)))
+    latch.check()
+    latch.close()
