@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fork/join from Python beside torch's idiom, in one run: K independent one-block kernels of ~200 µs,
 serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom;
-wall time until the device is idle, median of repetitions; and the cost per group of 4 empty kernels.
+median of repetitions; and the cost per group of 4 empty kernels. Two times per variant:
+  wall:   host clock from the first call to torch.cuda.synchronize() (includes queuing K launches from Python,
+          which at ~4-5 µs a launch bounds the speedup of 200 µs kernels well below K);
+  device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
+          queued before any runs: how concurrently the GPU runs what was queued.
 
   python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N]
 
@@ -72,6 +76,20 @@ def main():
         for s in side[:k]:
             cur.wait_stream(s)
 
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    hold_cycles = cycles * 25  # ~5 ms
+
+    def device_ms(fn, k):
+        out = []
+        for _ in range(args.reps + 1):
+            torch.cuda._sleep(hold_cycles)  # on cur: everything below is queued before it runs
+            e0.record(cur)
+            fn(k)
+            e1.record(cur)
+            e1.synchronize()
+            out.append(e0.elapsed_time(e1))
+        return statistics.median(out[1:])
+
     def wall_ms(fn, k):
         fn(k)
         torch.cuda.synchronize()
@@ -89,6 +107,12 @@ def main():
              "serial_torch_ms": wall_ms(run_serial_torch, k), "torch_idiom_ms": wall_ms(run_torch_idiom, k)}
         r["dls_speedup"] = r["serial_dls_ms"] / r["group_dls_ms"]
         r["torch_speedup"] = r["serial_torch_ms"] / r["torch_idiom_ms"]
+        r["dev_serial_dls_ms"] = device_ms(run_serial_dls, k)
+        r["dev_group_dls_ms"] = device_ms(run_group_dls, k)
+        r["dev_serial_torch_ms"] = device_ms(run_serial_torch, k)
+        r["dev_torch_idiom_ms"] = device_ms(run_torch_idiom, k)
+        r["dev_dls_speedup"] = r["dev_serial_dls_ms"] / r["dev_group_dls_ms"]
+        r["dev_torch_speedup"] = r["dev_serial_torch_ms"] / r["dev_torch_idiom_ms"]
         rows.append(r)
 
     # the cost of a group itself: 4 empty kernels per group, host time per group
@@ -141,11 +165,18 @@ def main():
     for r in rows:
         print(f"| {r['k']} | {r['serial_dls_ms']:.3f} | {r['group_dls_ms']:.3f} | {r['dls_speedup']:.2f} | "
               f"{r['serial_torch_ms']:.3f} | {r['torch_idiom_ms']:.3f} | {r['torch_speedup']:.2f} |")
+    print("\nDevice time (origin held while everything is queued), ms, median\n")
+    print("| K | dlstream serial | dlstream group | dlstream speedup | torch serial | torch idiom | torch speedup |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['k']} | {r['dev_serial_dls_ms']:.3f} | {r['dev_group_dls_ms']:.3f} | {r['dev_dls_speedup']:.2f} | "
+              f"{r['dev_serial_torch_ms']:.3f} | {r['dev_torch_idiom_ms']:.3f} | {r['dev_torch_speedup']:.2f} |")
     print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
     for key, v in overhead.items():
         print(f"| {key} | {v:.2f} |")
     k16 = next(r for r in rows if r["k"] == 16)
-    print(f"\nspeedup at K=16: dlstream {k16['dls_speedup']:.1f} (target >= 14), torch {k16['torch_speedup']:.1f}")
+    print(f"\nspeedup at K=16: wall: dlstream {k16['dls_speedup']:.1f}, torch {k16['torch_speedup']:.1f}; device: "
+          f"dlstream {k16['dev_dls_speedup']:.1f}, torch {k16['dev_torch_speedup']:.1f} (target >= 14)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,

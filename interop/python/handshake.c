@@ -317,15 +317,24 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     return -1;
   }
   if (c->stream.id == 0) {
-    /* The first tensor argument decides: its framework's current stream, or its device. */
+    /* The first tensor argument decides: its framework's current stream, or
+     * its device. Host memory decides only when no argument lives on a
+     * device: host arrays given to a GPU launch are staged (memory space
+     * decides blocking, not the device). */
+    bool host_seen = false;
     for (Py_ssize_t i = 0; i < nargs; i++) {
       PyObject *o = args[i];
       PyTypeObject *tp = Py_TYPE(o);
       if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type)
         continue;
       if (PyObject_TypeCheck(o, st->TensorType)) {
+        DLDevice td = ((TensorObject *)o)->device;
+        if (!dev_known && td.device_type == kDLCPU) {
+          host_seen = true;
+          continue;
+        }
         if (!dev_known) {
-          dev = ((TensorObject *)o)->device;
+          dev = td;
           dev_known = true;
         }
         break;
@@ -346,6 +355,11 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
         DLDevice home;
         if (!dls__dlpack_home(dl.device, &home))
           break;
+        if (home.device_type == kDLCPU && !dev_known) {
+          host_seen = true;
+          c->first_obj = NULL;
+          continue;
+        }
         if (!dev_known) {
           dev = home;
           dev_known = true;
@@ -368,11 +382,19 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
       if (rc == 0) {
         DLDevice home;
         if (!dev_known && dls__dlpack_home(d, &home)) {
+          if (home.device_type == kDLCPU) {
+            host_seen = true;
+            continue;
+          }
           dev = home;
           dev_known = true;
         }
         break;
       }
+    }
+    if (!dev_known && host_seen) {
+      dev = dls_cpu();
+      dev_known = true;
     }
   }
   if (c->s == NULL) {

@@ -354,7 +354,7 @@ typedef struct dls__cuda_scope {
  * else made current (torch on another device) is put back by
  * dls__cuda_leave; a thread with none keeps ours, so its next call is cheap. */
 static inline dls_status_t dls__cuda_enter(int dev, dls__cuda_device **out_d, dls__cuda_scope *sc) {
-  dls__cuda_device *d;
+  dls__cuda_device *d = NULL;
   DLS__TRY(dls__cuda_device_get(dev, &d));
   *out_d = d;
   sc->restore = false;

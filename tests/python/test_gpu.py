@@ -11,6 +11,22 @@ DEV = "cuda:0"
 TIMEOUT = 20.0
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _kernels_loaded():
+    """CUDA lazy loading (the default since 12.2) loads a kernel at its first launch, and that load may wait
+    for the whole device to go idle: a latch holding a stream would then hold the load until it times out.
+    Every test here holds streams with latches, so load the torch kernels they use first."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        return
+    x = torch.ones(1024, device="cuda")
+    y = torch.zeros_like(x)
+    y.add_(x * 2)
+    torch.equal(y, torch.full_like(y, 2.0))
+    y.copy_(x)
+    torch.cuda.synchronize()
+
+
 @pytest.fixture
 def axpy():
     return dlstream.builtin_function("dls_axpy_f32", DEV)
@@ -80,6 +96,9 @@ def test_torch_producer_negative_control():
 @needs_torch_cuda
 def test_our_tensor_consumed_by_torch_on_another_stream():
     """We fill t on s behind a latch; torch imports t with its current stream c: c must wait for s."""
+    # CUDA lazy loading: the first launch of a kernel not loaded yet may wait for the whole device to go
+    # idle, i.e. for the latch below to time out. Load torch's multiply kernel before holding a stream.
+    (torch.ones(1024, device="cuda") * 2).sum().item()
     s = dlstream.Stream(DEV)
     t = dlstream.empty(1024, "float32", device=DEV, stream=s)
     latch = dlstream.Latch(DEV)
