@@ -49,6 +49,17 @@ static inline void dlst_need_async(DLDevice d) {
     cr_skip_test("DLSTREAM_CPU_SYNC=1: CPU streams run inline, so a latch cannot hold one stream alone");
 }
 
+/* Tests that need two streams to run at the same time (one held by a latch
+ * while the other proceeds). compute-sanitizer serializes GPU kernels, so
+ * scripts/gpu-check sets DLSTREAM_TESTS_SERIAL_GPU=1 when it runs the suites
+ * under it. */
+static inline void dlst_need_concurrency(DLDevice d) {
+  const char *v = getenv("DLSTREAM_TESTS_SERIAL_GPU");
+  if (d.device_type != kDLCPU && v != NULL && v[0] == '1')
+    cr_skip_test("DLSTREAM_TESTS_SERIAL_GPU=1 (compute-sanitizer serializes kernels): this test needs a held "
+                 "stream and a running one at the same time");
+}
+
 /* DLSTREAM_DEBUG_ALLOC=1 turns pools off: a free then blocks the host until
  * its stream passes (and cuMemFree waits for the whole device), so a test
  * that frees while the host itself holds a latch would wait for the timeout. */

@@ -125,6 +125,7 @@ BACKEND_TEST(event, wrap_is_non_owning) {
 BACKEND_TEST(event, rerecord_does_not_change_an_earlier_wait) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_concurrency(d);
   dls_stream_t a, b, c;
   dls_event_t e;
   dls_latch_t la, lc;

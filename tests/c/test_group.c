@@ -227,6 +227,7 @@ BACKEND_TEST(group, ten_thousand_groups_leak_nothing) {
 BACKEND_TEST(group, cpu_branches_really_run_in_parallel) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_concurrency(d);
   /* Branch 0 is held by a latch that only branch 1's completion can open
    * (through the host): done only if branch 1 runs while branch 0 waits. */
   dls_stream_t o, b0, b1;

@@ -69,6 +69,7 @@ BACKEND_TEST(ordering, event_wait_holds_the_second_stream) {
 BACKEND_TEST(ordering, negative_control_without_the_wait_reads_early) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_concurrency(d);
   cr_assert_eq(run_pair(d, ORDER_NONE), 0, "without a wait, b reads before a writes: the check above can fail");
 }
 
@@ -98,6 +99,7 @@ BACKEND_TEST(ordering, work_on_one_stream_runs_in_order) {
 BACKEND_TEST(ordering, two_streams_really_run_concurrently) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
+  dlst_need_concurrency(d);
   /* b's latch is opened by a host callback on a: this completes only if a
    * runs while b is held, i.e. the streams are independent. */
   dls_stream_t a, b;
