@@ -320,6 +320,27 @@ static int dls_stream_pooled(void *p, int n) {
 }
 
 #define ALLOC_BYTES ((size_t)1 << 20)
+static size_t g_scale_bytes; /* the size of the allocation-scaling rows */
+
+static int raw_alloc_free_n(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls__CUdeviceptr ptr;
+    CU_CHECK(cu.cuMemAllocAsync(&ptr, g_scale_bytes, c->s1));
+    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
+  }
+  return 0;
+}
+
+static int dls_alloc_free_n(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls_buffer_t b;
+    DLS_CHECK(dls_buffer_alloc(c->ds1, g_scale_bytes, &b));
+    DLS_CHECK(dls_buffer_free(b));
+  }
+  return 0;
+}
 
 static int raw_alloc_free(void *p, int n) {
   cuda_ctx *c = p;
@@ -505,6 +526,17 @@ static const char *run_cuda(int device, int launch_batch, char *device_name, siz
   add_row("CUDA", "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
   run_groups(c.device, c.ctx, kernels);
+  static const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20,
+                                 (size_t)256 << 20, (size_t)1 << 30};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char op[96];
+    g_scale_bytes = sizes[i];
+    if (sizes[i] >= ((size_t)1 << 20))
+      snprintf(op, sizeof op, "scaling: alloc+free %zu MiB, stream-ordered", sizes[i] >> 20);
+    else
+      snprintf(op, sizeof op, "scaling: alloc+free %zu KiB, stream-ordered", sizes[i] >> 10);
+    add_row("CUDA", op, "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free_n, dls_alloc_free_n, cuda_drain, &c, 500);
+  }
 
   cuda_drain(&c);
   dls_buffer_free(c.bx);
@@ -609,6 +641,34 @@ static int cpu_acquire_release(void *p, int n) {
   return 0;
 }
 
+#define CPU_SPIN_NS 1000000ull /* 1 ms */
+
+static int cpu_spin_serial(void *p, int n) {
+  cpu_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < 4; k++)
+      DLS_CHECK(dls_spin(c->s1, CPU_SPIN_NS));
+    DLS_CHECK(dls_stream_synchronize(c->s1));
+  }
+  return 0;
+}
+
+static int cpu_spin_group(void *p, int n) {
+  cpu_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls_group_t g;
+    DLS_CHECK(dls_group_begin(c->s1, &g));
+    for (int k = 0; k < 4; k++) {
+      dls_stream_t b;
+      DLS_CHECK(dls_group_branch(g, &b));
+      DLS_CHECK(dls_spin(b, CPU_SPIN_NS));
+    }
+    DLS_CHECK(dls_group_end(g));
+    DLS_CHECK(dls_stream_synchronize(c->s1));
+  }
+  return 0;
+}
+
 static int cpu_drain(void *p) {
   cpu_ctx *c = p;
   DLS_CHECK(dls_stream_synchronize(c->s1));
@@ -635,6 +695,8 @@ static const char *run_cpu(void) {
           anchor_roundtrip, dls_roundtrip, cpu_drain, &c, 2000);
   add_row("CPU", "event record+wait", NULL, NULL, cpu_record_wait, cpu_drain, &c, 2000);
   add_row("CPU", "stream: pooled acquire+destroy", NULL, NULL, cpu_acquire_release, cpu_drain, &c, 2000);
+  add_row("CPU", "fork/join: 4 x 1 ms spin on 4 worker-thread branches (ratio = 1/speedup)",
+          "4 x 1 ms spin on one stream", cpu_spin_serial, cpu_spin_group, cpu_drain, &c, 20);
   pthread_mutex_lock(&c.h.mu);
   c.h.quit = true;
   pthread_cond_broadcast(&c.h.cv);

@@ -153,6 +153,20 @@ def gpu_rows(args):
     rows.append(("import of a torch CUDA tensor via the exchange API (read + current stream, C loop)",
                  measure_loop(import_c_loop, calls * 10, reps), "import"))
 
+    # scaling: launch cost against the number of torch tensor arguments (an empty kernel of N pointers)
+    tensors = [torch.zeros(256, device="cuda") for _ in range(16)]
+    for n in (1, 2, 4, 8, 16):
+        mod = dlstream.Module(empty_ptx(n).encode(), device="cuda:0")
+        fn = mod.function("touch", ",".join(["p"] * n))
+        targs = tensors[:n]
+
+        def touch_loop(k, fn=fn, targs=targs):
+            for _ in range(k):
+                fn.launch(1, 32, *targs)
+
+        rows.append((f"scaling: launch of an empty kernel with {n} torch tensor argument{'s' if n > 1 else ''}",
+                     measure_loop(touch_loop, calls, reps, sync), f"args{n}"))
+
     # events
     s1, s2 = dlstream.Stream("cuda:0"), dlstream.Stream("cuda:0")
     ev = dlstream.Event(device="cuda:0")
@@ -175,6 +189,13 @@ def gpu_rows(args):
     s1.close()
     s2.close()
     return rows
+
+
+def empty_ptx(n):
+    """PTX of an empty kernel `touch` taking n pointer parameters."""
+    params = ", ".join(f".param .u64 p{i}" for i in range(n))
+    return (".version 7.0\n.target sm_70\n.address_size 64\n"
+            f".visible .entry touch({params}) {{\n  ret;\n}}\n")
 
 
 def raw_launch_row(axpy, x, y, N, calls, reps, sync):
