@@ -60,25 +60,19 @@ dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, 
   return DLS_OK;
 }
 
-void dls__builtins_shutdown(void) {
-  static const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM};
-  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-    for (int i = 0; i < DLS__MAX_DEVICES; i++) {
-      dls__device *dev = dls__device_peek(types[t], i);
-      if (dev == NULL)
-        continue;
-      for (size_t k = 0; k < DLS__NBUILTIN; k++) {
-        dls__function *f = dev->builtins[k];
-        if (f != NULL) {
-          dls__handle_free(DLS_HANDLE_FUNCTION, f->id);
-          atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
-          free(f);
-          dev->builtins[k] = NULL;
-        }
-      }
+static void drop_builtins(dls__device *dev) {
+  for (size_t k = 0; k < DLS__NBUILTIN; k++) {
+    dls__function *f = dev->builtins[k];
+    if (f != NULL) {
+      dls__handle_free(DLS_HANDLE_FUNCTION, f->id);
+      atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
+      free(f);
+      dev->builtins[k] = NULL;
     }
   }
 }
+
+void dls__builtins_shutdown(void) { dls__each_device(drop_builtins); }
 
 dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_function_t *out_function) {
   static const char call[] = "dls_builtin_function";

@@ -113,6 +113,8 @@ DLS__INTERNAL dls__device *dls__device_get(DLDevice device, const char *call, dl
 DLS__INTERNAL const dls__backend *dls__backend_for(DLDeviceType type);
 /* The device if it was already made, else NULL; never probes. */
 DLS__INTERNAL dls__device *dls__device_peek(DLDeviceType type, int id);
+/* Calls fn on every device already made, of every backend (shutdown). */
+DLS__INTERNAL void dls__each_device(void (*fn)(dls__device *dev));
 
 /* Native events from the device's pool (no timing). */
 DLS__INTERNAL dls_status_t dls__event_pool_get(dls__device *dev, void **out_event);

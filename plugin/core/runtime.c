@@ -208,6 +208,13 @@ dls__device *dls__device_peek(DLDeviceType type, int id) {
   return &g_state[bi].devices[id];
 }
 
+void dls__each_device(void (*fn)(dls__device *dev)) {
+  for (size_t bi = 0; bi < DLS__NBACKENDS; bi++)
+    for (int i = 0; i < DLS__MAX_DEVICES; i++)
+      if (atomic_load(&g_state[bi].ready[i]))
+        fn(&g_state[bi].devices[i]);
+}
+
 /* ---- the device's pool of native events (no timing) ---- */
 
 dls_status_t dls__event_pool_get(dls__device *dev, void **out_event) {

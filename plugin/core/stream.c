@@ -321,24 +321,18 @@ dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
   return DLS_OK;
 }
 
+static void drop_stream_objects(dls__device *dev) {
+  for (int k = 0; k < 3; k++) {
+    free(dev->defaults[k]);
+    dev->defaults[k] = NULL;
+  }
+  for (size_t k = 0; k < dev->stream_pool_n; k++)
+    dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
+  free(dev->stream_pool);
+  dev->stream_pool = NULL;
+  dev->stream_pool_n = dev->stream_pool_cap = 0;
+}
+
 /* Called by dls_shutdown once no handle is left: default stream objects
  * (their natives belong to the backend) and the pool's idle streams. */
-void dls__streams_shutdown(void) {
-  static const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM};
-  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-    for (int i = 0; i < DLS__MAX_DEVICES; i++) {
-      dls__device *dev = dls__device_peek(types[t], i);
-      if (dev == NULL)
-        continue;
-      for (int k = 0; k < 3; k++) {
-        free(dev->defaults[k]);
-        dev->defaults[k] = NULL;
-      }
-      for (size_t k = 0; k < dev->stream_pool_n; k++)
-        dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
-      free(dev->stream_pool);
-      dev->stream_pool = NULL;
-      dev->stream_pool_n = dev->stream_pool_cap = 0;
-    }
-  }
-}
+void dls__streams_shutdown(void) { dls__each_device(drop_stream_objects); }
