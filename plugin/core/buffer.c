@@ -147,24 +147,18 @@ static void buffer_release(dls__buffer *b) {
     for (int i = 0; i < b->nuses; i++) {
       dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
       dls__event_pool_put(dev, b->uses[i].event);
-      dls__stream_unref(b->uses[i].stream);
     }
     if (b->ptr != NULL)
       dev->be->mem_free(dev->id, b->ptr, a->native);
   } else if (b->nuses == 0 || uses_complete(b)) {
-    for (int i = 0; i < b->nuses; i++) {
+    for (int i = 0; i < b->nuses; i++)
       dls__event_pool_put(dev, b->uses[i].event);
-      dls__stream_unref(b->uses[i].stream);
-    }
     if (b->release)
       b->release(b->user_data);
   } else {
     void **events = malloc((size_t)b->nuses * sizeof *events);
-    for (int i = 0; i < b->nuses; i++) {
-      if (events)
-        events[i] = b->uses[i].event;
-      dls__stream_unref(b->uses[i].stream);
-    }
+    for (int i = 0; events != NULL && i < b->nuses; i++)
+      events[i] = b->uses[i].event;
     if (events == NULL || dls__deferred_push(dev, events, b->nuses, b->release, b->user_data) != DLS_OK) {
       /* No memory to defer: wait here rather than release early. */
       for (int i = 0; i < b->nuses; i++) {
@@ -176,6 +170,9 @@ static void buffer_release(dls__buffer *b) {
         b->release(b->user_data);
     }
   }
+  /* The events carry the ordering now: the use streams' records may go. */
+  for (int i = 0; i < b->nuses; i++)
+    dls__stream_unref(b->uses[i].stream);
   dls__stream_unref(a);
   if (b->uses != b->uses_inline)
     free(b->uses);
