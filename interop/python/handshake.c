@@ -45,7 +45,7 @@ static void release_managed_l(void *user_data) { dlspy_managed_release(user_data
 static void keep_release(dls__stream *s, dls_release_fn release, void *user_data) {
   dls__stream *none = NULL;
   dls__buffer *b = NULL;
-  dls_status_t rc = dls__stream_none(s->dev, &none);
+  dls_status_t rc = dls__stream_default(s->dev, DLS__STREAM_NONE, &none);
   if (rc == DLS_OK)
     rc = dls__buffer_borrow(s->dev, NULL, 0, none, release, user_data, &b);
   if (rc == DLS_OK) {

@@ -279,7 +279,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   if (dev == NULL)
     return st;
   dls__stream *none;
-  DLS__TRY(dls__stream_none(dev, &none));
+  DLS__TRY(dls__stream_default(dev, DLS__STREAM_NONE, &none));
   dls__latch *l = calloc(1, sizeof *l);
   dls__mapped *m = calloc(1, sizeof *m);
   if (l == NULL || m == NULL) {

@@ -147,11 +147,13 @@ DLS__INTERNAL dls__stream *dls__stream_get(dls_stream_t stream, const char *call
 DLS__INTERNAL void dls__stream_ref(dls__stream *s);
 /* Drops a reference; the last one releases the native stream by its kind. */
 DLS__INTERNAL void dls__stream_unref(dls__stream *s);
-/* The default stream object of a device (kind DLS_STREAM_LEGACY/PER_THREAD). */
+/* Slot 0 of dls__device.defaults: a stream object that names no real stream,
+ * the producer of memory no stream produced (latch flags), so every real use
+ * of it is recorded. */
+#define DLS__STREAM_NONE 0
+/* The default stream object of a device (kind DLS_STREAM_LEGACY/PER_THREAD,
+ * or DLS__STREAM_NONE). */
 DLS__INTERNAL dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out);
-/* A per-device stream object that names no real stream: the producer of
- * memory no stream produced (latch flags), so every real use is recorded. */
-DLS__INTERNAL dls_status_t dls__stream_none(dls__device *dev, dls__stream **out);
 /* Makes `waiter` wait for all work queued on `target` so far (pooled event). */
 DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
 

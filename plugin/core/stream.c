@@ -39,8 +39,9 @@ dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) 
   pthread_mutex_lock(&dev->mu);
   s = dev->defaults[kind];
   if (s == NULL) {
-    void *native = NULL;
-    dls_status_t st = dev->be->stream_default(dev->id, kind, &native);
+    /* DLS__STREAM_NONE names no real stream: no backend native behind it. */
+    void *native = (void *)UINTPTR_MAX;
+    dls_status_t st = kind == DLS__STREAM_NONE ? DLS_OK : dev->be->stream_default(dev->id, kind, &native);
     if (st != DLS_OK) {
       pthread_mutex_unlock(&dev->mu);
       return st;
@@ -56,15 +57,6 @@ dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) 
   pthread_mutex_unlock(&dev->mu);
   *out = s;
   return DLS_OK;
-}
-
-dls_status_t dls__stream_none(dls__device *dev, dls__stream **out) {
-  pthread_mutex_lock(&dev->mu);
-  if (dev->defaults[0] == NULL)
-    dev->defaults[0] = stream_new(dev, (void *)UINTPTR_MAX, DLS__STREAM_DEFAULT);
-  *out = dev->defaults[0];
-  pthread_mutex_unlock(&dev->mu);
-  return *out ? DLS_OK : dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a stream record");
 }
 
 dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status) {
