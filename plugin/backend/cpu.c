@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +45,39 @@ typedef struct cpu_node { /* one record of an event */
   uint64_t t_ns;
 } cpu_node;
 
+/* A registry of live objects, so a foreign pointer can be checked before it
+ * is used. The link is each object's first member: a link's address is its
+ * object's. Guarded by g.mu. */
+typedef struct cpu_link {
+  struct cpu_link *prev, *next;
+} cpu_link;
+
+static void link_push(cpu_link **head, cpu_link *l) {
+  l->prev = NULL;
+  l->next = *head;
+  if (*head)
+    (*head)->prev = l;
+  *head = l;
+}
+
+static void link_remove(cpu_link **head, cpu_link *l) {
+  if (l->prev)
+    l->prev->next = l->next;
+  else
+    *head = l->next;
+  if (l->next)
+    l->next->prev = l->prev;
+}
+
+static bool link_has(const cpu_link *head, const void *obj) {
+  while (head != NULL && (const void *)head != obj)
+    head = head->next;
+  return head != NULL;
+}
+
 typedef struct cpu_event {
+  cpu_link link; /* first: the registry of live events */
   uint32_t magic;
-  struct cpu_event *live_next, *live_prev;
   unsigned flags;
   pthread_mutex_t mu;
   cpu_node *latest; /* NULL: never recorded */
@@ -79,6 +110,7 @@ typedef struct cpu_cmd {
 } cpu_cmd;
 
 struct cpu_stream {
+  cpu_link link; /* first: the registry of live streams */
   uint32_t magic;
   pthread_mutex_t mu;
   pthread_cond_t cv_work, cv_idle;
@@ -87,7 +119,6 @@ struct cpu_stream {
   int error;
   char errmsg[160];
   cpu_block *pending; /* blocks freed on this stream, not yet pooled */
-  cpu_stream *live_next, *live_prev;
 };
 
 static struct {
@@ -97,8 +128,8 @@ static struct {
   int debug_alloc;
   int workers;             /* live worker threads */
   int exiting;             /* workers told to exit and not yet gone */
-  cpu_event *events;       /* registry of live events (for wrap checks) */
-  cpu_stream *live;        /* registry of live streams */
+  cpu_link *events;        /* registry of live events (for wrap checks) */
+  cpu_link *streams;       /* registry of live streams */
   cpu_stream *dflt;        /* the device's default stream */
   cpu_block *pool;         /* idle blocks */
   size_t pool_bytes;
@@ -240,15 +271,6 @@ static void stream_free(cpu_stream *s) {
   free(s);
 }
 
-static void registry_remove(cpu_stream *s) {
-  if (s->live_prev)
-    s->live_prev->live_next = s->live_next;
-  else
-    g.live = s->live_next;
-  if (s->live_next)
-    s->live_next->live_prev = s->live_prev;
-}
-
 static void *worker(void *arg) {
   cpu_stream *s = arg;
   for (;;) {
@@ -263,7 +285,7 @@ static void *worker(void *arg) {
     if (c->type == CMD_EXIT) {
       free(c);
       pthread_mutex_lock(&g.mu);
-      registry_remove(s);
+      link_remove(&g.streams, &s->link);
       g.workers--;
       g.exiting--;
       pthread_cond_broadcast(&g.cv_exit);
@@ -346,10 +368,7 @@ static dls_status_t cpu_stream_create(int dev, unsigned flags, int priority, voi
     }
     g.workers++;
   }
-  s->live_next = g.live;
-  if (g.live)
-    g.live->live_prev = s;
-  g.live = s;
+  link_push(&g.streams, &s->link);
   pthread_mutex_unlock(&g.mu);
   *out = s;
   return DLS_OK;
@@ -361,7 +380,7 @@ static dls_status_t cpu_stream_destroy(int dev, void *native) {
     return DLS_OK;
   if (g.sync_mode) {
     pthread_mutex_lock(&g.mu);
-    registry_remove(s);
+    link_remove(&g.streams, &s->link);
     pthread_mutex_unlock(&g.mu);
     stream_free(s);
     return DLS_OK;
@@ -410,11 +429,9 @@ static dls_status_t cpu_stream_check(int dev, void *native) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "the CPU backend has no NULL stream (use dls_stream_default for the default stream)");
   pthread_mutex_lock(&g.mu);
-  cpu_stream *s = g.live;
-  while (s != NULL && s != native)
-    s = s->live_next;
+  bool live = link_has(g.streams, native);
   pthread_mutex_unlock(&g.mu);
-  if (s == NULL)
+  if (!live)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "native %p is not a live CPU stream of this process", native);
   return DLS_OK;
 }
@@ -469,10 +486,7 @@ static dls_status_t cpu_event_create(int dev, unsigned flags, void **out) {
   e->flags = flags;
   pthread_mutex_init(&e->mu, NULL);
   pthread_mutex_lock(&g.mu);
-  e->live_next = g.events;
-  if (g.events)
-    g.events->live_prev = e;
-  g.events = e;
+  link_push(&g.events, &e->link);
   pthread_mutex_unlock(&g.mu);
   *out = e;
   return DLS_OK;
@@ -483,12 +497,7 @@ static dls_status_t cpu_event_destroy(int dev, void *native) {
   if (e == NULL)
     return DLS_OK;
   pthread_mutex_lock(&g.mu);
-  if (e->live_prev)
-    e->live_prev->live_next = e->live_next;
-  else
-    g.events = e->live_next;
-  if (e->live_next)
-    e->live_next->live_prev = e->live_prev;
+  link_remove(&g.events, &e->link);
   pthread_mutex_unlock(&g.mu);
   node_unref(e->latest); /* queued records and waits hold their own references */
   pthread_mutex_destroy(&e->mu);
@@ -499,11 +508,9 @@ static dls_status_t cpu_event_destroy(int dev, void *native) {
 
 static dls_status_t cpu_event_check(int dev, void *native) {
   pthread_mutex_lock(&g.mu);
-  cpu_event *e = g.events;
-  while (e != NULL && e != native)
-    e = e->live_next;
+  bool live = link_has(g.events, native);
   pthread_mutex_unlock(&g.mu);
-  if (e == NULL)
+  if (!live)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "native %p is not a live CPU event of this process", native);
   return DLS_OK;
 }
