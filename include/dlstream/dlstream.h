@@ -15,5 +15,6 @@
 #include "launch.h"
 #include "builtin.h"
 #include "group.h"
+#include "graph.h"
 
 #endif /* DLSTREAM_H */

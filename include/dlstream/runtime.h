@@ -24,6 +24,7 @@ typedef struct dls_module_t { uint64_t id; } dls_module_t;
 typedef struct dls_function_t { uint64_t id; } dls_function_t;
 typedef struct dls_group_t { uint64_t id; } dls_group_t;
 typedef struct dls_latch_t { uint64_t id; } dls_latch_t;
+typedef struct dls_graph_t { uint64_t id; } dls_graph_t;
 
 /* The kinds of handle, for dls_live_handles(). */
 typedef enum dls_handle_kind_t {
@@ -35,7 +36,8 @@ typedef enum dls_handle_kind_t {
   DLS_HANDLE_FUNCTION = 6,
   DLS_HANDLE_GROUP = 7,
   DLS_HANDLE_LATCH = 8,
-  DLS_HANDLE_KIND_COUNT_ = 9 /* not a kind: one past the last */
+  DLS_HANDLE_GRAPH = 9,
+  DLS_HANDLE_KIND_COUNT_ = 10 /* not a kind: one past the last */
 } dls_handle_kind_t;
 
 DLS_EXTERN_C_BEGIN

@@ -18,7 +18,10 @@
 
 #include "dlstream/dlstream.h"
 
-#define DLS__BACKEND_VERSION 1
+#define DLS__BACKEND_VERSION 2
+
+/* Capture states of a native stream (the values of CUDA's CUstreamCaptureStatus). */
+enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED = 2 };
 
 /* Which default stream stream_default() names. */
 #define DLS__DEFAULT_LEGACY DLS_STREAM_LEGACY
@@ -90,6 +93,34 @@ typedef struct dls__backend {
    * the CPU backend copies them into its command). */
   dls_status_t (*launch)(int dev, void *function, void *stream, const dls_launch_config_t *config,
                          void **params, const uint32_t *sizes, int nparams);
+
+  /* ---- graph capture (version 2; every method NULL where the backend has none) ---- */
+  /* The capture state of a native stream (DLS__CAPTURE_*) and the id of its
+   * capture, unique in the process (0 when none). Legal during any capture. */
+  dls_status_t (*stream_capture_status)(int dev, void *stream, int *out_status, uint64_t *out_id);
+  /* Starts capturing the work queued on `stream` (mode: DLS_CAPTURE_*). */
+  dls_status_t (*stream_begin_capture)(int dev, void *stream, int mode);
+  /* Ends the capture begun on `stream` and instantiates it (GPU backends
+   * with auto-free-on-launch): *out_graph is an executable graph. On failure
+   * the capture is over and nothing is left behind. */
+  dls_status_t (*stream_end_capture)(int dev, void *stream, void **out_graph);
+  /* Replays an executable graph on `stream` (stream-ordered). */
+  dls_status_t (*graph_launch)(int dev, void *graph, void *stream);
+  /* Destroys an executable graph; replays already queued still run. */
+  dls_status_t (*graph_destroy)(int dev, void *graph);
+  /* Sets the calling thread's capture mode (DLS_CAPTURE_*), returning the
+   * previous one (cuThreadExchangeStreamCaptureMode). NULL where no capture
+   * ever forbids a call (CPU). */
+  dls_status_t (*thread_capture_mode)(int dev, int mode, int *out_prev);
+
+  /* ---- several devices (version 2) ---- */
+  /* *out_can = 1 when kernels and copies queued on `dev` may address memory
+   * of device `peer` directly (enabling peer access once); 0 otherwise. */
+  dls_status_t (*peer_access)(int dev, int peer, int *out_can);
+  /* Copies `size` bytes from `src` (memory of device `src_dev`) to `dst`
+   * (memory of `dev`, or host), queued on `stream`, a stream of `dev`. The
+   * driver copies directly where peer access works, else through the host. */
+  dls_status_t (*memcpy_peer_async)(int dev, void *dst, int src_dev, const void *src, size_t size, void *stream);
 } dls__backend;
 
 /* The backends compiled into this library. Each is always present: an

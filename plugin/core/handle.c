@@ -11,6 +11,7 @@ dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {
     DLS__KIND(DLS_HANDLE_BUFFER, "buffer"),     DLS__KIND(DLS_HANDLE_TENSOR, "tensor"),
     DLS__KIND(DLS_HANDLE_MODULE, "module"),     DLS__KIND(DLS_HANDLE_FUNCTION, "function"),
     DLS__KIND(DLS_HANDLE_GROUP, "group"),       DLS__KIND(DLS_HANDLE_LATCH, "latch"),
+    DLS__KIND(DLS_HANDLE_GRAPH, "graph"),
 };
 #undef DLS__KIND
 
