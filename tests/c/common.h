@@ -29,9 +29,18 @@
               dls_last_error(), (part));                                                   \
   } while (0)
 
+/* The GPU backend the suites test besides the CPU: CUDA, or ROCm when
+ * DLSTREAM_TESTS_GPU=rocm (the HIP backend, e.g. through the HIP-on-CUDA
+ * stand-in of tests/hip_on_cuda). */
+static inline DLDeviceType dlst_gpu_type(void) {
+  const char *v = getenv("DLSTREAM_TESTS_GPU");
+  return v != NULL && strcmp(v, "rocm") == 0 ? kDLROCM : kDLCUDA;
+}
+
 /* Every backend a test runs on; unavailable ones are visible skips. */
 static inline struct criterion_test_params dlst_backend_params(void) {
   static DLDeviceType types[] = {kDLCPU, kDLCUDA};
+  types[1] = dlst_gpu_type();
   return cr_make_param_array(DLDeviceType, types, sizeof types / sizeof types[0]);
 }
 
@@ -79,7 +88,7 @@ static inline void dlst_need_pooling(void) {
  * Criterion does not count assertions made in .fini, so a leak aborts the
  * test process instead, which fails the suite. */
 static inline void dlst_fini(void) {
-  static const char *names[] = {"", "stream", "event", "buffer", "tensor", "module", "function", "group", "latch"};
+  static const char *names[] = {"", "stream", "event", "buffer", "tensor", "module", "function", "group", "latch", "graph"};
   int leaked = 0;
   for (int k = DLS_HANDLE_STREAM; k < DLS_HANDLE_KIND_COUNT_; k++) {
     size_t n = dls_live_handles((dls_handle_kind_t)k);
