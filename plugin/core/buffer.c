@@ -26,17 +26,27 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   b->cap = DLS__USES_INLINE;
   atomic_init(&b->refs, 1);
   b->id = 0;
+  b->cap_id = 0;
+  b->graph = NULL;
   return b;
 }
 
 dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
   void *ptr = NULL;
+  uint64_t cap = 0;
+  if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
+    return dls__fail(DLS_ERR_STATE, "the capture of the allocation stream on %s was invalidated; end it first",
+                     s->dev->name);
   DLS__TRY(s->dev->be->mem_alloc(s->dev->id, size, s->native, &ptr));
   dls__buffer *b = buffer_new(s->dev, ptr, size, s);
   if (b == NULL) {
     s->dev->be->mem_free(s->dev->id, ptr, s->native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
   }
+  /* Allocated in a capture: a graph allocation, never touched eagerly. */
+  b->cap_id = cap;
+  if (DLS__UNLIKELY(cap != 0))
+    dls__capture_note_alloc(cap, b);
   *out = b;
   return DLS_OK;
 }
@@ -63,14 +73,18 @@ static bool same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || (a->dev == b->dev && a->native == b->native);
 }
 
-/* Records work queued on `s` so far as a use, whatever stream it is. */
+/* Records work queued on `s` so far as a use, whatever stream it is. A use
+ * in a capture gets its own record: re-recording an eager use's event in a
+ * capture would lose the eager work it marks. */
 static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
   dls__device *dev = b->dev;
   dls_status_t st = DLS_OK;
+  uint64_t in_cap = 0;
+  (void)dls__stream_capture(s, &in_cap);
   dls__spin_lock(&b->mu);
   dls__use *u = NULL;
   for (int i = 0; i < b->nuses; i++) {
-    if (same_stream(b->uses[i].stream, s)) {
+    if (same_stream(b->uses[i].stream, s) && b->uses[i].cap_id == in_cap) {
       u = &b->uses[i];
       break;
     }
@@ -98,6 +112,7 @@ static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
     u = &b->uses[b->nuses++];
     u->stream = s;
     u->event = ev;
+    u->cap_id = in_cap;
     dls__stream_ref(s);
   }
   /* Re-recording moves the marker past this use; the earlier uses on the
@@ -113,26 +128,138 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
   return record_use(b, s);
 }
 
+/* Uses recorded in another capture than the consumer's are graph work, not
+ * work the consumer could wait for: skipped. An eager use cannot be waited
+ * on from inside a capture: refused (before anything is queued). */
 dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   dls__device *dev = b->dev;
-  DLS__TRY(dls__stream_order(consumer, b->stream));
+  uint64_t cc = 0;
+  (void)dls__stream_capture(consumer, &cc);
+  dls__spin_lock(&b->mu);
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].cap_id == 0 && cc != 0 && !same_stream(b->uses[i].stream, consumer)) {
+      dls__stream *u = b->uses[i].stream;
+      dls__spin_unlock(&b->mu);
+      return dls__capture_check_pair(consumer, cc, u, 0);
+    }
+  }
+  dls__spin_unlock(&b->mu);
+  if (b->cap_id == 0 || b->cap_id == cc)
+    DLS__TRY(dls__stream_order(consumer, b->stream));
   dls_status_t st = DLS_OK;
   dls__spin_lock(&b->mu);
   for (int i = 0; i < b->nuses && st == DLS_OK; i++)
-    if (!same_stream(b->uses[i].stream, consumer))
+    if (!same_stream(b->uses[i].stream, consumer) && b->uses[i].cap_id == cc)
       st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
   dls__spin_unlock(&b->mu);
   return st;
 }
 
-/* Whether every recorded use has already completed (a cheap query each). */
+/* Whether every recorded use has already completed (a cheap query each).
+ * Never asked while a capture forbids it, and never of a captured record. */
 static bool uses_complete(dls__buffer *b) {
-  for (int i = 0; i < b->nuses; i++) {
+  if (!dls__capture_polling_allowed())
+    return false;
+  dls__relaxed r;
+  dls__relaxed_enter(&r, b->dev);
+  bool complete = true;
+  for (int i = 0; i < b->nuses && complete; i++) {
     int done = 0;
-    if (b->dev->be->event_query(b->dev->id, b->uses[i].event, &done) != DLS_OK || !done)
-      return false;
+    complete = b->uses[i].cap_id == 0 &&
+               b->dev->be->event_query(b->dev->id, b->uses[i].event, &done) == DLS_OK && done;
   }
-  return true;
+  dls__relaxed_leave(&r);
+  return complete;
+}
+
+/* Sorts a buffer's use events: eager ones first (to wait on), captured ones
+ * after; returns the eager count and the capture of a captured one. */
+static int sort_uses(dls__buffer *b, void **events, uint64_t *out_cap) {
+  int n = 0, k = b->nuses;
+  *out_cap = 0;
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].cap_id == 0) {
+      events[n++] = b->uses[i].event;
+    } else {
+      events[--k] = b->uses[i].event;
+      *out_cap = b->uses[i].cap_id;
+    }
+  }
+  return n;
+}
+
+/* Owned memory allocated eagerly but freed while its stream captures: the
+ * free runs once that capture is over. */
+typedef struct dls__late_free {
+  dls__device *dev;
+  void *ptr;
+  dls__stream *stream; /* ref held */
+} dls__late_free;
+
+static void late_free(void *user_data) {
+  dls__late_free *f = user_data;
+  (void)f->dev->be->mem_free(f->dev->id, f->ptr, f->stream->native);
+  dls__stream_unref(f->stream);
+  free(f);
+}
+
+/* Hands the use events to the deferred queue, which runs `release` once the
+ * eager ones completed and capture `cap` is over; waits here when out of
+ * memory rather than release early. */
+static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
+  dls__device *dev = b->dev;
+  void **events = b->nuses > 0 ? malloc((size_t)b->nuses * sizeof *events) : NULL;
+  uint64_t used_cap = 0;
+  int nwait = events != NULL ? sort_uses(b, events, &used_cap) : 0;
+  if (cap == 0)
+    cap = used_cap;
+  if ((b->nuses > 0 && events == NULL) ||
+      dls__deferred_push(dev, events, nwait, b->nuses, cap, release, user_data) != DLS_OK) {
+    for (int i = 0; i < b->nuses; i++) {
+      if (b->uses[i].cap_id == 0)
+        dev->be->event_synchronize(dev->id, b->uses[i].event);
+      dls__event_pool_put(dev, b->uses[i].event);
+    }
+    free(events);
+    if (release)
+      release(user_data);
+  }
+}
+
+/* Frees owned memory by the rule; nothing here blocks the host. */
+static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
+  dls__device *dev = b->dev;
+  dls__stream *a = b->stream;
+  if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
+    /* A graph allocation whose capture is over: its graph frees it. */
+    if (b->graph != NULL)
+      dls__graph_release_output(b);
+    for (int i = 0; i < b->nuses; i++)
+      dls__event_pool_put(dev, b->uses[i].event);
+    return;
+  }
+  if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
+    dls__late_free *f = malloc(sizeof *f);
+    if (f != NULL) {
+      f->dev = dev;
+      f->ptr = b->ptr;
+      f->stream = a;
+      dls__stream_ref(a);
+      defer_release(b, a_cap, late_free, f);
+      return;
+    }
+    (void)dev->be->stream_synchronize(dev->id, a->native); /* fails while capturing: the memory then leaks */
+  }
+  /* Eager memory waits on eager uses; memory freed in its own capture waits on that capture's uses. */
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].cap_id == b->cap_id)
+      dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
+    dls__event_pool_put(dev, b->uses[i].event);
+  }
+  if (b->ptr != NULL)
+    dev->be->mem_free(dev->id, b->ptr, a->native);
+  if (b->cap_id != 0)
+    dls__capture_forget_alloc(b->cap_id, b);
 }
 
 /* The last reference is gone: apply the rule. Never blocks the host. */
@@ -141,34 +268,20 @@ static void buffer_release(dls__buffer *b) {
   dls__stream *a = b->stream;
   int idle = 1;
   if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
-      dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle && record_use(b, a) != DLS_OK)
+      dls__capture_polling_allowed() && dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle &&
+      record_use(b, a) != DLS_OK)
     dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
   if (!b->borrowed) {
-    for (int i = 0; i < b->nuses; i++) {
-      dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
-      dls__event_pool_put(dev, b->uses[i].event);
-    }
-    if (b->ptr != NULL)
-      dev->be->mem_free(dev->id, b->ptr, a->native);
+    uint64_t a_cap = 0;
+    int a_status = dls__stream_capture(a, &a_cap);
+    release_owned(b, a_status, a_cap);
   } else if (b->nuses == 0 || uses_complete(b)) {
     for (int i = 0; i < b->nuses; i++)
       dls__event_pool_put(dev, b->uses[i].event);
     if (b->release)
       b->release(b->user_data);
   } else {
-    void **events = malloc((size_t)b->nuses * sizeof *events);
-    for (int i = 0; events != NULL && i < b->nuses; i++)
-      events[i] = b->uses[i].event;
-    if (events == NULL || dls__deferred_push(dev, events, b->nuses, b->release, b->user_data) != DLS_OK) {
-      /* No memory to defer: wait here rather than release early. */
-      for (int i = 0; i < b->nuses; i++) {
-        dev->be->event_synchronize(dev->id, b->uses[i].event);
-        dls__event_pool_put(dev, b->uses[i].event);
-      }
-      free(events);
-      if (b->release)
-        b->release(b->user_data);
-    }
+    defer_release(b, 0, b->release, b->user_data);
   }
   /* The events carry the ordering now: the use streams' records may go. */
   for (int i = 0; i < b->nuses; i++)
@@ -189,8 +302,9 @@ void dls__buffer_unref(dls__buffer *b) {
 typedef struct dls__deferred {
   struct dls__deferred *next;
   dls__device *dev;
-  void **events;
-  int nevents;
+  void **events;   /* [0, nwait) eager records to wait on; [nwait, nevents) captured ones */
+  int nwait, nevents;
+  uint64_t cap_id; /* a capture that must be over first (0: none) */
   dls_release_fn release;
   void *user_data;
 } dls__deferred;
@@ -199,14 +313,16 @@ static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static dls__deferred *g_deferred;
 _Atomic size_t dls__deferred_count;
 
-dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dls_release_fn release,
-                                void *user_data) {
+dls_status_t dls__deferred_push(dls__device *dev, void **events, int nwait, int nevents, uint64_t cap_id,
+                                dls_release_fn release, void *user_data) {
   dls__deferred *d = malloc(sizeof *d);
   if (d == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
   d->dev = dev;
   d->events = events;
+  d->nwait = nwait;
   d->nevents = nevents;
+  d->cap_id = cap_id;
   d->release = release;
   d->user_data = user_data;
   pthread_mutex_lock(&g_deferred_mu);
@@ -227,17 +343,25 @@ static void deferred_finish(dls__deferred *d) {
 }
 
 static bool deferred_ready(dls__deferred *d) {
-  for (int i = 0; i < d->nevents; i++) {
+  if (d->cap_id != 0 && dls__capture_underway(d->cap_id))
+    return false;
+  dls__relaxed r;
+  dls__relaxed_enter(&r, d->dev);
+  bool ready = true;
+  for (int i = 0; i < d->nwait && ready; i++) {
     int done = 0;
-    if (d->dev->be->event_query(d->dev->id, d->events[i], &done) != DLS_OK || !done)
-      return false;
+    ready = d->dev->be->event_query(d->dev->id, d->events[i], &done) == DLS_OK && done;
   }
-  return true;
+  dls__relaxed_leave(&r);
+  return ready;
 }
 
 size_t dls_deferred_poll(void) {
   if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
     return 0;
+  /* Polling is dlstream's own initiative: never while a capture forbids it. */
+  if (!dls__capture_polling_allowed())
+    return atomic_load(&dls__deferred_count);
   dls__deferred *ready = NULL;
   pthread_mutex_lock(&g_deferred_mu);
   for (dls__deferred **pp = &g_deferred; *pp != NULL;) {
@@ -274,7 +398,7 @@ void dls__deferred_drain(void) {
     pthread_mutex_unlock(&g_deferred_mu);
     if (d == NULL)
       return;
-    for (int i = 0; i < d->nevents; i++)
+    for (int i = 0; i < d->nwait; i++)
       d->dev->be->event_synchronize(d->dev->id, d->events[i]);
     deferred_finish(d);
   }

@@ -329,6 +329,14 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
                      s->dev->name);
   if (timeout_ns == 0)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(timeout_ns=0): a latch wait needs a timeout", call);
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE,
+                     "%s: %s: a latch is opened by the host once, but a graph replays its wait every time; "
+                     "latches are refused in captures (nothing was queued, the capture is still valid)",
+                     call, dls__stream_describe(s, cap, d, sizeof d));
+  }
   dls__function *f;
   DLS__TRY(dls__builtin(s->dev, "dls_latch", call, &f));
   dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};

@@ -9,6 +9,8 @@ typedef struct dls__event {
   void *native;
   unsigned flags;
   bool foreign;
+  bool recorded;   /* owned events: recorded at least once */
+  uint64_t cap_id; /* owned events: the capture of the latest record (0: eager) */
   uint64_t id;
 } dls__event;
 
@@ -23,6 +25,8 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   e->native = native;
   e->flags = flags;
   e->foreign = foreign;
+  e->recorded = false;
+  e->cap_id = 0;
   e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
@@ -101,8 +105,26 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   if (e->dev != s->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED)
+    return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
   dls_status_t st = e->dev->be->event_record(e->dev->id, e->native, s->native);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
+  e->recorded = true;
+  e->cap_id = cap;
+  return DLS_OK;
+}
+
+/* A record made in a capture is a node of the graph, not work that runs:
+ * nothing outside that capture may wait for it, query it or block on it. */
+static dls_status_t refuse_captured(const char *call, const dls__event *e) {
+  if (DLS__LIKELY(e->cap_id == 0))
+    return DLS_OK;
+  return dls__fail(DLS_ERR_STATE,
+                   "%s: the event was last recorded in capture %llu: that record is a node of its graph and never "
+                   "completes outside a replay; record the event again outside the capture",
+                   call, (unsigned long long)e->cap_id);
 }
 
 dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
@@ -113,6 +135,23 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
   if (e->dev != s->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: stream is on %s but event is on %s", call, s->dev->name,
                      e->dev->name);
+  if (!e->foreign && e->recorded) {
+    /* Both in one capture state, or the wait would tie a capture to eager work. */
+    uint64_t cap = 0;
+    (void)dls__stream_capture(s, &cap);
+    if (cap != e->cap_id) {
+      char d[128];
+      if (e->cap_id != 0)
+        return dls__fail(DLS_ERR_STATE,
+                         "%s: %s waits on an event recorded in capture %llu; only streams of that capture may wait "
+                         "on it (use a group to fork work inside a capture); nothing was queued",
+                         call, dls__stream_describe(s, cap, d, sizeof d), (unsigned long long)e->cap_id);
+      return dls__fail(DLS_ERR_STATE,
+                       "%s: %s waits on an event recorded outside its capture; the wait would invalidate the "
+                       "capture, so nothing was queued",
+                       call, dls__stream_describe(s, cap, d, sizeof d));
+    }
+  }
   dls_status_t st = s->dev->be->stream_wait_event(s->dev->id, s->native, e->native);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
@@ -123,6 +162,7 @@ dls_status_t dls_event_synchronize(dls_event_t event) {
   static const char call[] = "dls_event_synchronize";
   DLS__ENTER(call);
   DLS__GET_EVENT(e, event, call, "event");
+  DLS__TRY(refuse_captured(call, e));
   dls_status_t st = e->dev->be->event_synchronize(e->dev->id, e->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
@@ -136,6 +176,7 @@ dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
   if (out_complete == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_complete=NULL): output pointer is NULL", call);
   DLS__GET_EVENT(e, event, call, "event");
+  DLS__TRY(refuse_captured(call, e));
   dls_status_t st = e->dev->be->event_query(e->dev->id, e->native, out_complete);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }

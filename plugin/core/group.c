@@ -31,6 +31,13 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   if (g == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   dls__device *dev = o->dev;
+  uint64_t cap = 0;
+  if (dls__stream_capture(o, &cap) == DLS__CAPTURE_INVALIDATED) {
+    free(g);
+    return dls__fail(DLS_ERR_STATE, "%s: the origin's capture on %s was invalidated; end it first", call, dev->name);
+  }
+  /* In a capture the fork record is a node of it: each branch joins the
+   * capture by waiting on it, and rejoins the origin at dls_group_end. */
   dls_status_t st = dls__event_pool_get(dev, &g->fork);
   if (st == DLS_OK) {
     st = dev->be->event_record(dev->id, g->fork, o->native);

@@ -105,6 +105,9 @@ typedef struct dls__device {
   size_t event_pool_n, event_pool_cap;
   size_t pooled_out;   /* pooled streams handed out now */
   struct dls__function *builtins[8]; /* cached built-in functions (builtin.c) */
+  void **parked;       /* pooled native streams still in a capture they joined */
+  size_t parked_n, parked_cap;
+  _Atomic int captures; /* captures dlstream knows to be underway on the device */
 } dls__device;
 
 /* The device for a DLDevice, probing its backend; NULL and a message naming
@@ -154,6 +157,14 @@ DLS__INTERNAL void dls__stream_unref(dls__stream *s);
 /* The default stream object of a device (kind DLS_STREAM_LEGACY/PER_THREAD,
  * or DLS__STREAM_NONE). */
 DLS__INTERNAL dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out);
+/* The legacy default stream (or the "no stream" producer): never captured,
+ * and on a GPU, work on it would merge with any capture underway on its device. */
+static inline bool dls__stream_legacy(const dls__stream *s) {
+  if (s->native == (void *)UINTPTR_MAX)
+    return true;
+  return s->dev->device.device_type == kDLCPU ? s == s->dev->defaults[DLS_STREAM_LEGACY]
+                                              : s->native == NULL || s->native == (void *)(uintptr_t)1;
+}
 /* Makes `waiter` wait for all work queued on `target` so far (pooled event). */
 DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
 
@@ -162,6 +173,7 @@ DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *t
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
   void *event;         /* pooled native event, recorded after the latest use */
+  uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
 } dls__use;
 
 #define DLS__USES_INLINE 4
@@ -182,6 +194,8 @@ typedef struct dls__buffer {
   int nuses, cap;
   _Atomic int refs;     /* handle + tensors + exports */
   uint64_t id;          /* its handle, 0 if none */
+  uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
+  struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
 } dls__buffer;
 
 /* A new owned buffer allocated on `s` (no handle; refs = 1). */
@@ -198,9 +212,12 @@ DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
 /* Makes `consumer` wait for every queued use (producer stream included). */
 DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
 
-/* Deferred releases: waits on `events` (pooled, ownership moves in) then calls release. */
-DLS__INTERNAL dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dls_release_fn release,
-                                              void *user_data);
+/* Deferred releases: waits on the first `nwait` of `events` (pooled,
+ * ownership of all `nevents` moves in), and for capture `cap_id` (0: none)
+ * to be over, then calls release. Events past `nwait` were recorded in a
+ * capture: never queried, only returned to the pool. */
+DLS__INTERNAL dls_status_t dls__deferred_push(dls__device *dev, void **events, int nwait, int nevents,
+                                              uint64_t cap_id, dls_release_fn release, void *user_data);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;
@@ -253,10 +270,50 @@ DLS__INTERNAL dls_status_t dls__launch(const char *call, dls__function *fn, dls_
 DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call,
                                         dls__function **out);
 
+/* ---------------------------------------------------------------- captures */
+
+typedef struct dls__graph dls__graph;
+
+/* The capture state of a stream as the driver sees it now (DLS__CAPTURE_*),
+ * captures dlstream did not begin included; *out_id is the capture's id
+ * while one is active, else 0. A capture seen for the first time is noted,
+ * so dlstream's own polling keeps away from it. */
+DLS__INTERNAL int dls__stream_capture(dls__stream *s, uint64_t *out_id);
+/* DLS_OK when `waiter` may wait for `target`: both outside any capture, or
+ * both in one. Otherwise DLS_ERR_STATE naming both, before any driver call. */
+DLS__INTERNAL dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t waiter_cap, dls__stream *target,
+                                                   uint64_t target_cap);
+/* Whether dlstream may poll on its own initiative (query events, run
+ * deferred releases) on this thread now: no capture it knows of forbids it. */
+DLS__INTERNAL bool dls__capture_polling_allowed(void);
+DLS__INTERNAL extern _Atomic int dls__captures_known;
+/* Whether a capture is still underway as far as dlstream can tell. */
+DLS__INTERNAL bool dls__capture_underway(uint64_t id);
+/* A buffer allocated in capture `id` (a capture dlstream began: its graph
+ * will own the memory), and its free inside that capture. */
+DLS__INTERNAL void dls__capture_note_alloc(uint64_t id, dls__buffer *b);
+DLS__INTERNAL void dls__capture_forget_alloc(uint64_t id, dls__buffer *b);
+/* Frees a graph output after the capture: stream-ordered after the graph's
+ * last replay and the buffer's eager uses; drops the buffer's graph ref. */
+DLS__INTERNAL void dls__graph_release_output(dls__buffer *b);
+/* Describes a stream for messages: "pooled stream 0x5f.. on cuda:0 (in capture 3)". */
+DLS__INTERNAL const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size);
+/* Driver queries dlstream makes on its own initiative run in relaxed capture
+ * mode, so that a capture on another thread it cannot see is never
+ * invalidated by them. */
+typedef struct dls__relaxed {
+  const dls__backend *be;
+  int dev, prev;
+  bool swapped;
+} dls__relaxed;
+DLS__INTERNAL void dls__relaxed_enter(dls__relaxed *r, dls__device *dev);
+DLS__INTERNAL void dls__relaxed_leave(dls__relaxed *r);
+
 /* ---------------------------------------------------------------- shutdown hooks */
 
 DLS__INTERNAL void dls__streams_shutdown(void);
 DLS__INTERNAL void dls__builtins_shutdown(void);
+DLS__INTERNAL void dls__captures_shutdown(void);
 
 /* ---------------------------------------------------------------- small objects */
 

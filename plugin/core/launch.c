@@ -256,6 +256,11 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, fn->name,
                      fn->dev->name, s->dev->name);
   DLS__TRY(check_config(call, config));
+  if (DLS__UNLIKELY(atomic_load_explicit(&s->dev->captures, memory_order_relaxed) > 0) && dls__stream_legacy(s))
+    return dls__fail(DLS_ERR_STATE,
+                     "%s: a capture is underway on %s, and work on its legacy default stream would merge into it "
+                     "(the driver invalidates the capture); launch on the capturing stream or a created one",
+                     call, s->dev->name);
   if (DLS__UNLIKELY(nargs > DLS_MAX_ARGS))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): at most %d arguments", call, nargs, DLS_MAX_ARGS);
   if (DLS__UNLIKELY(args == NULL && nargs != 0))
@@ -351,6 +356,7 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
    * queries an event per pending entry. */
   static _Thread_local unsigned launches;
   if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && (++launches & 63) == 0)
+    /* polls only where no capture forbids it */
     dls_deferred_poll();
   return DLS_OK;
 }

@@ -284,6 +284,11 @@ static void drop_event(uint64_t id, void *obj) {
   dls_event_t e = {id};
   dls_event_destroy(e);
 }
+static void drop_graph(uint64_t id, void *obj) {
+  (void)obj;
+  dls_graph_t gr = {id};
+  dls_graph_destroy(gr);
+}
 static void drop_stream(uint64_t id, void *obj) {
   (void)obj;
   dls_stream_t s = {id};
@@ -296,13 +301,16 @@ dls_status_t dls_shutdown(void) {
                                    "of it can be torn down in this child");
   if (atomic_load(&dls__state) == 0)
     return DLS_OK;
-  /* Children before parents: groups hold branches, tensors hold buffers,
-   * buffers hold streams. */
+  /* Captures dlstream began end first (their work is dropped), so every
+   * stream is eager again. Then children before parents: groups hold
+   * branches, tensors hold buffers, buffers hold streams and graphs. */
+  dls__captures_shutdown();
   /* Nested groups end before their parents: repeat until none is left. */
   for (int pass = 0; pass < 64 && dls_live_handles(DLS_HANDLE_GROUP) > 0; pass++)
     dls__handle_each(DLS_HANDLE_GROUP, drop_group);
   dls__handle_each(DLS_HANDLE_TENSOR, drop_tensor);
   dls__handle_each(DLS_HANDLE_BUFFER, drop_buffer);
+  dls__handle_each(DLS_HANDLE_GRAPH, drop_graph);
   dls__handle_each(DLS_HANDLE_LATCH, drop_latch);
   dls__handle_each(DLS_HANDLE_FUNCTION, drop_function);
   dls__handle_each(DLS_HANDLE_MODULE, drop_module);

@@ -102,6 +102,52 @@ static void pool_put(dls__device *dev, void *native) {
   pthread_mutex_unlock(&dev->mu);
 }
 
+/* Whether a native stream is in a capture (a branch that joined one stays in
+ * it until the capture ends). Asked only while some capture is underway. */
+static bool native_capturing(dls__device *dev, void *native) {
+  int status = DLS__CAPTURE_NONE;
+  uint64_t id;
+  return dev->be->stream_capture_status != NULL &&
+         dev->be->stream_capture_status(dev->id, native, &status, &id) == DLS_OK && status != DLS__CAPTURE_NONE;
+}
+
+/* An idle pooled stream, or NULL. A stream still in a capture is parked
+ * until the capture is over: work queued on it would be recorded, not run. */
+static void *pool_take(dls__device *dev) {
+  void *native = NULL;
+  pthread_mutex_lock(&dev->mu);
+  bool check = atomic_load_explicit(&dls__captures_known, memory_order_acquire) > 0 || dev->parked_n > 0;
+  for (size_t i = 0; check && i < dev->parked_n;) {
+    if (!native_capturing(dev, dev->parked[i]) && dev->stream_pool_n < dev->stream_pool_cap) {
+      dev->stream_pool[dev->stream_pool_n++] = dev->parked[i];
+      dev->parked[i] = dev->parked[--dev->parked_n];
+    } else {
+      i++;
+    }
+  }
+  while (native == NULL && dev->stream_pool_n > 0) {
+    native = dev->stream_pool[--dev->stream_pool_n];
+    if (check && native_capturing(dev, native)) {
+      if (dev->parked_n == dev->parked_cap) {
+        size_t cap = dev->parked_cap ? dev->parked_cap * 2 : 8;
+        void **p = realloc(dev->parked, cap * sizeof *p);
+        if (p == NULL) {
+          dev->stream_pool[dev->stream_pool_n++] = native; /* keep it; make a new one instead */
+          native = NULL;
+          break;
+        }
+        dev->parked = p;
+        dev->parked_cap = cap;
+      }
+      dev->parked[dev->parked_n++] = native;
+      native = NULL;
+    }
+  }
+  dev->pooled_out++;
+  pthread_mutex_unlock(&dev->mu);
+  return native;
+}
+
 void dls__stream_unref(dls__stream *s) {
   if (s->kind == DLS__STREAM_DEFAULT)
     return;
@@ -123,6 +169,10 @@ void dls__stream_unref(dls__stream *s) {
 dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
     return DLS_OK;
+  uint64_t wcap = 0, tcap = 0;
+  (void)dls__stream_capture(waiter, &wcap);
+  (void)dls__stream_capture(target, &tcap);
+  DLS__TRY(dls__capture_check_pair(waiter, wcap, target, tcap));
   dls__device *dev = target->dev;
   void *ev;
   DLS__TRY(dls__event_pool_get(dev, &ev));
@@ -193,12 +243,7 @@ dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
-  void *native = NULL;
-  pthread_mutex_lock(&dev->mu);
-  if (dev->stream_pool_n > 0)
-    native = dev->stream_pool[--dev->stream_pool_n];
-  dev->pooled_out++;
-  pthread_mutex_unlock(&dev->mu);
+  void *native = pool_take(dev);
   if (native == NULL) {
     st = dev->be->stream_create(dev->id, DLS_STREAM_NON_BLOCKING, 0, &native);
     if (st != DLS_OK) {
@@ -249,10 +294,24 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   return DLS_OK;
 }
 
+/* Synchronizing or querying a capturing stream would invalidate its capture. */
+static dls_status_t refuse_capturing(const char *call, dls__stream *s) {
+  uint64_t id;
+  int status = dls__stream_capture(s, &id);
+  if (DLS__LIKELY(status == DLS__CAPTURE_NONE))
+    return DLS_OK;
+  char d[128];
+  return dls__fail(DLS_ERR_STATE,
+                   "%s: %s: its work is being recorded, not run, so there is nothing to wait for (the driver would "
+                   "invalidate the capture); end the capture and replay the graph",
+                   call, dls__stream_describe(s, id, d, sizeof d));
+}
+
 dls_status_t dls_stream_synchronize(dls_stream_t stream) {
   static const char call[] = "dls_stream_synchronize";
   DLS__ENTER(call);
   DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__TRY(refuse_capturing(call, s));
   dls_status_t st = s->dev->be->stream_synchronize(s->dev->id, s->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
@@ -266,6 +325,7 @@ dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
   if (out_idle == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
   DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__TRY(refuse_capturing(call, s));
   return s->dev->be->stream_query(s->dev->id, s->native, out_idle);
 }
 
@@ -320,9 +380,14 @@ static void drop_stream_objects(dls__device *dev) {
   }
   for (size_t k = 0; k < dev->stream_pool_n; k++)
     dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
+  for (size_t k = 0; k < dev->parked_n; k++)
+    dev->be->stream_destroy(dev->id, dev->parked[k]);
   free(dev->stream_pool);
+  free(dev->parked);
   dev->stream_pool = NULL;
+  dev->parked = NULL;
   dev->stream_pool_n = dev->stream_pool_cap = 0;
+  dev->parked_n = dev->parked_cap = 0;
 }
 
 /* Called by dls_shutdown once no handle is left: default stream objects

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Graph capture: the captures dlstream knows of, the rule that ties no
+ * capturing stream to one outside its capture, own-initiative polling kept
+ * away from captures, and graphs (capture, replay, the memory they own). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A capture underway: begun through dls_stream_begin_capture (own), or seen
+ * on a stream passed to dlstream (foreign, e.g. torch.cuda.graph). */
+typedef struct dls__capture {
+  uint64_t id;
+  dls__device *dev;
+  int mode;              /* DLS_CAPTURE_*; foreign captures count as global */
+  bool own;
+  pthread_t thread;      /* the thread that began it */
+  dls__stream *origin;   /* ref held */
+  dls__buffer **allocs;  /* own: buffers allocated in it and not freed in it (no ref) */
+  int nallocs, cap_allocs;
+  struct dls__capture *next;
+} dls__capture;
+
+/* A graph output: memory a capture allocated and did not free. */
+typedef struct dls__graph_out {
+  void *ptr;
+  uint64_t freed_at; /* the launch count when dlstream freed it, or UINT64_MAX */
+} dls__graph_out;
+
+struct dls__graph {
+  dls__device *dev;
+  void *native;
+  _Atomic int refs;     /* the handle + buffers whose memory it owns */
+  pthread_mutex_t mu;   /* last, launches, outs */
+  dls__stream *last;    /* the stream of the latest replay (ref held), NULL before the first */
+  uint64_t launches;
+  dls__graph_out *outs;
+  int nouts;
+  uint64_t id;
+};
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the registry; an own capture's allocs */
+static dls__capture *g_captures;
+_Atomic int dls__captures_known;
+
+#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(DLS_HANDLE_GRAPH, dls__graph, var, handle, call, arg)
+
+/* ---- what the driver says ---- */
+
+static int query(dls__stream *s, uint64_t *out_id) {
+  int status = DLS__CAPTURE_NONE;
+  *out_id = 0;
+  const dls__backend *be = s->dev->be;
+  if (be->stream_capture_status == NULL || dls__stream_legacy(s))
+    return DLS__CAPTURE_NONE;
+  if (be->stream_capture_status(s->dev->id, s->native, &status, out_id) != DLS_OK) {
+    *out_id = 0;
+    return DLS__CAPTURE_NONE; /* a stream the driver cannot describe: the call itself will say why */
+  }
+  if (status == DLS__CAPTURE_NONE)
+    *out_id = 0;
+  return status;
+}
+
+static dls__capture *find(uint64_t id) {
+  dls__capture *c = g_captures;
+  while (c != NULL && c->id != id)
+    c = c->next;
+  return c;
+}
+
+static void unlink_capture(dls__capture *c) {
+  for (dls__capture **pp = &g_captures; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  }
+  atomic_fetch_sub(&dls__captures_known, 1);
+  atomic_fetch_sub(&c->dev->captures, 1);
+}
+
+static void capture_free(dls__capture *c) {
+  dls__stream_unref(c->origin);
+  free(c->allocs);
+  free(c);
+}
+
+/* Registers a capture (g_mu held). NULL when out of memory: then it is only
+ * unknown, and relaxed mode still keeps polling from invalidating it. */
+static dls__capture *note(dls__stream *s, uint64_t id, int mode, bool own) {
+  dls__capture *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return NULL;
+  c->id = id;
+  c->dev = s->dev;
+  c->mode = mode;
+  c->own = own;
+  c->thread = pthread_self();
+  c->origin = s;
+  dls__stream_ref(s);
+  c->next = g_captures;
+  g_captures = c;
+  atomic_fetch_add(&dls__captures_known, 1);
+  atomic_fetch_add(&s->dev->captures, 1);
+  return c;
+}
+
+int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
+  int status = query(s, out_id);
+  if (DLS__LIKELY(status != DLS__CAPTURE_ACTIVE))
+    return status;
+  pthread_mutex_lock(&g_mu);
+  if (find(*out_id) == NULL)
+    (void)note(s, *out_id, DLS_CAPTURE_GLOBAL, false);
+  pthread_mutex_unlock(&g_mu);
+  return status;
+}
+
+/* A foreign capture is over once its stream is no longer in it (g_mu held). */
+static bool foreign_over(dls__capture *c) {
+  uint64_t id;
+  return query(c->origin, &id) != DLS__CAPTURE_ACTIVE || id != c->id;
+}
+
+static void forget_finished(void) {
+  for (dls__capture *c = g_captures, *next; c != NULL; c = next) {
+    next = c->next;
+    if (!c->own && foreign_over(c)) {
+      unlink_capture(c);
+      capture_free(c);
+    }
+  }
+}
+
+bool dls__capture_polling_allowed(void) {
+  if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0))
+    return true;
+  pthread_mutex_lock(&g_mu);
+  forget_finished();
+  bool allowed = true;
+  pthread_t self = pthread_self();
+  for (dls__capture *c = g_captures; c != NULL && allowed; c = c->next)
+    allowed = c->mode == DLS_CAPTURE_RELAXED || (c->mode == DLS_CAPTURE_THREAD_LOCAL && !pthread_equal(c->thread, self));
+  pthread_mutex_unlock(&g_mu);
+  return allowed;
+}
+
+bool dls__capture_underway(uint64_t id) {
+  if (id == 0 || atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0)
+    return false;
+  pthread_mutex_lock(&g_mu);
+  forget_finished();
+  bool underway = find(id) != NULL;
+  pthread_mutex_unlock(&g_mu);
+  return underway;
+}
+
+const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size) {
+  static const char *const kinds[] = {"", "owned", "pooled", "foreign", "default"};
+  const char *kind = s->kind >= 1 && s->kind <= 4 ? kinds[s->kind] : "";
+  char where[48];
+  if (cap != 0)
+    snprintf(where, sizeof where, "in capture %" PRIu64, cap);
+  else
+    snprintf(where, sizeof where, "not capturing");
+  snprintf(buf, size, "%s stream %p on %s (%s)", kind, s->native, s->dev->name, where);
+  return buf;
+}
+
+dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t waiter_cap, dls__stream *target,
+                                     uint64_t target_cap) {
+  if (DLS__LIKELY(waiter_cap == target_cap))
+    return DLS_OK;
+  char a[128], b[128];
+  return dls__fail(DLS_ERR_STATE,
+                   "%s would wait for %s: a stream in a capture and a stream outside it (or in another capture) "
+                   "are never tied, since the wait would invalidate the capture or pull eager work into it; "
+                   "nothing was queued and the capture is still valid",
+                   dls__stream_describe(waiter, waiter_cap, a, sizeof a),
+                   dls__stream_describe(target, target_cap, b, sizeof b));
+}
+
+void dls__relaxed_enter(dls__relaxed *r, dls__device *dev) {
+  r->swapped = false;
+  r->be = dev->be;
+  r->dev = dev->id;
+  if (r->be->thread_capture_mode != NULL &&
+      r->be->thread_capture_mode(r->dev, DLS_CAPTURE_RELAXED, &r->prev) == DLS_OK)
+    r->swapped = true;
+}
+
+void dls__relaxed_leave(dls__relaxed *r) {
+  int ignored;
+  if (r->swapped)
+    (void)r->be->thread_capture_mode(r->dev, r->prev, &ignored);
+}
+
+/* ---- memory allocated in a capture ---- */
+
+void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = find(id);
+  if (c != NULL && c->own) {
+    if (c->nallocs == c->cap_allocs) {
+      int n = c->cap_allocs ? 2 * c->cap_allocs : 8;
+      dls__buffer **p = realloc(c->allocs, (size_t)n * sizeof *p);
+      if (p != NULL) {
+        c->allocs = p;
+        c->cap_allocs = n;
+      }
+    }
+    /* Out of memory: the buffer stays unknown to the graph, whose replays
+     * then keep its memory until the graph is destroyed. */
+    if (c->nallocs < c->cap_allocs)
+      c->allocs[c->nallocs++] = b;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dls__capture_forget_alloc(uint64_t id, dls__buffer *b) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = find(id);
+  for (int i = 0; c != NULL && i < c->nallocs; i++) {
+    if (c->allocs[i] == b) {
+      c->allocs[i] = c->allocs[--c->nallocs];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void graph_unref(dls__graph *gr) {
+  if (atomic_fetch_sub_explicit(&gr->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  dls__device *dev = gr->dev;
+  /* Outputs whose latest replay's allocation was never freed: free it after that replay. */
+  for (int i = 0; gr->last != NULL && i < gr->nouts; i++)
+    if (gr->outs[i].freed_at != gr->launches)
+      (void)dev->be->mem_free(dev->id, gr->outs[i].ptr, gr->last->native);
+  (void)dev->be->graph_destroy(dev->id, gr->native);
+  if (gr->last != NULL)
+    dls__stream_unref(gr->last);
+  pthread_mutex_destroy(&gr->mu);
+  free(gr->outs);
+  free(gr);
+}
+
+void dls__graph_release_output(dls__buffer *b) {
+  dls__graph *gr = b->graph;
+  dls__device *dev = b->dev;
+  pthread_mutex_lock(&gr->mu);
+  dls__stream *last = gr->last;
+  if (last != NULL)
+    dls__stream_ref(last);
+  for (int i = 0; i < gr->nouts; i++)
+    if (gr->outs[i].ptr == b->ptr)
+      gr->outs[i].freed_at = gr->launches;
+  uint64_t launches = gr->launches;
+  pthread_mutex_unlock(&gr->mu);
+  if (last != NULL) {
+    /* The latest replay's allocation is freed after that replay and after
+     * every eager use of it; the next replay allocates it afresh. */
+    for (int i = 0; i < b->nuses; i++)
+      if (b->uses[i].cap_id == 0)
+        (void)dev->be->stream_wait_event(dev->id, last->native, b->uses[i].event);
+    if (launches > 0)
+      (void)dev->be->mem_free(dev->id, b->ptr, last->native);
+    dls__stream_unref(last);
+  }
+  b->graph = NULL;
+  graph_unref(gr);
+}
+
+/* ---- public API ---- */
+
+dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mode) {
+  static const char call[] = "dls_stream_begin_capture";
+  DLS__ENTER(call);
+  if ((int)mode < DLS_CAPTURE_GLOBAL || (int)mode > DLS_CAPTURE_RELAXED)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(mode=%d): unknown capture mode (DLS_CAPTURE_GLOBAL 0, THREAD_LOCAL 1, RELAXED 2)", call,
+                     (int)mode);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->kind == DLS__STREAM_DEFAULT)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(stream): %s's default streams cannot be captured (the legacy stream never can); capture "
+                     "a created, pooled or wrapped stream",
+                     call, s->dev->name);
+  const dls__backend *be = s->dev->be;
+  if (be->stream_begin_capture == NULL || be->stream_end_capture == NULL)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot capture graphs", call, be->name);
+  uint64_t id;
+  if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE, "%s: %s is already capturing", call, dls__stream_describe(s, id, d, sizeof d));
+  }
+  dls_status_t st = be->stream_begin_capture(s->dev->id, s->native, (int)mode);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
+  int status = DLS__CAPTURE_NONE;
+  st = be->stream_capture_status(s->dev->id, s->native, &status, &id);
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = st == DLS_OK && status == DLS__CAPTURE_ACTIVE ? note(s, id, (int)mode, true) : NULL;
+  pthread_mutex_unlock(&g_mu);
+  if (c == NULL) {
+    void *graph = NULL;
+    if (be->stream_end_capture(s->dev->id, s->native, &graph) == DLS_OK)
+      (void)be->graph_destroy(s->dev->id, graph);
+    return st != DLS_OK ? dls__fail_prefix(st, "%s", call)
+                        : dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a capture record", call);
+  }
+  return DLS_OK;
+}
+
+/* The own capture begun on `s`, taken out of the registry; NULL when none. */
+static dls__capture *take_own(dls__stream *s) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = g_captures;
+  while (c != NULL && !(c->own && c->origin->dev == s->dev && c->origin->native == s->native))
+    c = c->next;
+  if (c != NULL)
+    unlink_capture(c);
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
+static dls_status_t graph_publish(dls__capture *c, void *native, const char *call, dls_graph_t *out) {
+  dls__device *dev = c->dev;
+  dls__graph *gr = calloc(1, sizeof *gr);
+  dls__graph_out *outs = c->nallocs > 0 ? calloc((size_t)c->nallocs, sizeof *outs) : NULL;
+  if (gr == NULL || (c->nallocs > 0 && outs == NULL)) {
+    free(gr);
+    free(outs);
+    (void)dev->be->graph_destroy(dev->id, native);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
+  }
+  gr->dev = dev;
+  gr->native = native;
+  atomic_init(&gr->refs, 1);
+  pthread_mutex_init(&gr->mu, NULL);
+  gr->outs = outs;
+  gr->id = dls__handle_new(DLS_HANDLE_GRAPH, gr);
+  if (gr->id == 0) {
+    pthread_mutex_destroy(&gr->mu);
+    free(gr);
+    free(outs);
+    (void)dev->be->graph_destroy(dev->id, native);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  /* Memory the capture allocated and did not free: the graph owns it now. */
+  for (int i = 0; i < c->nallocs; i++) {
+    dls__buffer *b = c->allocs[i];
+    b->graph = gr;
+    atomic_fetch_add(&gr->refs, 1);
+    gr->outs[gr->nouts].ptr = b->ptr;
+    gr->outs[gr->nouts].freed_at = UINT64_MAX;
+    gr->nouts++;
+  }
+  out->id = gr->id;
+  return DLS_OK;
+}
+
+dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph) {
+  static const char call[] = "dls_stream_end_capture";
+  DLS__ENTER(call);
+  if (out_graph == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_graph=NULL): output pointer is NULL", call);
+  out_graph->id = 0;
+  DLS__GET_STREAM(s, stream, call, "stream");
+  dls__capture *c = take_own(s);
+  if (c == NULL) {
+    uint64_t id;
+    char d[128];
+    int status = dls__stream_capture(s, &id);
+    return dls__fail(DLS_ERR_STATE, "%s: %s has no capture begun by dls_stream_begin_capture%s", call,
+                     dls__stream_describe(s, id, d, sizeof d),
+                     status == DLS__CAPTURE_ACTIVE ? " (its capture was begun elsewhere: end it there)" : "");
+  }
+  void *native = NULL;
+  dls_status_t st = s->dev->be->stream_end_capture(s->dev->id, s->native, &native);
+  if (st == DLS_OK)
+    st = graph_publish(c, native, call, out_graph);
+  else
+    st = dls__fail_prefix(st == DLS_ERR_BACKEND ? DLS_ERR_STATE : st, "%s(stream on %s)", call, s->dev->name);
+  capture_free(c);
+  dls_deferred_poll(); /* releases that waited for the capture to be over */
+  return st;
+}
+
+dls_status_t dls_stream_capture_status(dls_stream_t stream, dls_capture_status_t *out_status) {
+  static const char call[] = "dls_stream_capture_status";
+  DLS__ENTER(call);
+  if (out_status == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_status=NULL): output pointer is NULL", call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  uint64_t id;
+  *out_status = (dls_capture_status_t)dls__stream_capture(s, &id);
+  return DLS_OK;
+}
+
+dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
+  static const char call[] = "dls_graph_launch";
+  DLS__ENTER(call);
+  DLS__GET_GRAPH(gr, graph, call, "graph");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != gr->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
+                     s->dev->name);
+  uint64_t id;
+  if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE, "%s: %s is capturing; replaying a graph inside a capture is not supported", call,
+                     dls__stream_describe(s, id, d, sizeof d));
+  }
+  if (dls__stream_legacy(s) && atomic_load(&s->dev->captures) > 0)
+    return dls__fail(DLS_ERR_STATE, "%s: a capture is underway on %s, so its legacy stream may not be used", call,
+                     s->dev->name);
+  pthread_mutex_lock(&gr->mu);
+  dls_status_t st = s->dev->be->graph_launch(s->dev->id, gr->native, s->native);
+  if (st == DLS_OK) {
+    gr->launches++;
+    if (gr->last != s) {
+      dls__stream_ref(s);
+      if (gr->last != NULL)
+        dls__stream_unref(gr->last);
+      gr->last = s;
+    }
+  }
+  pthread_mutex_unlock(&gr->mu);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+dls_status_t dls_graph_destroy(dls_graph_t graph) {
+  static const char call[] = "dls_graph_destroy";
+  if (graph.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_GRAPH(gr, graph, call, "graph");
+  if (dls__handle_free(DLS_HANDLE_GRAPH, graph.id) == NULL)
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(graph): destroyed concurrently", call);
+  graph_unref(gr);
+  return DLS_OK;
+}
+
+/* Ends the captures dlstream began (their graphs are dropped) and forgets the others. */
+void dls__captures_shutdown(void) {
+  for (;;) {
+    pthread_mutex_lock(&g_mu);
+    dls__capture *c = g_captures;
+    if (c != NULL)
+      unlink_capture(c);
+    pthread_mutex_unlock(&g_mu);
+    if (c == NULL)
+      return;
+    void *native = NULL;
+    if (c->own && c->dev->be->stream_end_capture(c->dev->id, c->origin->native, &native) == DLS_OK)
+      (void)c->dev->be->graph_destroy(c->dev->id, native);
+    capture_free(c);
+  }
+}
