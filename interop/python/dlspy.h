@@ -34,6 +34,7 @@ typedef struct dlspy_stream_entry {
 
 typedef struct dlspy_state {
   PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType, *GroupType;
+  PyTypeObject *GraphType;
   PyObject *Error;                        /* dlstream.Error */
   PyObject *exc[DLSPY_STATUS_COUNT];      /* one class per status (index 0 unused) */
   PyObject *ArgumentTypeError;            /* (Error, TypeError) */
@@ -119,6 +120,9 @@ enum {
 /* A Stream object naming a group's branch (never destroys it). */
 PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
 extern PyType_Spec dlspy_group_spec;
+/* Graph capture (graph.c). */
+extern PyType_Spec dlspy_graph_spec;
+extern PyMethodDef dlspy_graph_functions[];
 
 extern PyType_Spec dlspy_stream_spec;
 /* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an

@@ -599,7 +599,9 @@ static int module_exec(PyObject *m) {
   if (add_type(m, &dlspy_stream_spec, &st->StreamType) != 0 || add_type(m, &dlspy_event_spec, &st->EventType) != 0 ||
       add_type(m, &dlspy_tensor_spec, &st->TensorType) != 0 || add_type(m, &dlspy_module_spec, &st->ModuleType) != 0 ||
       add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
-      add_type(m, &dlspy_group_spec, &st->GroupType) != 0)
+      add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0)
+    return -1;
+  if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||
@@ -622,6 +624,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->FunctionType);
   Py_VISIT(st->LatchType);
   Py_VISIT(st->GroupType);
+  Py_VISIT(st->GraphType);
   Py_VISIT(st->Error);
   Py_VISIT(st->ArgumentTypeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
@@ -642,6 +645,7 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->ModuleType);
   Py_CLEAR(st->FunctionType);
   Py_CLEAR(st->GroupType);
+  Py_CLEAR(st->GraphType);
   Py_CLEAR(st->LatchType);
   Py_CLEAR(st->Error);
   Py_CLEAR(st->ArgumentTypeError);

@@ -41,6 +41,7 @@ from ._dlstream import (
     axpy,
     backend_available,
     builtin_function,
+    capture_status,
     copy,
     current_stream,
     default_device,
@@ -54,7 +55,9 @@ from ._dlstream import (
     kDLROCM,
     spin,
 )
+from ._capture import capture
 from ._parallel import branch, stream_parallel
+Graph = _dlstream.Graph
 Group = _dlstream.Group
 
 __all__ = [
@@ -63,7 +66,7 @@ __all__ = [
     "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "use_stream", "stream_parallel", "branch", "Group", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
+    "spin", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
 ]
 
 _stream_var = _dlstream._stream_var

@@ -1,0 +1,314 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Graph capture from Python: dlstream.capture on the CPU backend (here and in CI) and on CUDA, and dlstream's
+work inside torch.cuda.graph and torch.compile(mode="reduce-overhead") on the GPU."""
+import numpy as np
+import pytest
+
+import dlstream
+from conftest import TORCH_CUDA, needs_torch_cuda, torch
+
+N = 1024
+BACKENDS = ["cpu:0", pytest.param("cuda:0", marks=pytest.mark.skipif(
+    dlstream.device_count("cuda") == 0, reason="no CUDA device: " + dlstream.backend_available("cuda")[1]))]
+
+
+def tensor(dev, value, stream):
+    t = dlstream.empty(N, "float32", device=dev, stream=stream)
+    dlstream.fill(t, value, stream=stream)
+    return t
+
+
+def host(t, stream):
+    stream.synchronize()
+    if t.device.startswith("cpu"):
+        return np.from_dlpack(t).copy()
+    return torch.from_dlpack(t).cpu().numpy()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_launches_and_builtins_replay(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    with dlstream.capture(s) as g:
+        dlstream.axpy(2.0, x, y)                       # no stream=: the capture's stream
+        dlstream.fill(x, 1.0)
+    assert dlstream.capture_status(s) == "none"
+    assert (host(y, s) == 0.0).all(), "captured work ran before any replay"
+    for i in range(1, 4):
+        g.replay()
+        assert (host(y, s) == 2.0 * i).all()
+    assert g.replays == 3
+    g.close()
+    x.close(), y.close(), s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_owned_capture_stream_and_replay_elsewhere(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    s.synchronize()
+    with dlstream.capture(device=dev) as g:
+        assert dlstream.capture_status(g.stream) == "active"
+        assert dlstream.current_stream(dev) == g.stream
+        dlstream.axpy(1.0, x, y)
+    g.replay(stream=s)
+    g.replay(stream=s)
+    assert (host(y, s) == 2.0).all()
+    g.close()
+    x.close(), y.close(), s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_empty_and_close_temporaries_inside_a_capture(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    y = tensor(dev, 0.0, s)
+    with dlstream.capture(s) as g:
+        for _ in range(2):
+            t = dlstream.empty(N, "float32", device=dev)   # allocated on the capture's stream
+            dlstream.fill(t, 5.0)
+            dlstream.axpy(1.0, t, y)
+            t.close()
+    for _ in range(3):
+        g.replay()
+    assert (host(y, s) == 30.0).all()
+    g.close()
+    y.close(), s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_stream_parallel_with_a_nested_group(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    x, a, b, c = tensor(dev, 1.0, s), tensor(dev, 0.0, s), tensor(dev, 0.0, s), tensor(dev, 0.0, s)
+    s.synchronize()
+    with dlstream.capture(s) as g:
+        with dlstream.stream_parallel():
+            with dlstream.branch():
+                dlstream.axpy(1.0, x, a)
+            with dlstream.branch():
+                dlstream.axpy(2.0, x, b)
+                with dlstream.stream_parallel():
+                    with dlstream.branch():
+                        dlstream.axpy(3.0, x, c)
+        dlstream.axpy(1.0, c, a)
+    for _ in range(3):
+        g.replay()
+    assert (host(b, s) == 6.0).all()
+    assert (host(c, s) == 9.0).all()
+    assert (host(a, s) == 21.0).all()
+    g.close()
+    for t in (x, a, b, c):
+        t.close()
+    s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_hundred_launches_in_one_capture(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    with dlstream.capture(s) as g:
+        for _ in range(100):
+            dlstream.axpy(1.0, x, y)
+    g.replay()
+    g.replay()
+    assert (host(y, s) == 200.0).all()
+    g.close()
+    x.close(), y.close(), s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_deferred_release_pending_when_the_capture_starts(dev, no_leaks):
+    """A borrowed array used on a held stream is released only after that stream passes; a capture begun
+    meanwhile never polls for it (on a GPU that would invalidate a global capture)."""
+    s, held = dlstream.Stream(dev), dlstream.Stream(dev)
+    x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    s.synchronize()
+    latch = dlstream.Latch(dev)
+    latch.wait(held, timeout=20.0)
+    view = dlstream.from_dlpack(x)           # a borrowed view of x, used on the held stream
+    dlstream.axpy(0.0, view, view, stream=held)
+    view.close()
+    assert dlstream._dlstream._deferred_pending() >= 1
+    with dlstream.capture(s) as g:
+        for _ in range(70):
+            dlstream.axpy(1.0, x, y)
+        latch.open()
+    g.replay()
+    held.synchronize()
+    assert (host(y, s) == 70.0).all()
+    latch.close()
+    g.close()
+    x.close(), y.close(), held.close(), s.close()
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_refusals_leave_the_capture_valid(dev, no_leaks):
+    s = dlstream.Stream(dev)
+    y = tensor(dev, 0.0, s)
+    other = dlstream.Stream(dev)
+    latch = dlstream.Latch(dev)
+    with dlstream.capture(s) as g:
+        with pytest.raises(dlstream.StateError, match="being recorded"):
+            s.synchronize()
+        with pytest.raises(dlstream.StateError, match="never tied"):
+            other.wait(s)
+        with pytest.raises(dlstream.StateError, match="latches are refused"):
+            latch.wait(s, timeout=1.0)
+        dlstream.fill(y, 3.0)
+    g.replay()
+    assert (host(y, s) == 3.0).all()
+    with pytest.raises(dlstream.InvalidArgumentError, match="mode"):
+        with dlstream.capture(s, mode="sometimes"):
+            pass
+    with pytest.raises(dlstream.ArgumentTypeError):
+        with dlstream.capture(s, mode=1.5):
+            pass
+    with pytest.raises(dlstream.StateError, match="has not ended"):
+        dlstream.capture(s).replay()
+    with pytest.raises(ZeroDivisionError):       # the block's own error wins; the capture is dropped
+        with dlstream.capture(s):
+            dlstream.fill(y, 1.0)
+            1 / 0
+    assert dlstream.capture_status(s) == "none"
+    latch.close()
+    g.close()
+    y.close(), other.close(), s.close()
+
+
+# ---- torch.cuda.graph and torch.compile ----
+
+@pytest.fixture
+def torch_warm():
+    x = torch.ones(N, device="cuda")
+    (x * 2).sum()
+    torch.cuda.synchronize()
+
+
+@needs_torch_cuda
+def test_under_torch_cuda_graph_launches_builtins_temporaries(torch_warm):
+    x = torch.ones(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        dlstream.axpy(2.0, x, y)                                     # torch's capturing stream
+        t = dlstream.empty(N, "float32", device="cuda:0", stream=torch.cuda.current_stream())
+        dlstream.fill(t, 1.0)                                        # t's stream: the capture's
+        dlstream.axpy(1.0, t, y)
+        t.close()                                                    # freed inside the capture
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.zeros_like(y)), "captured work ran eagerly"
+    for i in range(1, 4):
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, torch.full_like(y, 3.0 * i))
+
+
+@needs_torch_cuda
+def test_under_torch_cuda_graph_stream_parallel_and_hundred_launches(torch_warm):
+    x = torch.ones(N, device="cuda")
+    a, b, c = (torch.zeros(N, device="cuda") for _ in range(3))
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        with dlstream.stream_parallel():
+            with dlstream.branch():
+                dlstream.axpy(1.0, x, a)
+            with dlstream.branch():
+                dlstream.axpy(2.0, x, b)
+                with dlstream.stream_parallel():
+                    with dlstream.branch():
+                        dlstream.axpy(3.0, x, c)
+        for _ in range(100):
+            dlstream.axpy(0.01, x, a)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(b, torch.full_like(b, 6.0))
+    assert torch.allclose(c, torch.full_like(c, 9.0))
+    assert torch.allclose(a, torch.full_like(a, 6.0), atol=1e-3)
+
+
+@needs_torch_cuda
+def test_under_torch_cuda_graph_export_and_import(torch_warm):
+    src = torch.arange(N, dtype=torch.float32, device="cuda")
+    out = torch.zeros(N, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        view = dlstream.from_dlpack(src)                 # import from torch inside the capture
+        t = dlstream.empty(N, "float32", device="cuda:0", stream=torch.cuda.current_stream())
+        dlstream.copy(t, view)
+        as_torch = torch.from_dlpack(t)                  # export to torch inside the capture
+        out.add_(as_torch)
+        del as_torch
+        view.close()
+        t.close()
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * src)
+
+
+@needs_torch_cuda
+def test_under_torch_cuda_graph_deferred_release_pending(torch_warm):
+    held = dlstream.Stream("cuda:0")
+    latch = dlstream.Latch("cuda:0")
+    x = torch.ones(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    latch.wait(held, timeout=20.0)
+    dlstream.axpy(0.0, x, x, stream=held)                # keeps x alive until held passes: a deferred release
+    assert dlstream._dlstream._deferred_pending() >= 1
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(130):                             # launches poll now and then: never inside the capture
+            dlstream.axpy(1.0, x, y)
+    latch.open()
+    g.replay()
+    torch.cuda.synchronize()
+    held.synchronize()
+    assert torch.equal(y, torch.full_like(y, 130.0))
+    latch.close()
+    held.close()
+
+
+@needs_torch_cuda
+def test_torch_tensor_on_capturing_stream_with_a_non_capturing_dlstream_stream_is_refused(torch_warm):
+    mine = dlstream.Stream("cuda:0")
+    x = torch.ones(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        with pytest.raises(dlstream.StateError, match="never tied"):
+            dlstream.axpy(1.0, x, y, stream=mine)
+        dlstream.axpy(1.0, x, y)                         # the capture is still valid
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.ones_like(y))
+    mine.close()
+
+
+@needs_torch_cuda
+def test_dlstream_custom_op_under_torch_compile_reduce_overhead(torch_warm):
+    @torch.library.custom_op("dlstream_test::axpy", mutates_args=("y",))
+    def axpy_op(a: float, x: torch.Tensor, y: torch.Tensor) -> None:
+        dlstream.axpy(a, x, y)
+
+    @axpy_op.register_fake
+    def _(a, x, y):
+        return None
+
+    def step(x, y):
+        z = y.clone()
+        axpy_op(2.0, x, z)
+        return z * 1.5
+
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    y = torch.ones(N, device="cuda")
+    eager = step(x, y)
+    compiled = torch.compile(step, mode="reduce-overhead")
+    for _ in range(4):                                   # warm-up, record, then replays
+        got = compiled(x, y)
+    torch.cuda.synchronize()
+    assert torch.equal(got, eager)
