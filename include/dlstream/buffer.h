@@ -60,8 +60,16 @@ DLS_API dls_status_t dls_buffer_write(dls_buffer_t buffer, size_t offset, const 
 DLS_API dls_status_t dls_buffer_read(dls_buffer_t buffer, size_t offset, void *dst, size_t size,
                                      dls_stream_t stream);
 
+/* Copies `size` bytes from src (at src_offset) to dst (at dst_offset), queued
+ * on `stream`, a stream of dst's or src's device. Between devices the driver
+ * copies peer to peer where it can, else through the host. Both buffers
+ * record the use: neither is freed before the copy has run. */
+DLS_API dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_offset, dls_buffer_t src,
+                                     size_t src_offset, size_t size);
+
 /* Raw copy between any two pointers the stream's backend can address
- * (device or host), queued on `stream`. No use is recorded. */
+ * (device or host, any device of the backend under unified addressing),
+ * queued on `stream`. No use is recorded. */
 DLS_API dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t size);
 
 DLS_EXTERN_C_END

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Buffers and the stream-ordered deallocation rule; the deferred release queue. */
+/* Buffers and the stream-ordered deallocation rule (deferred.c holds the queue of releases that wait). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +77,6 @@ static bool same_stream(const dls__stream *a, const dls__stream *b) {
  * in a capture gets its own record: re-recording an eager use's event in a
  * capture would lose the eager work it marks. */
 static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
-  dls__device *dev = b->dev;
   dls_status_t st = DLS_OK;
   uint64_t in_cap = 0;
   (void)dls__stream_capture(s, &in_cap);
@@ -103,8 +102,8 @@ static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
       b->uses = p;
       b->cap = cap;
     }
-    void *ev;
-    st = dls__event_pool_get(dev, &ev);
+    void *ev; /* from the use stream's device: a record must be made in its context */
+    st = dls__event_pool_get(s->dev, &ev);
     if (st != DLS_OK) {
       dls__spin_unlock(&b->mu);
       return st;
@@ -113,13 +112,41 @@ static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
     u->stream = s;
     u->event = ev;
     u->cap_id = in_cap;
+    u->ordered = false;
     dls__stream_ref(s);
   }
   /* Re-recording moves the marker past this use; the earlier uses on the
    * same stream are before it in stream order. */
-  st = dev->be->event_record(dev->id, u->event, s->native);
+  st = s->dev->be->event_record(s->dev->id, u->event, s->native);
   dls__spin_unlock(&b->mu);
   return st;
+}
+
+/* Whether `s` was already made to wait for the producer (spinlock held). */
+static bool ordered_after_producer(const dls__buffer *b, const dls__stream *s) {
+  for (int i = 0; i < b->nuses; i++)
+    if (b->uses[i].ordered && same_stream(b->uses[i].stream, s))
+      return true;
+  return false;
+}
+
+dls_status_t dls__buffer_prepare(dls__buffer *b, dls__stream *s) {
+  if (DLS__LIKELY(!b->borrowed) || same_stream(b->stream, s) || b->stream->native == (void *)UINTPTR_MAX)
+    return DLS_OK;
+  dls__spin_lock(&b->mu);
+  bool done = ordered_after_producer(b, s);
+  dls__spin_unlock(&b->mu);
+  if (done)
+    return DLS_OK;
+  DLS__TRY(dls__stream_order(s, b->stream));
+  /* The use entry remembers the wait; its event is recorded after the work. */
+  DLS__TRY(record_use(b, s));
+  dls__spin_lock(&b->mu);
+  for (int i = 0; i < b->nuses; i++)
+    if (same_stream(b->uses[i].stream, s))
+      b->uses[i].ordered = true;
+  dls__spin_unlock(&b->mu);
+  return DLS_OK;
 }
 
 dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
@@ -132,7 +159,6 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
  * work the consumer could wait for: skipped. An eager use cannot be waited
  * on from inside a capture: refused (before anything is queued). */
 dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
-  dls__device *dev = b->dev;
   uint64_t cc = 0;
   (void)dls__stream_capture(consumer, &cc);
   dls__spin_lock(&b->mu);
@@ -150,7 +176,7 @@ dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   dls__spin_lock(&b->mu);
   for (int i = 0; i < b->nuses && st == DLS_OK; i++)
     if (!same_stream(b->uses[i].stream, consumer) && b->uses[i].cap_id == cc)
-      st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
+      st = consumer->dev->be->stream_wait_event(consumer->dev->id, consumer->native, b->uses[i].event);
   dls__spin_unlock(&b->mu);
   return st;
 }
@@ -165,8 +191,8 @@ static bool uses_complete(dls__buffer *b) {
   bool complete = true;
   for (int i = 0; i < b->nuses && complete; i++) {
     int done = 0;
-    complete = b->uses[i].cap_id == 0 &&
-               b->dev->be->event_query(b->dev->id, b->uses[i].event, &done) == DLS_OK && done;
+    dls__device *ud = b->uses[i].stream->dev;
+    complete = b->uses[i].cap_id == 0 && ud->be->event_query(ud->id, b->uses[i].event, &done) == DLS_OK && done;
   }
   dls__relaxed_leave(&r);
   return complete;
@@ -174,19 +200,23 @@ static bool uses_complete(dls__buffer *b) {
 
 /* Sorts a buffer's use events: eager ones first (to wait on), captured ones
  * after; returns the eager count and the capture of a captured one. */
-static int sort_uses(dls__buffer *b, void **events, uint64_t *out_cap) {
+static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
   int n = 0, k = b->nuses;
   *out_cap = 0;
   for (int i = 0; i < b->nuses; i++) {
+    dls__marker m = {b->uses[i].stream->dev, b->uses[i].event};
     if (b->uses[i].cap_id == 0) {
-      events[n++] = b->uses[i].event;
+      marks[n++] = m;
     } else {
-      events[--k] = b->uses[i].event;
+      marks[--k] = m;
       *out_cap = b->uses[i].cap_id;
     }
   }
   return n;
 }
+
+/* Returns a use's event to its device's pool. */
+static void use_done(const dls__use *u) { dls__event_pool_put(u->stream->dev, u->event); }
 
 /* Owned memory allocated eagerly but freed while its stream captures: the
  * free runs once that capture is over. */
@@ -207,20 +237,20 @@ static void late_free(void *user_data) {
  * eager ones completed and capture `cap` is over; waits here when out of
  * memory rather than release early. */
 static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
-  dls__device *dev = b->dev;
-  void **events = b->nuses > 0 ? malloc((size_t)b->nuses * sizeof *events) : NULL;
+  dls__marker *marks = b->nuses > 0 ? malloc((size_t)b->nuses * sizeof *marks) : NULL;
   uint64_t used_cap = 0;
-  int nwait = events != NULL ? sort_uses(b, events, &used_cap) : 0;
+  int nwait = marks != NULL ? sort_uses(b, marks, &used_cap) : 0;
   if (cap == 0)
     cap = used_cap;
-  if ((b->nuses > 0 && events == NULL) ||
-      dls__deferred_push(dev, events, nwait, b->nuses, cap, release, user_data) != DLS_OK) {
+  if ((b->nuses > 0 && marks == NULL) ||
+      dls__deferred_push(marks, nwait, b->nuses, cap, release, user_data) != DLS_OK) {
     for (int i = 0; i < b->nuses; i++) {
+      dls__device *ud = b->uses[i].stream->dev;
       if (b->uses[i].cap_id == 0)
-        dev->be->event_synchronize(dev->id, b->uses[i].event);
-      dls__event_pool_put(dev, b->uses[i].event);
+        ud->be->event_synchronize(ud->id, b->uses[i].event);
+      use_done(&b->uses[i]);
     }
-    free(events);
+    free(marks);
     if (release)
       release(user_data);
   }
@@ -235,7 +265,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
     if (b->graph != NULL)
       dls__graph_release_output(b);
     for (int i = 0; i < b->nuses; i++)
-      dls__event_pool_put(dev, b->uses[i].event);
+      use_done(&b->uses[i]);
     return;
   }
   if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
@@ -254,7 +284,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   for (int i = 0; i < b->nuses; i++) {
     if (b->uses[i].cap_id == b->cap_id)
       dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
-    dls__event_pool_put(dev, b->uses[i].event);
+    use_done(&b->uses[i]);
   }
   if (b->ptr != NULL)
     dev->be->mem_free(dev->id, b->ptr, a->native);
@@ -277,7 +307,7 @@ static void buffer_release(dls__buffer *b) {
     release_owned(b, a_status, a_cap);
   } else if (b->nuses == 0 || uses_complete(b)) {
     for (int i = 0; i < b->nuses; i++)
-      dls__event_pool_put(dev, b->uses[i].event);
+      use_done(&b->uses[i]);
     if (b->release)
       b->release(b->user_data);
   } else {
@@ -295,113 +325,6 @@ static void buffer_release(dls__buffer *b) {
 void dls__buffer_unref(dls__buffer *b) {
   if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
     buffer_release(b);
-}
-
-/* ---- the deferred queue ---- */
-
-typedef struct dls__deferred {
-  struct dls__deferred *next;
-  dls__device *dev;
-  void **events;   /* [0, nwait) eager records to wait on; [nwait, nevents) captured ones */
-  int nwait, nevents;
-  uint64_t cap_id; /* a capture that must be over first (0: none) */
-  dls_release_fn release;
-  void *user_data;
-} dls__deferred;
-
-static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
-static dls__deferred *g_deferred;
-_Atomic size_t dls__deferred_count;
-
-dls_status_t dls__deferred_push(dls__device *dev, void **events, int nwait, int nevents, uint64_t cap_id,
-                                dls_release_fn release, void *user_data) {
-  dls__deferred *d = malloc(sizeof *d);
-  if (d == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
-  d->dev = dev;
-  d->events = events;
-  d->nwait = nwait;
-  d->nevents = nevents;
-  d->cap_id = cap_id;
-  d->release = release;
-  d->user_data = user_data;
-  pthread_mutex_lock(&g_deferred_mu);
-  d->next = g_deferred;
-  g_deferred = d;
-  atomic_fetch_add(&dls__deferred_count, 1);
-  pthread_mutex_unlock(&g_deferred_mu);
-  return DLS_OK;
-}
-
-static void deferred_finish(dls__deferred *d) {
-  for (int i = 0; i < d->nevents; i++)
-    dls__event_pool_put(d->dev, d->events[i]);
-  free(d->events);
-  if (d->release)
-    d->release(d->user_data);
-  free(d);
-}
-
-static bool deferred_ready(dls__deferred *d) {
-  if (d->cap_id != 0 && dls__capture_underway(d->cap_id))
-    return false;
-  dls__relaxed r;
-  dls__relaxed_enter(&r, d->dev);
-  bool ready = true;
-  for (int i = 0; i < d->nwait && ready; i++) {
-    int done = 0;
-    ready = d->dev->be->event_query(d->dev->id, d->events[i], &done) == DLS_OK && done;
-  }
-  dls__relaxed_leave(&r);
-  return ready;
-}
-
-size_t dls_deferred_poll(void) {
-  if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
-    return 0;
-  /* Polling is dlstream's own initiative: never while a capture forbids it. */
-  if (!dls__capture_polling_allowed())
-    return atomic_load(&dls__deferred_count);
-  dls__deferred *ready = NULL;
-  pthread_mutex_lock(&g_deferred_mu);
-  for (dls__deferred **pp = &g_deferred; *pp != NULL;) {
-    dls__deferred *d = *pp;
-    if (deferred_ready(d)) {
-      *pp = d->next;
-      d->next = ready;
-      ready = d;
-      atomic_fetch_sub(&dls__deferred_count, 1);
-    } else {
-      pp = &d->next;
-    }
-  }
-  pthread_mutex_unlock(&g_deferred_mu);
-  /* Release callbacks run unlocked: they may call back into dlstream. */
-  while (ready != NULL) {
-    dls__deferred *d = ready;
-    ready = d->next;
-    deferred_finish(d);
-  }
-  return atomic_load(&dls__deferred_count);
-}
-
-size_t dls_deferred_pending(void) { return atomic_load(&dls__deferred_count); }
-
-void dls__deferred_drain(void) {
-  for (;;) {
-    pthread_mutex_lock(&g_deferred_mu);
-    dls__deferred *d = g_deferred;
-    if (d != NULL) {
-      g_deferred = d->next;
-      atomic_fetch_sub(&dls__deferred_count, 1);
-    }
-    pthread_mutex_unlock(&g_deferred_mu);
-    if (d == NULL)
-      return;
-    for (int i = 0; i < d->nwait; i++)
-      d->dev->be->event_synchronize(d->dev->id, d->events[i]);
-    deferred_finish(d);
-  }
 }
 
 /* ---- public API ---- */
@@ -553,6 +476,7 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
   if (size == 0)
     return DLS_OK;
   char *dev_ptr = (char *)b->ptr + offset;
+  DLS__TRY(dls__buffer_prepare(b, s));
   dls_status_t st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
                               : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
   if (st == DLS_OK)
@@ -578,4 +502,47 @@ dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t 
     return DLS_OK;
   dls_status_t st = s->dev->be->memcpy_async(s->dev->id, dst, src, size, s->native);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_offset, dls_buffer_t src,
+                             size_t src_offset, size_t size) {
+  static const char call[] = "dls_buffer_copy";
+  DLS__ENTER(call);
+  DLS__GET_BUFFER(d, dst, call, "dst");
+  DLS__GET_BUFFER(sb, src, call, "src");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (d->dev->be != s->dev->be || sb->dev->be != s->dev->be || (s->dev != d->dev && s->dev != sb->dev))
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "%s: dst is on %s, src on %s and the stream on %s; the stream must be on the device of dst or "
+                     "of src, all of one backend",
+                     call, d->dev->name, sb->dev->name, s->dev->name);
+  if (dst_offset > d->size || size > d->size - dst_offset)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(dst_offset=%zu, size=%zu): out of dst's %zu bytes", call,
+                     dst_offset, size, d->size);
+  if (src_offset > sb->size || size > sb->size - src_offset)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(src_offset=%zu, size=%zu): out of src's %zu bytes", call,
+                     src_offset, size, sb->size);
+  if (size == 0)
+    return DLS_OK;
+  DLS__TRY(dls__buffer_prepare(d, s));
+  DLS__TRY(dls__buffer_prepare(sb, s));
+  char *to = (char *)d->ptr + dst_offset;
+  const char *from = (const char *)sb->ptr + src_offset;
+  dls_status_t st;
+  if (d->dev == sb->dev) {
+    st = s->dev->be->memcpy_async(s->dev->id, to, from, size, s->native);
+  } else {
+    /* Between devices: the driver copies peer to peer where it can, else through the host. */
+    const dls__backend *be = s->dev->be;
+    if (be->memcpy_peer_async == NULL)
+      return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot copy between devices", call, be->name);
+    st = s->dev == d->dev ? be->memcpy_peer_async(s->dev->id, to, sb->dev->id, from, size, s->native)
+                          : be->memcpy_peer_async(s->dev->id, to, d->dev->id, from, size, s->native);
+  }
+  /* The deallocation rule on both devices: each buffer's free waits for this copy. */
+  if (st == DLS_OK)
+    st = dls__buffer_use(d, s);
+  if (st == DLS_OK)
+    st = dls__buffer_use(sb, s);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
 }

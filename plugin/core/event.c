@@ -132,9 +132,11 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
   DLS__ENTER(call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__GET_EVENT(e, event, call, "event");
-  if (e->dev != s->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: stream is on %s but event is on %s", call, s->dev->name,
-                     e->dev->name);
+  /* Another device of the same backend is fine: the driver orders across devices. */
+  if (e->dev->be != s->dev->be)
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
+                     call, s->dev->name, e->dev->name);
   if (!e->foreign && e->recorded) {
     /* Both in one capture state, or the wait would tie a capture to eager work. */
     uint64_t cap = 0;

@@ -174,6 +174,7 @@ typedef struct dls__use {
   dls__stream *stream; /* ref held */
   void *event;         /* pooled native event, recorded after the latest use */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
+  bool ordered;        /* borrowed: the stream was made to wait for the producer */
 } dls__use;
 
 #define DLS__USES_INLINE 4
@@ -206,18 +207,28 @@ DLS__INTERNAL dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_
 DLS__INTERNAL void dls__buffer_ref(dls__buffer *b);
 /* Drops a reference; the last one frees / releases in stream order. */
 DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
+/* Before work on `s` uses the buffer: the first use of a borrowed buffer on
+ * a stream other than its producer makes `s` wait, on the device, for the
+ * producer's work queued so far (once per buffer and stream). Owned buffers:
+ * nothing to do. */
+DLS__INTERNAL dls_status_t dls__buffer_prepare(dls__buffer *b, dls__stream *s);
 /* Records that work queued on `s` so far uses the buffer (no-op when `s` is
  * the allocation stream). */
 DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
 /* Makes `consumer` wait for every queued use (producer stream included). */
 DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
 
-/* Deferred releases: waits on the first `nwait` of `events` (pooled,
- * ownership of all `nevents` moves in), and for capture `cap_id` (0: none)
- * to be over, then calls release. Events past `nwait` were recorded in a
- * capture: never queried, only returned to the pool. */
-DLS__INTERNAL dls_status_t dls__deferred_push(dls__device *dev, void **events, int nwait, int nevents,
-                                              uint64_t cap_id, dls_release_fn release, void *user_data);
+/* A pooled event and the device whose pool it returns to. */
+typedef struct dls__marker {
+  dls__device *dev;
+  void *event;
+} dls__marker;
+/* Deferred releases: waits on the first `nwait` of `marks` (ownership of
+ * the array and all `nevents` events moves in), and for capture `cap_id`
+ * (0: none) to be over, then calls release. Events past `nwait` were
+ * recorded in a capture: never queried, only returned to their pool. */
+DLS__INTERNAL dls_status_t dls__deferred_push(dls__marker *marks, int nwait, int nevents, uint64_t cap_id,
+                                              dls_release_fn release, void *user_data);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;

@@ -339,6 +339,15 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
   if (DLS__UNLIKELY(total > DLS_MAX_ARG_BYTES))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: arguments take %zu bytes, more than %d", call, total,
                      DLS_MAX_ARG_BYTES);
+  /* Borrowed memory: the launch runs after its producer's work (once per stream). */
+  for (int i = 0; i < nused; i++) {
+    if (DLS__UNLIKELY(used[i]->borrowed)) {
+      dls_status_t pst = dls__buffer_prepare(used[i], s);
+      if (pst != DLS_OK)
+        return dls__fail_prefix(pst, "%s(function \"%s\"): ordering after a borrowed tensor's producer", call,
+                                fn->name);
+    }
+  }
   dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);

@@ -173,12 +173,14 @@ dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   (void)dls__stream_capture(waiter, &wcap);
   (void)dls__stream_capture(target, &tcap);
   DLS__TRY(dls__capture_check_pair(waiter, wcap, target, tcap));
+  /* The event is the target's device's; the waiter may be on another device
+   * of the same backend (a cross-device wait, which CUDA allows). */
   dls__device *dev = target->dev;
   void *ev;
   DLS__TRY(dls__event_pool_get(dev, &ev));
   dls_status_t st = dev->be->event_record(dev->id, ev, target->native);
   if (st == DLS_OK)
-    st = dev->be->stream_wait_event(dev->id, waiter->native, ev);
+    st = waiter->dev->be->stream_wait_event(waiter->dev->id, waiter->native, ev);
   /* A wait captures the record it saw, so the event can be reused at once. */
   dls__event_pool_put(dev, ev);
   return st;
@@ -334,8 +336,9 @@ dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
   DLS__ENTER(call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__GET_STREAM(o, other, call, "other");
-  if (s->dev != o->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: stream is on %s but other is on %s; both must be on one device",
+  if (s->dev->be != o->dev->be)
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "%s: stream is on %s but other is on %s; a stream can wait only for streams of its own backend",
                      call, s->dev->name, o->dev->name);
   dls_status_t st = dls__stream_order(s, o);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);

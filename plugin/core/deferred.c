@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The deferred release queue: borrowed memory whose uses on other streams
+ * have not completed yet is released by a later call, never by a driver
+ * callback and never while a capture forbids polling. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct dls__deferred {
+  struct dls__deferred *next;
+  dls__marker *marks; /* [0, nwait) eager records to wait on; [nwait, nevents) captured ones */
+  int nwait, nevents;
+  uint64_t cap_id; /* a capture that must be over first (0: none) */
+  dls_release_fn release;
+  void *user_data;
+} dls__deferred;
+
+static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+static dls__deferred *g_deferred;
+_Atomic size_t dls__deferred_count;
+
+dls_status_t dls__deferred_push(dls__marker *marks, int nwait, int nevents, uint64_t cap_id, dls_release_fn release,
+                                void *user_data) {
+  dls__deferred *d = malloc(sizeof *d);
+  if (d == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
+  d->marks = marks;
+  d->nwait = nwait;
+  d->nevents = nevents;
+  d->cap_id = cap_id;
+  d->release = release;
+  d->user_data = user_data;
+  pthread_mutex_lock(&g_deferred_mu);
+  d->next = g_deferred;
+  g_deferred = d;
+  atomic_fetch_add(&dls__deferred_count, 1);
+  pthread_mutex_unlock(&g_deferred_mu);
+  return DLS_OK;
+}
+
+static void deferred_finish(dls__deferred *d) {
+  for (int i = 0; i < d->nevents; i++)
+    dls__event_pool_put(d->marks[i].dev, d->marks[i].event);
+  free(d->marks);
+  if (d->release)
+    d->release(d->user_data);
+  free(d);
+}
+
+static bool deferred_ready(dls__deferred *d) {
+  if (d->cap_id != 0 && dls__capture_underway(d->cap_id))
+    return false;
+  bool ready = true;
+  for (int i = 0; i < d->nwait && ready; i++) {
+    dls__device *dev = d->marks[i].dev;
+    dls__relaxed r;
+    dls__relaxed_enter(&r, dev);
+    int done = 0;
+    ready = dev->be->event_query(dev->id, d->marks[i].event, &done) == DLS_OK && done;
+    dls__relaxed_leave(&r);
+  }
+  return ready;
+}
+
+size_t dls_deferred_poll(void) {
+  if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
+    return 0;
+  /* Polling is dlstream's own initiative: never while a capture forbids it. */
+  if (!dls__capture_polling_allowed())
+    return atomic_load(&dls__deferred_count);
+  dls__deferred *ready = NULL;
+  pthread_mutex_lock(&g_deferred_mu);
+  for (dls__deferred **pp = &g_deferred; *pp != NULL;) {
+    dls__deferred *d = *pp;
+    if (deferred_ready(d)) {
+      *pp = d->next;
+      d->next = ready;
+      ready = d;
+      atomic_fetch_sub(&dls__deferred_count, 1);
+    } else {
+      pp = &d->next;
+    }
+  }
+  pthread_mutex_unlock(&g_deferred_mu);
+  /* Release callbacks run unlocked: they may call back into dlstream. */
+  while (ready != NULL) {
+    dls__deferred *d = ready;
+    ready = d->next;
+    deferred_finish(d);
+  }
+  return atomic_load(&dls__deferred_count);
+}
+
+size_t dls_deferred_pending(void) { return atomic_load(&dls__deferred_count); }
+
+void dls__deferred_drain(void) {
+  for (;;) {
+    pthread_mutex_lock(&g_deferred_mu);
+    dls__deferred *d = g_deferred;
+    if (d != NULL) {
+      g_deferred = d->next;
+      atomic_fetch_sub(&dls__deferred_count, 1);
+    }
+    pthread_mutex_unlock(&g_deferred_mu);
+    if (d == NULL)
+      return;
+    for (int i = 0; i < d->nwait; i++)
+      d->marks[i].dev->be->event_synchronize(d->marks[i].dev->id, d->marks[i].event);
+    deferred_finish(d);
+  }
+}
+
