@@ -129,6 +129,8 @@ static int32_t copy_then_free(DLDevice d0, DLDevice d1, bool tracked) {
   OK(dls_buffer_free(src));
   OK(dls_buffer_alloc(a, 256, &again)); /* may reuse src's memory, in a's order */
   fill_i32(a, again, 9);
+  if (!tracked)
+    OK(dls_stream_synchronize(a)); /* nothing holds a: the 9 lands before the copy runs */
   OK(dls_latch_open(l));
   int32_t got = read_i32(dst, b);
   OK(dls_stream_synchronize(a));
