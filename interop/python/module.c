@@ -404,10 +404,11 @@ static PyObject *py_default_device(PyObject *m, PyObject *unused) { return dlspy
 
 static PyObject *py_live_handles(PyObject *m, PyObject *unused) {
   static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",
-                                      "latch"};
+                                      "latch", "graph"};
   PyObject *d = PyDict_New();
   if (d == NULL)
     return NULL;
+  _Static_assert(sizeof names / sizeof names[0] == DLS_HANDLE_KIND_COUNT_, "a name for every handle kind");
   for (int k = 1; k < DLS_HANDLE_KIND_COUNT_; k++) {
     PyObject *v = PyLong_FromSize_t(dls_live_handles((dls_handle_kind_t)k));
     if (v == NULL || PyDict_SetItemString(d, names[k], v) != 0) {
@@ -606,6 +607,8 @@ static int module_exec(PyObject *m) {
       PyModule_AddIntConstant(m, "kDLCPU", kDLCPU) != 0 || PyModule_AddIntConstant(m, "kDLCUDA", kDLCUDA) != 0 ||
       PyModule_AddIntConstant(m, "kDLCUDAHost", kDLCUDAHost) != 0 ||
       PyModule_AddIntConstant(m, "kDLROCM", kDLROCM) != 0)
+    return -1;
+  if (PyModule_AddFunctions(m, dlspy_compile_methods) != 0)
     return -1;
   return 0;
 }
