@@ -278,6 +278,7 @@ static dls_status_t dls__rtc_build(const char *call, const dls__rtc_target *t, c
   const char *env = getenv("DLSTREAM_CACHE");
   uint32_t cache = (o ? o->cache : 0) | (env != NULL && strcmp(env, "0") == 0 ? DLS_COMPILE_CACHE_OFF : 0);
   uint8_t key[32];
+  *out = NULL;
   dls__rtc_key(t, source, o, key);
   if (!(cache & DLS_COMPILE_CACHE_NO_MEMORY) && (*out = dls__rtc_memory_get(key)) != NULL) {
     dls__rtc_count(DLS__RTC_STAT_MEMORY_HITS);
@@ -286,7 +287,14 @@ static dls_status_t dls__rtc_build(const char *call, const dls__rtc_target *t, c
   }
   char dir[4096];
   bool disk = !(cache & DLS_COMPILE_CACHE_NO_DISK) && dls__rtc_cache_dir(o ? o->cache_dir : NULL, dir, sizeof dir);
-  if (disk && (*out = dls__rtc_disk_get(dir, key)) != NULL) {
+  if (disk && (*out = dls__rtc_disk_get(dir, key)) != NULL &&
+      ((*out)->kind != t->kind || (*out)->nlowered != (o ? o->nname_expressions : 0))) {
+    /* A well-formed file that does not answer this compile (a forged or colliding file). */
+    dls__rtc_count(DLS__RTC_STAT_DISK_CORRUPT);
+    dls__rtc_entry_unref(*out);
+    *out = NULL;
+  }
+  if (*out != NULL) {
     dls__rtc_count(DLS__RTC_STAT_DISK_HITS);
     dls__rtc_log_set(NULL);
   } else {
@@ -309,6 +317,7 @@ dls_status_t dls_compile(const char *source, const dls_compile_options_t *option
                      (void *)out_image, (void *)out_size);
   *out_image = NULL;
   *out_size = 0;
+  dls__rtc_log_set(NULL);
   DLS__TRY(dls__rtc_check_options(call, source, options));
   if (arch == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(arch=NULL): name the target, e.g. \"sm_90\"", call);
@@ -388,6 +397,7 @@ dls_status_t dls_module_compile(DLDevice device, const char *source, const dls_c
   if (out_module == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
   out_module->id = 0;
+  dls__rtc_log_set(NULL);
   DLS__TRY(dls__rtc_check_options(call, source, options));
   if (device.device_type != kDLCUDA && device.device_type != kDLROCM) {
     char name[32];

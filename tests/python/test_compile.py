@@ -201,6 +201,32 @@ def test_damaged_cache_file_is_recompiled_not_a_crash(private_cache, damage):
 
 
 @needs_nvrtc
+def test_forged_file_with_a_valid_checksum_but_wrong_contents_is_recompiled(private_cache):
+    """A file whose header and checksum hold but whose payload does not answer the compile (no lowered name where
+    one was asked for) is not trusted: the lowered names are never read past what was asked."""
+    code = f"""
+import json, dlstream
+img, names = dlstream.compile({SOURCE!r}, "sm_80", name_expressions=["scale<float>"])
+assert names == {{"scale<float>": "_Z5scaleIfEvPT_S0_i"}}, names
+print(json.dumps(dlstream._dlstream._compile_stats()))
+"""
+    env = {"DLSTREAM_CACHE_DIR": str(private_cache)}
+    assert run_python(code, env=env).returncode == 0
+    (f,) = cache_files(private_cache)
+    data = f.read_bytes()
+    kind, nlowered, size = struct.unpack_from("<IIQ", data, 96)
+    assert nlowered == 1
+    payload = struct.pack("<IIQ", kind, 0, size) + data[112:112 + size]  # drop the lowered name
+    header = bytearray(data[:96])
+    struct.pack_into("<Q32s", header, 48, len(payload), hashlib.sha256(payload).digest())
+    f.write_bytes(bytes(header) + payload)
+    r = run_python(code, env=env)
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout.strip().splitlines()[-1])
+    assert stats["disk_corrupt"] == 1 and stats["compiles"] == 1
+
+
+@needs_nvrtc
 def test_concurrent_processes_writing_one_key(private_cache):
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         results = list(pool.map(lambda _: child(private_cache), range(6)))
