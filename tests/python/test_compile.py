@@ -265,7 +265,7 @@ def test_from_source_repeat_is_a_cache_hit_and_names_resolve(gpu_module):
     assert dlstream._dlstream._compile_stats()["module_hits"] >= 1
     assert gpu_module.function("scale<float>").name == "scale<float>"
     assert gpu_module.get_function("axpy").name == "axpy"
-    with pytest.raises(dlstream.NotFoundError, match=r"it has: axpy, _Z5scaleIfEvPT_S0_i.*scale<float>"):
+    with pytest.raises(dlstream.NotFoundError, match=r"it has: .*axpy.*name expressions: scale<float> \(_Z5scale"):
         gpu_module.function("axpyy")
     gpu_module.close()
     fresh = dlstream.Module.from_source(SOURCE, name_expressions=["scale<float>"], device="cuda:0")
