@@ -16,5 +16,6 @@
 #include "builtin.h"
 #include "group.h"
 #include "graph.h"
+#include "compile.h"
 
 #endif /* DLSTREAM_H */

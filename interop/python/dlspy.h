@@ -275,4 +275,20 @@ PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out);
 
+/* ---- kernels from source (compile.c) ---- */
+/* A Module object owning `handle` (unloaded if the object cannot be made). */
+PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device);
+/* Whether a Module object is still loaded. */
+bool dlspy_module_open(PyObject *module);
+/* Module.from_source (a class method of dlstream.Module). */
+PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+#define DLSPY_MODULE_FROM_SOURCE_METHOD                                                                            \
+  {"from_source", (PyCFunction)(void (*)(void))dlspy_module_from_source, METH_CLASS | METH_FASTCALL | METH_KEYWORDS, \
+   "from_source(source, *, options=(), name_expressions=(), device=None, arch=None, cache=True) -> Module\n--\n\n" \
+   "Compiles CUDA C++ with NVRTC (hipRTC on ROCm) for the device and loads it. Name expressions (\"scale<float>\") " \
+   "become names function() accepts. Compiled images are cached in process and on disk; a repeat returns the same " \
+   "Module."}
+/* dlstream.compile and the compiler helpers, added to the module by module exec. */
+extern PyMethodDef dlspy_compile_methods[];
+
 #endif /* DLSTREAM_PY_DLSPY_H */

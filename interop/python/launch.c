@@ -502,6 +502,19 @@ static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   return (PyObject *)m;
 }
 
+PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device) {
+  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
+  if (m == NULL) {
+    (void)dls_module_unload(handle);
+    return NULL;
+  }
+  m->handle = handle;
+  m->device = device;
+  return (PyObject *)m;
+}
+
+bool dlspy_module_open(PyObject *m) { return ((ModuleObject *)m)->handle.id != 0; }
+
 static void module_dealloc(ModuleObject *m) {
   PyTypeObject *tp = Py_TYPE(m);
   if (m->handle.id != 0 && !atomic_load(&dlspy_dead))
@@ -554,6 +567,9 @@ static PyMethodDef module_methods[] = {
      "A kernel by name. The optional signature ('p,cp,u64,f32' ...) converts Python ints and floats to the C types "
      "the kernel takes: p and cp are pointers (tensors, int addresses, None; cp is read-only), i32 u32 i64 u64 f32 "
      "f64 scalars, bytes a struct passed by value."},
+    {"get_function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "get_function(name, signature=None) -> Function\n--\n\nThe same as function() (CuPy's spelling)."},
+    DLSPY_MODULE_FROM_SOURCE_METHOD,
     {"close", (PyCFunction)module_close, METH_NOARGS, "close()\n--\n\nUnloads the module; its functions go stale."},
     {"__enter__", module_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},

@@ -610,6 +610,8 @@ static int module_exec(PyObject *m) {
       PyModule_AddIntConstant(m, "kDLCUDAHost", kDLCUDAHost) != 0 ||
       PyModule_AddIntConstant(m, "kDLROCM", kDLROCM) != 0)
     return -1;
+  if (PyModule_AddFunctions(m, dlspy_compile_methods) != 0)
+    return -1;
   return 0;
 }
 

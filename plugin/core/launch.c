@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "module_names.h"
 
 #define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(DLS_HANDLE_MODULE, dls__module, var, handle, call, arg)
 #define DLS__GET_FUNCTION(var, handle, call, arg) \
@@ -108,6 +109,7 @@ dls_status_t dls_module_unload(dls_module_t module) {
   DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
   if (dls__handle_free(DLS_HANDLE_MODULE, module.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
+  dls__module_names_forget(module.id);
   for (size_t i = 0; i < m->fns.n; i++)
     free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
   free(m->fns.ids);
@@ -148,9 +150,10 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
   DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
   void *native;
-  dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native, name, &native);
+  dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native,
+                                                  dls__module_names_resolve(module.id, name), &native);
   if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(name=\"%s\")", call, name);
+    return dls__module_names_missing(module.id, st, call, name);
   pthread_mutex_lock(&m->fns.mu);
   if (m->fns.n == m->fns.cap) {
     size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;

@@ -69,6 +69,10 @@ __all__ = [
     "spin", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
 ]
 
+# Kernels from source (NVRTC / hipRTC); Module.from_source is a class method of Module.
+from ._dlstream import compile, compiler_version  # noqa: E402,A004 - dlstream.compile, as cupy/cuda.core name it
+__all__ += ["compile", "compiler_version"]
+
 _stream_var = _dlstream._stream_var
 
 
