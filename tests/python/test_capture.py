@@ -312,3 +312,13 @@ def test_dlstream_custom_op_under_torch_compile_reduce_overhead(torch_warm):
         got = compiled(x, y)
     torch.cuda.synchronize()
     assert torch.equal(got, eager)
+
+
+def test_the_capture_example_runs():
+    import pathlib
+
+    from conftest import run_python
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "capture.py"
+    r = run_python(path.read_text(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "10 replays, y = 25.0" in r.stdout
