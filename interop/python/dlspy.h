@@ -80,7 +80,9 @@ static inline bool dlspy_py_finalizing(void) {
 dlspy_state *dlspy_state_of(PyTypeObject *tp);
 static inline dlspy_state *dlspy_state_of_module(PyObject *m) { return (dlspy_state *)PyModule_GetState(m); }
 
-/* ---- errors (module.c) ---- */
+/* ---- errors (errors.c) ---- */
+/* Creates dlstream.Error, one class per status and ArgumentTypeError, and adds them to `m`. */
+int dlspy_errors_init(PyObject *m, dlspy_state *st);
 /* Raises the exception of `status` with "<pycall>: <dls_last_error()>"; returns NULL. */
 PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
 /* Raises the exception of `status` with a formatted message; returns NULL. */
@@ -90,7 +92,7 @@ PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
 int dlspy_check_runtime(dlspy_state *st, const char *pycall);
 
-/* ---- devices and dtypes (module.c) ---- */
+/* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
 int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
 /* cuda:0 when a CUDA device exists, else cpu:0. */
@@ -98,6 +100,20 @@ DLDevice dlspy_default_device(void);
 PyObject *dlspy_device_str(DLDevice d);
 int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLDataType *out);
 PyObject *dlspy_dtype_str(DLDataType dt);
+/* Module functions: device_count, backend_available, default_device. */
+PyObject *dlspy_mod_device_count(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_mod_backend_available(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_mod_default_device(PyObject *m, PyObject *unused);
+
+/* ---- module functions about the runtime (runtime.c) ---- */
+PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
+/* The atexit hook: runs the pending releases, then tears the runtime down. */
+PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- streams (stream.c) ---- */
 typedef struct StreamObject {
@@ -265,7 +281,7 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
 PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
-/* ---- small argument-parsing helpers (module.c) ---- */
+/* ---- small argument-parsing helpers (args.c) ---- */
 /* Splits FASTCALL keywords into `out` slots named by `names` (NULL-terminated);
  * positional arguments beyond `npos_max` are an error. */
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
