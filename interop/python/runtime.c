@@ -3,23 +3,16 @@
  * current_stream. */
 #include "dlspy.h"
 
-#include <stdio.h>
-
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
-  /* Kinds the core adds later than this list are reported by number, never read past it. */
-  static const char *const names[] = {NULL,     "stream",   "event", "buffer", "tensor",
-                                      "module", "function", "group", "latch",  "graph"};
+  static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",
+                                      "latch",  "graph"};
+  _Static_assert(sizeof names / sizeof names[0] == DLS_HANDLE_KIND_COUNT_, "a name for every handle kind");
   PyObject *d = PyDict_New();
   if (d == NULL)
     return NULL;
   for (int k = 1; k < DLS_HANDLE_KIND_COUNT_; k++) {
-    char name[24];
-    if ((size_t)k < sizeof names / sizeof names[0])
-      snprintf(name, sizeof name, "%s", names[k]);
-    else
-      snprintf(name, sizeof name, "kind_%d", k);
     PyObject *v = PyLong_FromSize_t(dls_live_handles((dls_handle_kind_t)k));
-    if (v == NULL || PyDict_SetItemString(d, name, v) != 0) {
+    if (v == NULL || PyDict_SetItemString(d, names[k], v) != 0) {
       Py_XDECREF(v);
       Py_DECREF(d);
       return NULL;
