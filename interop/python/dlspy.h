@@ -115,7 +115,7 @@ PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 
-/* ---- streams (stream.c) ---- */
+/* ---- streams (stream.c; stream arguments in streamarg.c) ---- */
 typedef struct StreamObject {
   PyObject_HEAD
   dls_stream_t handle;
@@ -149,8 +149,22 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
 void dlspy_stream_cache_clear(dlspy_state *st);
 /* The use_stream() stream of this context as a handle, or {0}. */
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
-/* Validates a __cuda_stream__ result; sets *out_native. */
-int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, void **out_native);
+/* Calls obj.__cuda_stream__() and checks the result (version 0, a handle that can be a stream); sets *out_native. */
+int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, const char *arg,
+                               void **out_native);
+/* The native stream an int names (0 and 1 legacy, 2 per-thread, else a pointer); refuses with
+ * InvalidArgumentError, before anything reads it, values that cannot be a stream: negative, 3 to 4095, 2**63
+ * and above. `shown` is what the message shows as the argument `arg` (the int itself, or the object it came
+ * from). */
+int dlspy_native_of_int(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, const char *arg,
+                        void **out);
+/* The stream a DLPack `stream` integer names on `device` (-1: {0}); values below 4096 follow DLPack's rules for
+ * the device type (dls_dlpack_stream_from_value), larger ones are pointers wrapped through the cache. */
+int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, const char *pycall, const char *arg,
+                                 dls_stream_t *out);
+/* Whether any mapping of this process covers `addr` (reads nothing). A stream or event pointer of a GPU driver
+ * points at mapped host memory; an unmapped one would crash the driver that reads it. */
+bool dlspy_addr_mapped(uintptr_t addr);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
 

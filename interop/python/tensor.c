@@ -87,19 +87,7 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
     dlspy_type_error(st, "%s(stream=%R): a DLPack stream is an int or None", pycall, v);
     return -1;
   }
-  long long value = PyLong_AsLongLong(v);
-  if (value == -1 && PyErr_Occurred())
-    return -1;
-  bool special = value == DLS_DLPACK_STREAM_NO_SYNC || value < 0 || value <= 2;
-  if (special) {
-    dls_status_t rc = dls_dlpack_stream_from_value(dev, value, out);
-    if (rc != DLS_OK) {
-      dlspy_raise(st, rc, pycall);
-      return -1;
-    }
-    return 0;
-  }
-  return dlspy_stream_cached(st, dev, (void *)(uintptr_t)value, pycall, out);
+  return dlspy_stream_of_dlpack_value(st, dev, v, pycall, "stream", out);
 }
 
 static int parse_dl_device(dlspy_state *st, PyObject *v, DLDevice own, const char *pycall) {
