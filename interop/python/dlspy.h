@@ -17,12 +17,15 @@
  * public entry guard, so they check the runtime state themselves. */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
-/* Per-type cache of the DLPack C exchange API (NULL api: the type has none). */
-typedef struct dlspy_xapi_entry {
-  PyTypeObject *type; /* strong reference */
-  const DLPackExchangeAPI *api;
-} dlspy_xapi_entry;
-#define DLSPY_XAPI_CACHE 16
+/* What dlstream knows of a tensor type (tensortypes.c), cached per type. */
+typedef struct dlspy_type_entry {
+  PyTypeObject *type;           /* strong reference */
+  const DLPackExchangeAPI *api; /* its DLPack C exchange API; NULL: none */
+  PyObject *provider;           /* its stream provider (strong reference); NULL: none */
+  bool cai_skip;                /* its __cuda_array_interface__ has no stream (version < 3) and it has
+                                   __dlpack__: the handshake orders it, so the interface is not read */
+} dlspy_type_entry;
+#define DLSPY_TYPE_CACHE 16
 
 /* Foreign native streams seen on the hot path, wrapped once. */
 typedef struct dlspy_stream_entry {
@@ -40,11 +43,12 @@ typedef struct dlspy_state {
   PyObject *stream_var;                   /* contextvars.ContextVar of use_stream */
   PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
   PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
-  PyObject *s_device_id, *s_type, *s_index, *s_name;
+  PyObject *s_device_id, *s_type, *s_index, *s_name, *s_module, *s_cai;
   PyObject *max_version;                  /* (1, 1) */
   PyObject *kw_stream_maxv, *kw_stream;   /* ("stream", "max_version"), ("stream",) */
-  dlspy_xapi_entry xapi[DLSPY_XAPI_CACHE];
-  int xapi_n, xapi_next;
+  PyObject *providers;                    /* register_stream_provider: {type or module name: fn} */
+  dlspy_type_entry types[DLSPY_TYPE_CACHE];
+  int types_n, types_next;
   dlspy_stream_entry scache[DLSPY_STREAM_CACHE];
   int scache_n, scache_next;
 } dlspy_state;
@@ -197,9 +201,36 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
 
 /* ---- the argument handshake (handshake.c) ---- */
 
+/* ---- tensor types (tensortypes.c) ---- */
+/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup). */
+const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp);
 /* The exchange API of a type, from the per-type cache (NULL: none). */
 const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp);
-void dlspy_xapi_cache_clear(dlspy_state *st);
+/* Remembers that `tp`'s __cuda_array_interface__ is not worth reading (see dlspy_type_entry.cai_skip). */
+void dlspy_type_skip_cai(dlspy_state *st, PyTypeObject *tp);
+void dlspy_type_cache_clear(dlspy_state *st);
+/* Calls `provider(obj)` and resolves its result (a stream-like or None: *out {0}) on `home`; a stream of
+ * another device is refused. Returns 0, or -1 with an exception. */
+int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DLDevice home, const char *pycall,
+                          int index, dls_stream_t *out);
+PyObject *dlspy_mod_register_stream_provider(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                             PyObject *kwnames);
+PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused);
+
+/* ---- __cuda_array_interface__ (cai.c) ---- */
+typedef struct dlspy_cai {
+  DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
+  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  bool read_only;
+  int version;
+  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
+} dlspy_cai;
+/* Reads an interface dict `d` of args[index] into `out` (dlspy_cai_clear releases it, also after a failure).
+ * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
+ * stream before version 3 or not a stream value. Returns 0, or -1 with an exception. */
+int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
+void dlspy_cai_clear(dlspy_cai *cai);
 
 /* What to do once a launch was queued (or failed) for one argument. */
 enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE };
@@ -246,15 +277,20 @@ typedef struct dlspy_call {
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
-  PyObject *first_obj;      /* the exchange-API tensor read by dlspy_call_begin ... */
+  PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
+  int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
+  dlspy_cai first_cai;
+  uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
 } dlspy_call;
+enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI };
 
-/* Picks the stream of a call: explicit `stream` (may be NULL/None), the
- * use_stream context, the exchange-API framework of the first tensor among
- * `args`, else the legacy default stream of `device` (or, with
- * `device_from_args`, of the first tensor's device). Takes a reference on
- * the resolved stream (dlspy_call_end drops it). */
+/* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
+ * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
+ * tensor its framework's current stream (the DLPack C exchange API, else a registered stream provider, else a
+ * version-3 __cuda_array_interface__'s stream); else the legacy default stream of `device` (NULL: of the first
+ * tensor's device). Host arrays decide only when no argument lives on a device. Takes a reference on the
+ * resolved stream (dlspy_call_end drops it); on failure nothing is held. */
 int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
                      PyObject *const *args, Py_ssize_t nargs);
 /* Resolves one tensor-like argument (a dlstream.Tensor, an exchange-API

@@ -65,68 +65,6 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
   return 0;
 }
 
-/* ---- the exchange API, cached per type ---- */
-
-static const DLPackExchangeAPI *xapi_from_value(PyObject *v) {
-  const DLPackExchangeAPIHeader *h = NULL;
-  if (PyCapsule_CheckExact(v)) {
-    if (!PyCapsule_IsValid(v, "dlpack_exchange_api"))
-      return NULL;
-    h = PyCapsule_GetPointer(v, "dlpack_exchange_api");
-  } else if (PyLong_Check(v)) {
-    h = PyLong_AsVoidPtr(v);
-  }
-  if (h == NULL) {
-    PyErr_Clear();
-    return NULL;
-  }
-  /* A newer table chains the older ones it still serves. */
-  while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
-    h = h->prev_api;
-  if (h == NULL)
-    return NULL;
-  const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)h;
-  if (api->current_work_stream == NULL || api->dltensor_from_py_object_no_sync == NULL)
-    return NULL;
-  return api;
-}
-
-const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp) {
-  for (int i = 0; i < st->xapi_n; i++)
-    if (st->xapi[i].type == tp)
-      return st->xapi[i].api;
-  const DLPackExchangeAPI *api = NULL;
-  PyObject *names[] = {st->s_xapi, st->s_xapi_old};
-  for (int k = 0; k < 2 && api == NULL; k++) {
-    PyObject *v = NULL;
-    if (dlspy_getattr_opt((PyObject *)tp, names[k], &v) < 0)
-      PyErr_Clear();
-    if (v != NULL) {
-      api = xapi_from_value(v);
-      Py_DECREF(v);
-    }
-  }
-  int slot;
-  if (st->xapi_n < DLSPY_XAPI_CACHE) {
-    slot = st->xapi_n++;
-  } else {
-    slot = st->xapi_next;
-    st->xapi_next = (st->xapi_next + 1) % DLSPY_XAPI_CACHE;
-    Py_CLEAR(st->xapi[slot].type);
-  }
-  Py_INCREF(tp);
-  st->xapi[slot].type = tp;
-  st->xapi[slot].api = api;
-  return api;
-}
-
-void dlspy_xapi_cache_clear(dlspy_state *st) {
-  for (int i = 0; i < st->xapi_n; i++)
-    Py_CLEAR(st->xapi[i].type);
-  st->xapi_n = 0;
-  st->xapi_next = 0;
-}
-
 /* ---- the DLPack Python protocol ---- */
 
 PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_value) {
@@ -294,6 +232,198 @@ static int framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevic
   return 0;
 }
 
+/* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
+ * live, else a temporary one that dlspy_call_end frees (the call holds a reference on `s` meanwhile). */
+static int handle_of(dlspy_call *c, dls__stream *s) {
+  dls__device *dev = s->dev;
+  if (s->kind == DLS__STREAM_DEFAULT) {
+    int kind = s == dev->defaults[DLS_STREAM_PER_THREAD] ? DLS_STREAM_PER_THREAD : DLS_STREAM_LEGACY;
+    c->stream = dls_stream_default(dev->device, kind);
+    return 0;
+  }
+  if (s->id != 0 && dls__handle_peek(DLS_HANDLE_STREAM, s->id) == s) {
+    c->stream.id = s->id;
+    return 0;
+  }
+  uint64_t id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  if (id == 0) {
+    dlspy_raisef(c->st, DLS_ERR_OUT_OF_MEMORY, "%s: %s", c->pycall, dls_last_error());
+    return -1;
+  }
+  c->temp_handle = id;
+  c->stream.id = id;
+  return 0;
+}
+
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
+ * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
+static int read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
+  dlspy_state *st = c->st;
+  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
+    return 0;
+  PyObject *d = NULL;
+  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
+    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"). */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  if (d == NULL)
+    return 0;
+  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, index, out);
+  Py_DECREF(d);
+  if (rc != 0) {
+    dlspy_cai_clear(out);
+    return -1;
+  }
+  if (out->version < 3) {
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
+      PyErr_Clear();
+    if (meth != NULL) {
+      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
+      Py_DECREF(meth);
+      dlspy_type_skip_cai(st, Py_TYPE(obj));
+      dlspy_cai_clear(out);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
+ * names none), else the call's GPU, else cuda:0. */
+static int cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
+  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
+  if (rc <= 0)
+    return rc;
+  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
+    *out = *call_dev;
+  else
+    *out = dls_cuda(0);
+  return 0;
+}
+
+enum { ARG_NEXT = 0, ARG_DONE = 1 };
+
+/* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
+ * memory while the device is unknown); ARG_DONE: the search ends (c->s, c->stream or nothing chosen). */
+static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool *dev_known, bool *host_seen) {
+  dlspy_state *st = c->st;
+  PyTypeObject *tp = Py_TYPE(o);
+  if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
+    return ARG_NEXT;
+  if (PyObject_TypeCheck(o, st->TensorType)) {
+    /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
+    DLDevice td = ((TensorObject *)o)->device;
+    if (!*dev_known && td.device_type == kDLCPU) {
+      *host_seen = true;
+      return ARG_NEXT;
+    }
+    if (!*dev_known) {
+      *dev = td;
+      *dev_known = true;
+    }
+    dls__tensor *ti = ((TensorObject *)o)->handle.id ? dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)o)->handle.id)
+                                                     : NULL;
+    if (ti != NULL && same_device(td, *dev)) {
+      dls__stream *s = ti->buf->stream;
+      if (s != NULL && s != s->dev->defaults[DLS__STREAM_NONE])
+        c->s = s;
+    }
+    return ARG_DONE;
+  }
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
+  if (api != NULL) {
+    DLTensor dl;
+    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+      if (!PyErr_Occurred())
+        dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%zd]): the framework could not describe the tensor",
+                     c->pycall, i);
+      return -1;
+    }
+    DLDevice home;
+    if (!dls__dlpack_home(dl.device, &home))
+      return ARG_DONE;
+    if (home.device_type == kDLCPU && !*dev_known) {
+      *host_seen = true;
+      return ARG_NEXT;
+    }
+    /* The view stays valid while the caller holds the object (the whole call): dlspy_call_tensor reuses it. */
+    c->first_obj = o;
+    c->first_kind = DLSPY_FIRST_XAPI;
+    c->first_dl = dl;
+    if (!*dev_known) {
+      *dev = home;
+      *dev_known = true;
+    }
+    if (!same_device(home, *dev))
+      return ARG_DONE; /* staged or refused later */
+    dls__stream *fs;
+    if (framework_stream(c, api, dl.device, &fs) != 0)
+      return -1;
+    c->s = fs;
+    c->stream = c->cur_handle;
+    return ARG_DONE;
+  }
+  if (PyCapsule_CheckExact(o))
+    return ARG_DONE;
+  /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
+  dlspy_cai *cai = &c->first_cai;
+  int has_cai = read_cai(c, o, (int)i, cai);
+  if (has_cai < 0)
+    return -1;
+  DLDevice d, home;
+  int rc = has_cai ? cai_device(c, o, *dev_known ? dev : NULL, &d) : dlspy_dlpack_device(st, o, c->pycall, &d);
+  if (rc != 0) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    if (rc < 0)
+      return -1;
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(o, st->s_dlpack, &meth) < 0)
+      return -1;
+    Py_XDECREF(meth);
+    return meth == NULL ? ARG_NEXT : ARG_DONE; /* not a tensor / a producer that names no device */
+  }
+  if (!dls__dlpack_home(d, &home)) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    return ARG_DONE; /* refused later */
+  }
+  if (home.device_type == kDLCPU && !*dev_known) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    *host_seen = true;
+    return ARG_NEXT;
+  }
+  if (!*dev_known) {
+    *dev = home;
+    *dev_known = true;
+  }
+  if (has_cai) {
+    cai->dl.device = d;
+    c->first_obj = o;
+    c->first_kind = DLSPY_FIRST_CAI;
+  }
+  if (!same_device(home, *dev))
+    return ARG_DONE;
+  PyObject *provider = dlspy_type_info(st, tp)->provider;
+  if (provider != NULL) {
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
+      return -1;
+    if (c->stream.id != 0)
+      return ARG_DONE;
+  }
+  if (has_cai && cai->stream != NULL &&
+      dlspy_stream_of_dlpack_value(st, home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
+                                   &c->stream) != 0)
+    return -1;
+  return ARG_DONE;
+}
+
 int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
                      PyObject *const *args, Py_ssize_t nargs) {
   c->st = st;
@@ -305,6 +435,9 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->nordered = 0;
   c->cur_api = NULL;
   c->first_obj = NULL;
+  c->first_kind = 0;
+  c->first_cai.stream = NULL;
+  c->temp_handle = 0;
   c->stream.id = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
@@ -317,79 +450,23 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     return -1;
   }
   if (c->stream.id == 0) {
-    /* The first tensor argument decides: its framework's current stream, or
-     * its device. Host memory decides only when no argument lives on a
-     * device: host arrays given to a GPU launch are staged (memory space
-     * decides blocking, not the device). */
+    /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host
+     * arrays given to a GPU launch are staged: memory space decides blocking, not the device); then a second
+     * pass lets the first host tensor decide. */
     bool host_seen = false;
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-      PyObject *o = args[i];
-      PyTypeObject *tp = Py_TYPE(o);
-      if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type)
-        continue;
-      if (PyObject_TypeCheck(o, st->TensorType)) {
-        DLDevice td = ((TensorObject *)o)->device;
-        if (!dev_known && td.device_type == kDLCPU) {
-          host_seen = true;
-          continue;
-        }
-        if (!dev_known) {
-          dev = td;
-          dev_known = true;
-        }
-        break;
-      }
-      const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-      if (api != NULL) {
-        DLTensor dl;
-        if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
-          if (!PyErr_Occurred())
-            dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%zd]): the framework could not describe the tensor",
-                         pycall, i);
-          return -1;
-        }
-        /* The view stays valid while the caller holds the object (the
-         * whole call): dlspy_call_tensor reuses it. */
-        c->first_obj = o;
-        c->first_dl = dl;
-        DLDevice home;
-        if (!dls__dlpack_home(dl.device, &home))
+    for (int pass = 0; pass < 2 && c->s == NULL && c->stream.id == 0; pass++) {
+      if (pass == 1) {
+        if (dev_known || !host_seen)
           break;
-        if (home.device_type == kDLCPU && !dev_known) {
-          host_seen = true;
-          c->first_obj = NULL;
-          continue;
-        }
-        if (!dev_known) {
-          dev = home;
-          dev_known = true;
-        }
-        if (!same_device(home, dev))
-          break; /* staged or refused later */
-        dls__stream *fs;
-        if (framework_stream(c, api, dl.device, &fs) != 0)
-          return -1;
-        c->stream.id = 0;
-        c->s = fs;
-        break;
+        dev = dls_cpu();
+        dev_known = true;
       }
-      if (PyCapsule_CheckExact(o))
-        break;
-      DLDevice d;
-      int rc = dlspy_dlpack_device(st, o, pycall, &d);
-      if (rc < 0)
-        return -1;
-      if (rc == 0) {
-        DLDevice home;
-        if (!dev_known && dls__dlpack_home(d, &home)) {
-          if (home.device_type == kDLCPU) {
-            host_seen = true;
-            continue;
-          }
-          dev = home;
-          dev_known = true;
-        }
-        break;
+      for (Py_ssize_t i = 0; i < nargs; i++) {
+        int rc = decide(c, args[i], i, &dev, &dev_known, &host_seen);
+        if (rc < 0)
+          goto fail;
+        if (rc == ARG_DONE)
+          break;
       }
     }
     if (!dev_known && host_seen) {
@@ -404,14 +481,20 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     c->s = dls__stream_get(c->stream, pycall, "stream", &rc);
     if (c->s == NULL) {
       dlspy_raise(st, rc, pycall);
-      return -1;
+      goto fail;
     }
-  } else {
-    c->stream = c->cur_handle; /* chosen through the exchange API */
+  } else if (c->stream.id == 0 && handle_of(c, c->s) != 0) {
+    c->s = NULL;
+    goto fail;
   }
   if (c->s->kind != DLS__STREAM_DEFAULT)
     dls__stream_ref(c->s); /* a reentrant call may drop the handle meanwhile */
   return 0;
+fail:
+  dlspy_cai_clear(&c->first_cai);
+  c->first_obj = NULL;
+  c->s = NULL;
+  return -1;
 }
 
 static int launch_value(dlspy_call *c, PyObject **out) {
@@ -532,6 +615,80 @@ fail:
   return -1;
 }
 
+/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
+ * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
+ * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
+static int order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
+  if (producer != NULL && same_stream(producer, c->s))
+    return 0;
+  bool done = producer == NULL;
+  for (int i = 0; i < c->nordered && !done; i++)
+    done = c->ordered[i] == producer;
+  if (!done) {
+    dls_status_t rc = dls__stream_order(c->s, producer);
+    if (rc != DLS_OK) {
+      dlspy_raise(c->st, rc, c->pycall);
+      return -1;
+    }
+    if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
+      c->ordered[c->nordered++] = producer;
+  }
+  if (add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  return 0;
+}
+
+/* A tensor read through its __cuda_array_interface__ (`cai`, its device set): validated, ordered after the
+ * interface's stream (CUDA Array Interface v3: the consumer's stream waits for the producer's `stream`). */
+static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, bool readonly_ok, bool want_meta,
+                      dlspy_view *out) {
+  dlspy_state *st = c->st;
+  const DLDevice sdev = c->s->dev->device;
+  char prefix[48];
+  snprintf(prefix, sizeof prefix, "args[%d].__cuda_array_interface__.", index);
+  dls__layout lay;
+  dls_status_t rc = dls__dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, 0, c->pycall,
+                                      prefix, &lay);
+  if (rc != DLS_OK) {
+    dlspy_raisef(st, rc, "%s", dls_last_error());
+    return -1;
+  }
+  if (!same_device(lay.home, sdev)) {
+    char a[32], b[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
+                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    return -1;
+  }
+  if (cai->read_only && !readonly_ok) {
+    dlspy_raisef(st, DLS_ERR_READ_ONLY,
+                 "%s(args[%d]): the tensor is read-only (__cuda_array_interface__['data'][1]) but the kernel may "
+                 "write it (declare it 'cp')",
+                 c->pycall, index);
+    return -1;
+  }
+  dls__stream *producer = NULL;
+  if (cai->stream != NULL) {
+    dls_stream_t h;
+    if (dlspy_stream_of_dlpack_value(st, lay.home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
+                                     &h) != 0)
+      return -1;
+    producer = dls__stream_get(h, c->pycall, "__cuda_array_interface__['stream']", &rc);
+    if (producer == NULL) {
+      dlspy_raise(st, rc, c->pycall);
+      return -1;
+    }
+  }
+  if (order_after(c, producer, obj) != 0)
+    return -1;
+  view_meta(out, &cai->dl, want_meta);
+  out->ptr = cai->dl.data;
+  out->device = lay.home;
+  out->arg = dls_arg_ptr(out->ptr);
+  return 0;
+}
+
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
@@ -574,26 +731,8 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
       dls__stream *producer;
       if (framework_stream(c, api, dl.device, &producer) != 0)
         return -1;
-      if (!same_stream(producer, c->s)) {
-        /* The framework ordered its work before its own stream: make ours wait for it, once. */
-        bool done = false;
-        for (int i = 0; i < c->nordered && !done; i++)
-          done = c->ordered[i] == producer;
-        if (!done) {
-          dls_status_t rc = dls__stream_order(c->s, producer);
-          if (rc != DLS_OK) {
-            dlspy_raise(st, rc, c->pycall);
-            return -1;
-          }
-          if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
-            c->ordered[c->nordered++] = producer;
-        }
-        /* The framework frees in order on its stream, not ours: hold the object until ours passes. */
-        if (add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-          Py_DECREF(obj);
-          return -1;
-        }
-      }
+      if (order_after(c, producer, obj) != 0)
+        return -1;
       view_meta(out, &dl, want_meta);
       out->ptr = dl.data ? (char *)dl.data + dl.byte_offset : NULL;
       out->device = home;
@@ -603,6 +742,21 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
   }
   if (!PyCapsule_CheckExact(obj)) {
+    if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
+      return cai_tensor(c, obj, index, &c->first_cai, readonly_ok, want_meta, out);
+    if (api == NULL) {
+      dlspy_cai cai;
+      int has = read_cai(c, obj, index, &cai);
+      if (has < 0)
+        return -1;
+      if (has > 0) {
+        int rc = cai_device(c, obj, &c->s->dev->device, &cai.dl.device);
+        if (rc == 0)
+          rc = cai_tensor(c, obj, index, &cai, readonly_ok, want_meta, out);
+        dlspy_cai_clear(&cai);
+        return rc;
+      }
+    }
     PyObject *meth = NULL;
     if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
       return -1;
@@ -617,6 +771,8 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;
+  dlspy_cai_clear(&c->first_cai);
+  c->first_obj = NULL;
   if (s == NULL)
     return 0;
   /* Staged host arrays: copy back, then block until the stream has passed. */
@@ -666,6 +822,9 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
     }
   }
   c->nposts = 0;
+  if (c->temp_handle != 0)
+    (void)dls__handle_free(DLS_HANDLE_STREAM, c->temp_handle); /* the stream itself: our reference, below */
+  c->temp_handle = 0;
   if (s->kind != DLS__STREAM_DEFAULT)
     dls__stream_unref(s);
   c->s = NULL;

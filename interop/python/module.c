@@ -40,6 +40,13 @@ static PyMethodDef g_module_methods[] = {
     {"default_device", dlspy_mod_default_device, METH_NOARGS, "default_device() -> str\n--\n\n'cuda:0' if any, else 'cpu:0'."},
     {"current_stream", (PyCFunction)(void (*)(void))dlspy_mod_current_stream, METH_FASTCALL,
      "current_stream(device=None) -> Stream\n--\n\nThe use_stream() stream, else the legacy default stream."},
+    {"register_stream_provider", (PyCFunction)(void (*)(void))dlspy_mod_register_stream_provider,
+     METH_FASTCALL | METH_KEYWORDS,
+     "register_stream_provider(type_or_module_name, fn)\n--\n\n"
+     "fn(tensor) -> stream or None names the current stream of the framework that made `tensor`: a call whose "
+     "first tensor argument is of that type (or of a type of that module, e.g. 'cupy') and that names no stream "
+     "runs there. fn=None removes the provider. Types with the DLPack C exchange API use it instead."},
+    {"_stream_providers", dlspy_mod_stream_providers, METH_NOARGS, "The registered stream providers (a copy)."},
     {"_live_handles", dlspy_mod_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
     {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,
      "Seconds for n exchange-API imports as a launch does them (benchmarks)."},
@@ -87,6 +94,8 @@ static int module_exec(PyObject *m) {
   INTERN(s_type, "type");
   INTERN(s_index, "index");
   INTERN(s_name, "name");
+  INTERN(s_module, "__module__");
+  INTERN(s_cai, "__cuda_array_interface__");
   if ((st->max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) == NULL ||
       (st->kw_stream_maxv = PyTuple_Pack(2, st->s_stream, st->s_max_version)) == NULL ||
       (st->kw_stream = PyTuple_Pack(1, st->s_stream)) == NULL)
@@ -128,8 +137,11 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->ArgumentTypeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_VISIT(st->exc[i]);
-  for (int i = 0; i < st->xapi_n; i++)
-    Py_VISIT(st->xapi[i].type);
+  Py_VISIT(st->providers);
+  for (int i = 0; i < st->types_n; i++) {
+    Py_VISIT(st->types[i].type);
+    Py_VISIT(st->types[i].provider);
+  }
   return 0;
 }
 
@@ -137,7 +149,8 @@ static int module_clear(PyObject *m) {
   dlspy_state *st = dlspy_state_of_module(m);
   if (st == NULL)
     return 0;
-  dlspy_xapi_cache_clear(st);
+  dlspy_type_cache_clear(st);
+  Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);
   Py_CLEAR(st->EventType);
   Py_CLEAR(st->TensorType);
@@ -166,6 +179,8 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->s_type);
   Py_CLEAR(st->s_index);
   Py_CLEAR(st->s_name);
+  Py_CLEAR(st->s_module);
+  Py_CLEAR(st->s_cai);
   Py_CLEAR(st->max_version);
   Py_CLEAR(st->kw_stream_maxv);
   Py_CLEAR(st->kw_stream);

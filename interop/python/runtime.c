@@ -32,13 +32,16 @@ PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
   dlspy_stream_cache_clear(st);
-  dlspy_xapi_cache_clear(st);
+  dlspy_type_cache_clear(st);
   Py_RETURN_NONE;
 }
 
 PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
-  return Py_BuildValue("{sisi}", "streams", st->scache_n, "exchange_types", st->xapi_n);
+  int xapi = 0;
+  for (int i = 0; i < st->types_n; i++)
+    xapi += st->types[i].api != NULL;
+  return Py_BuildValue("{sisisi}", "streams", st->scache_n, "types", st->types_n, "exchange_types", xapi);
 }
 
 /* The atexit hook: runs every deferred release while Python can still take
@@ -59,7 +62,7 @@ PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused) {
       atomic_load(&dls__exports_live) == 0)
     (void)dls_shutdown();
   atomic_store(&dlspy_dead, DLSPY_DEAD);
-  dlspy_xapi_cache_clear(st);
+  dlspy_type_cache_clear(st);
   Py_RETURN_NONE;
 }
 
