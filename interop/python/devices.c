@@ -62,8 +62,8 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
   if (PyLong_Check(obj)) {
     long id = PyLong_AsLong(obj);
     if (id < 0 || id > 65535) {
-      if (!PyErr_Occurred())
-        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): a CUDA device ordinal must be >= 0", pycall, obj);
+      PyErr_Clear();
+      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): a CUDA device ordinal is 0 to 65535", pycall, obj);
       return -1;
     }
     *out = dls_cuda((int32_t)id);

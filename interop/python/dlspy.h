@@ -336,5 +336,10 @@ PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
  * positional arguments beyond `npos_max` are an error. */
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out);
+/* A shape: an int or a sequence of ints (NumPy integers too), at most DLS__DLPACK_MAX_NDIM extents of 0 to
+ * 2**63 - 1 whose elements of `dtype` fit in 2**63 - 1 bytes. Refusals are InvalidArgumentError (a ValueError,
+ * as in NumPy) or ArgumentTypeError. */
+int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
+                      int32_t *ndim);
 
 #endif /* DLSTREAM_PY_DLSPY_H */

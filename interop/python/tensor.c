@@ -386,42 +386,6 @@ PyType_Spec dlspy_tensor_spec = {
 
 /* ---- module functions ---- */
 
-static int parse_shape(dlspy_state *st, PyObject *obj, int64_t *shape, int32_t *ndim) {
-  if (PyLong_Check(obj)) {
-    shape[0] = PyLong_AsLongLong(obj);
-    *ndim = 1;
-    return PyErr_Occurred() ? -1 : 0;
-  }
-  PyObject *seq = PySequence_Fast(obj, "");
-  if (seq == NULL) {
-    PyErr_Clear();
-    dlspy_type_error(st, "empty(shape=%R): expected an int or a sequence of ints", obj);
-    return -1;
-  }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  if (n > DLS__DLPACK_MAX_NDIM) {
-    Py_DECREF(seq);
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "empty(shape=%R): at most %d dimensions", obj, DLS__DLPACK_MAX_NDIM);
-    return -1;
-  }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
-    if (!PyLong_Check(v)) {
-      Py_DECREF(seq);
-      dlspy_type_error(st, "empty(shape=%R): extent %zd is not an int", obj, i);
-      return -1;
-    }
-    shape[i] = PyLong_AsLongLong(v);
-    if (shape[i] == -1 && PyErr_Occurred()) {
-      Py_DECREF(seq);
-      return -1;
-    }
-  }
-  *ndim = (int32_t)n;
-  Py_DECREF(seq);
-  return 0;
-}
-
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "empty";
   dlspy_state *st = dlspy_state_of_module(module);
@@ -434,8 +398,8 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   int64_t shape[DLS__DLPACK_MAX_NDIM];
   int32_t ndim;
   DLDataType dt;
-  if (dlspy_check_runtime(st, pycall) != 0 || parse_shape(st, a[0], shape, &ndim) != 0 ||
-      dlspy_parse_dtype(st, a[1], pycall, &dt) != 0)
+  if (dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_dtype(st, a[1], pycall, &dt) != 0 ||
+      dlspy_parse_shape(st, a[0], dt, pycall, shape, &ndim) != 0)
     return NULL;
   bool have_dev = a[2] != NULL && a[2] != Py_None;
   DLDevice dev = dls_cpu();
