@@ -118,6 +118,8 @@ PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
 /* The atexit hook: runs the pending releases, then tears the runtime down. */
 PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+/* _readable(addr): dlspy_addr_readable, for tests. */
+PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg);
 
 /* ---- streams (stream.c; stream arguments in streamarg.c) ---- */
 typedef struct StreamObject {
@@ -166,9 +168,10 @@ int dlspy_native_of_int(dlspy_state *st, PyObject *v, PyObject *shown, const cha
  * the device type (dls_dlpack_stream_from_value), larger ones are pointers wrapped through the cache. */
 int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, const char *pycall, const char *arg,
                                  dls_stream_t *out);
-/* Whether any mapping of this process covers `addr` (reads nothing). A stream or event pointer of a GPU driver
- * points at mapped host memory; an unmapped one would crash the driver that reads it. */
-bool dlspy_addr_mapped(uintptr_t addr);
+/* Whether this process can read the byte at `addr`, asked of the kernel (nothing faults). A GPU driver's
+ * stream or event pointer points at readable host memory; any other would crash the driver that reads it. A
+ * readable address may still be no stream: no driver can validate a plausible but dangling pointer. */
+bool dlspy_addr_readable(uintptr_t addr);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
 

@@ -117,10 +117,10 @@ static PyObject *event_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t nar
   if (dlspy_check_runtime(st, "Event.wrap") != 0 || foreign_native(st, a[0], &native) != 0 ||
       dlspy_parse_device(st, a[1], "Event.wrap", &dev) != 0)
     return NULL;
-  if ((dev.device_type == kDLCUDA || dev.device_type == kDLROCM) && !dlspy_addr_mapped((uintptr_t)native))
+  if ((dev.device_type == kDLCUDA || dev.device_type == kDLROCM) && !dlspy_addr_readable((uintptr_t)native))
     return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                        "Event.wrap(obj=%R): %p is not an event: no memory of this process is mapped there (a freed "
-                        "or made-up pointer)",
+                        "Event.wrap(obj=%R): %p is not an event: this process cannot read memory there (a freed or "
+                        "made-up pointer)",
                         a[0], native);
   EventObject *e = event_alloc((PyTypeObject *)cls);
   if (e == NULL)

@@ -47,6 +47,7 @@ static PyMethodDef g_module_methods[] = {
      "first tensor argument is of that type (or of a type of that module, e.g. 'cupy') and that names no stream "
      "runs there. fn=None removes the provider. Types with the DLPack C exchange API use it instead."},
     {"_stream_providers", dlspy_mod_stream_providers, METH_NOARGS, "The registered stream providers (a copy)."},
+    {"_readable", dlspy_mod_readable, METH_O, "Whether this process can read the byte at an address (tests)."},
     {"_live_handles", dlspy_mod_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
     {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,
      "Seconds for n exchange-API imports as a launch does them (benchmarks)."},

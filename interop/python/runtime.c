@@ -79,3 +79,10 @@ PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_
     return NULL;
   return dlspy_stream_new_default(st, dev, DLS_STREAM_LEGACY);
 }
+
+PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg) {
+  unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+  if (v == (unsigned long long)-1 && PyErr_Occurred())
+    return NULL;
+  return PyBool_FromLong(dlspy_addr_readable((uintptr_t)v));
+}

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ---- values that cannot be streams ---- */
@@ -13,12 +14,20 @@
 /* The first page is never mapped: no stream or event lives below this. */
 #define DLSPY_FIRST_POINTER 4096u
 
-bool dlspy_addr_mapped(uintptr_t addr) {
+bool dlspy_addr_readable(uintptr_t addr) {
+  /* The kernel copies from our own address space and reports EFAULT instead of faulting: this catches
+   * unmapped pages and reserved (PROT_NONE) ranges such as the GPU drivers' address reservations. */
+  char byte;
+  struct iovec local = {&byte, 1}, remote = {(void *)addr, 1};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1)
+    return true;
+  if (errno == EFAULT)
+    return false;
+  /* Not permitted here (seccomp): msync fails with ENOMEM exactly when no mapping covers the page. */
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0)
     page = 4096;
   void *base = (void *)(addr & ~(uintptr_t)(page - 1));
-  /* msync fails with ENOMEM exactly when no mapping covers the page; it reads nothing. */
   return msync(base, (size_t)page, MS_ASYNC) == 0 || errno != ENOMEM;
 }
 
@@ -93,11 +102,11 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
     }
   }
   if ((device.device_type == kDLCUDA || device.device_type == kDLROCM) && v >= DLSPY_FIRST_POINTER &&
-      (intptr_t)v > 0 && !dlspy_addr_mapped(v)) {
+      (intptr_t)v > 0 && !dlspy_addr_readable(v)) {
     char dev[32];
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                 "%s: %p is not a stream of %s: no memory of this process is mapped there (a freed or made-up "
-                 "pointer; no driver can tell a plausible dangling pointer from a stream)",
+                 "%s: %p is not a stream of %s: this process cannot read memory there (a freed or made-up pointer; "
+                 "no driver can tell a plausible dangling pointer from a stream)",
                  pycall, native, dls_device_str(device, dev, sizeof dev));
     return -1;
   }

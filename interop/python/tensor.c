@@ -71,8 +71,11 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
       *host_sync = true;
       return 0;
     }
-    if (PyLong_Check(v) && PyLong_AsLongLong(v) == DLS_DLPACK_STREAM_NO_SYNC)
-      return 0;
+    if (PyLong_Check(v) && !PyBool_Check(v)) {
+      int overflow = 0;
+      if (PyLong_AsLongLongAndOverflow(v, &overflow) == DLS_DLPACK_STREAM_NO_SYNC && !overflow)
+        return 0;
+    }
     PyErr_Clear();
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
                  "%s(stream=%R): host memory is exchanged synchronously; CPU consumers pass stream=None", pycall, v);
