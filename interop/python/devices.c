@@ -22,7 +22,30 @@ DLDevice dlspy_default_device(void) {
   int n = 0;
   if (dls_device_count(kDLCUDA, &n) == DLS_OK && n > 0)
     return dls_cuda(0);
+  if (dls_device_count(kDLROCM, &n) == DLS_OK && n > 0)
+    return dls_device(kDLROCM, 0);
   return dls_cpu();
+}
+
+bool dlspy_torch_hip(PyObject *obj) {
+  PyObject *mod = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__module__");
+  const char *name = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+  bool of_torch = name != NULL && strncmp(name, "torch", 5) == 0 && (name[5] == '\0' || name[5] == '.');
+  Py_XDECREF(mod);
+  bool hip = false;
+  if (of_torch) {
+    PyObject *key = PyUnicode_FromString("torch");
+    PyObject *torch = key ? PyImport_GetModule(key) : NULL; /* imported already: obj is torch's */
+    Py_XDECREF(key);
+    PyObject *version = torch ? PyObject_GetAttrString(torch, "version") : NULL;
+    PyObject *v = version ? PyObject_GetAttrString(version, "hip") : NULL;
+    hip = v != NULL && PyUnicode_Check(v) && PyUnicode_GET_LENGTH(v) > 0;
+    Py_XDECREF(v);
+    Py_XDECREF(version);
+    Py_XDECREF(torch);
+  }
+  PyErr_Clear();
+  return hip;
 }
 
 static int parse_device_str(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out) {
@@ -114,6 +137,8 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
     }
     int rc = parse_device_str(st, type, pycall, out);
     Py_DECREF(type);
+    if (rc == 0 && out->device_type == kDLCUDA && dlspy_torch_hip(obj))
+      out->device_type = kDLROCM; /* torch.device('cuda') of a ROCm build */
     if (rc == 0 && index != Py_None) {
       long id = PyLong_AsLong(index);
       if (id < 0) {

@@ -99,8 +99,11 @@ int dlspy_check_runtime(dlspy_state *st, const char *pycall);
 /* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
 int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
-/* cuda:0 when a CUDA device exists, else cpu:0. */
+/* cuda:0 when a CUDA device exists, else rocm:0 when a ROCm device does, else cpu:0. */
 DLDevice dlspy_default_device(void);
+/* Whether `obj` belongs to a ROCm build of torch (its type is of a torch module and torch.version.hip is set):
+ * such builds name HIP devices and streams 'cuda'. */
+bool dlspy_torch_hip(PyObject *obj);
 PyObject *dlspy_device_str(DLDevice d);
 int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLDataType *out);
 PyObject *dlspy_dtype_str(DLDataType dt);

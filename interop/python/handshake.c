@@ -294,15 +294,16 @@ static int read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
 }
 
 /* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
- * names none), else the call's GPU, else cuda:0. */
+ * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
 static int cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
   int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
   if (rc <= 0)
     return rc;
+  DLDevice dflt = dlspy_default_device();
   if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
     *out = *call_dev;
   else
-    *out = dls_cuda(0);
+    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
   return 0;
 }
 

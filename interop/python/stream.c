@@ -117,7 +117,8 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
       long id = PyLong_AsLong(v);
       Py_DECREF(v);
       if (id >= 0) {
-        *out = dls_cuda((int32_t)id);
+        /* torch's ROCm builds report HIP streams through torch.cuda */
+        *out = dls_device(dlspy_torch_hip(obj) ? kDLROCM : kDLCUDA, (int32_t)id);
         return 0;
       }
       PyErr_Clear();
@@ -341,9 +342,10 @@ static PyObject *stream_record(StreamObject *s, PyTypeObject *cls, PyObject *con
 static PyObject *stream_cuda_stream(StreamObject *s, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
-  if (s->device.device_type != kDLCUDA) {
+  if (!is_gpu(s->device)) {
     char dev[32];
-    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "Stream.__cuda_stream__: the stream is on %s, not a CUDA device",
+    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED,
+                        "Stream.__cuda_stream__: the stream is on %s, not a CUDA device (nor a ROCm one: a hipStream_t)",
                         dls_device_str(s->device, dev, sizeof dev));
   }
   if (live(st, s, "Stream.__cuda_stream__") != 0)
