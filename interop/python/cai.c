@@ -157,3 +157,57 @@ int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *py
   }
   return 0;
 }
+
+/* ---- reading it for a call ---- */
+
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
+ * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
+int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
+  dlspy_state *st = c->st;
+  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
+    return 0;
+  PyObject *d = NULL;
+  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
+    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"). */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  if (d == NULL)
+    return 0;
+  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, index, out);
+  Py_DECREF(d);
+  if (rc != 0) {
+    dlspy_cai_clear(out);
+    return -1;
+  }
+  if (out->version < 3) {
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
+      PyErr_Clear();
+    if (meth != NULL) {
+      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
+      Py_DECREF(meth);
+      dlspy_type_skip_cai(st, Py_TYPE(obj));
+      dlspy_cai_clear(out);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
+ * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
+int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
+  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
+  if (rc <= 0)
+    return rc;
+  DLDevice dflt = dlspy_default_device();
+  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
+    *out = *call_dev;
+  else
+    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
+  return 0;
+}

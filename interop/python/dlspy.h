@@ -239,10 +239,11 @@ int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *py
 void dlspy_cai_clear(dlspy_cai *cai);
 
 /* What to do once a launch was queued (or failed) for one argument. */
-enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE };
+enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE, DLSPY_POST_USE };
 typedef struct dlspy_post {
   int kind;
   PyObject *obj;        /* KEEP: strong reference held until the stream passes */
+  dls__buffer *buf;     /* USE: a dlstream buffer used by raw-pointer work on the stream (reference held) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -305,6 +306,15 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
  * `want_meta` fills shape and strides. Returns 0, 1 when `obj` is not
  * tensor-like (nothing raised), or -1 with an exception. */
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out);
+/* Like dlspy_call_tensor, for the source of a copy that may live on another device of the call's backend (a
+ * peer copy reads it): the call's stream waits for the source's producer on its own device, and the source is
+ * kept (or its use recorded) until the call's stream passes. A source on the call's device, or in host memory
+ * for a GPU call, goes through dlspy_call_tensor. out->device is where the memory lives. */
+int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out);
+/* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
+ * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
+int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
+
 /* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
@@ -321,6 +331,27 @@ int dlspy_capsule_consume(dlspy_state *st, PyObject *cap, const char *pycall, vo
 void dlspy_managed_release(void *managed, bool versioned);
 /* obj.__dlpack_device__(); returns 1 (nothing raised) when obj has none. */
 int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
+
+/* ---- what handshake.c, tensorarg.c and cai.c share ---- */
+static inline bool dlspy_same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b) {
+  return a == b || (a->dev == b->dev && a->native == b->native);
+}
+/* Fills dtype, ndim, count, contiguity and (with want_meta, up to DLS_COPY_MAX_DIMS) shape and strides. */
+void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
+/* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
+int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
+/* An exchange-API framework's current stream of `dev` (cached for the call). */
+int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
+/* The call stream's DLPack value as a new int. */
+int dlspy_launch_value(dlspy_call *c, PyObject **out);
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a
+ * stream-less one while __dlpack__ orders it), -1 with an exception. */
+int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out);
+/* Where an interface's memory lives: __dlpack_device__, else the call's GPU, else the default GPU. */
+int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out);
 
 /* Keeps `obj` (a new reference is taken) alive until work queued on `s` so far has passed. */
 int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj);

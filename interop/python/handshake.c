@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The argument handshake: which stream a call runs on, tensor arguments through the DLPack C exchange API or
- * __dlpack__, host arrays staged through stream-ordered temporaries, and borrowed objects kept alive until
- * every stream that used them has passed. */
+ * __dlpack__ (arguments themselves: tensorarg.c), and borrowed objects kept alive until every stream that used
+ * them has passed. */
 #include "dlspy.h"
 
 #include <string.h>
@@ -147,46 +147,9 @@ int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDe
   return 0;
 }
 
-/* ---- views ---- */
-
-static void view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
-  v->dtype = dl->dtype;
-  v->ndim = dl->ndim;
-  v->has_meta = false;
-  uint64_t count = 1;
-  for (int32_t i = 0; i < dl->ndim; i++)
-    count *= (uint64_t)(dl->shape[i] > 0 ? dl->shape[i] : 0);
-  v->count = count;
-  bool contiguous = true;
-  int64_t expect = 1;
-  for (int32_t i = dl->ndim - 1; i >= 0; i--) {
-    if (dl->strides != NULL && dl->shape[i] > 1 && dl->strides[i] != expect)
-      contiguous = false;
-    expect *= dl->shape[i];
-  }
-  v->contiguous = contiguous;
-  if (want_meta && dl->ndim <= DLS_COPY_MAX_DIMS) {
-    int64_t stride = 1;
-    for (int32_t i = dl->ndim - 1; i >= 0; i--) {
-      v->shape[i] = dl->shape[i];
-      v->strides[i] = dl->strides ? dl->strides[i] : stride;
-      stride *= dl->shape[i] > 0 ? dl->shape[i] : 1;
-    }
-    v->has_meta = true;
-  }
-}
-
-static inline bool same_device(DLDevice a, DLDevice b) {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
-}
-
-static inline bool same_stream(const dls__stream *a, const dls__stream *b) {
-  return a == b || (a->dev == b->dev && a->native == b->native);
-}
-
 /* ---- the call ---- */
 
-static int add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
+int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   if (c->nposts == DLSPY_MAX_POSTS) {
     dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments", c->pycall, DLSPY_MAX_POSTS);
     return -1;
@@ -196,12 +159,13 @@ static int add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->obj = obj;
   p->managed = managed;
   p->tmp = NULL;
+  p->buf = NULL;
   return 0;
 }
 
 /* The framework's current stream for a device, as a core stream. */
-static int framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  if (c->cur_api == api && same_device(c->cur_dev, dev)) {
+int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
+  if (c->cur_api == api && dlspy_same_device(c->cur_dev, dev)) {
     *out = c->cur_stream;
     return 0;
   }
@@ -255,62 +219,11 @@ static int handle_of(dlspy_call *c, dls__stream *s) {
   return 0;
 }
 
-/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
- * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
-static int read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
-  dlspy_state *st = c->st;
-  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
-    return 0;
-  PyObject *d = NULL;
-  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
-    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"). */
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
-        !PyErr_ExceptionMatches(PyExc_TypeError))
-      return -1;
-    PyErr_Clear();
-    return 0;
-  }
-  if (d == NULL)
-    return 0;
-  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, index, out);
-  Py_DECREF(d);
-  if (rc != 0) {
-    dlspy_cai_clear(out);
-    return -1;
-  }
-  if (out->version < 3) {
-    PyObject *meth = NULL;
-    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
-      PyErr_Clear();
-    if (meth != NULL) {
-      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
-      Py_DECREF(meth);
-      dlspy_type_skip_cai(st, Py_TYPE(obj));
-      dlspy_cai_clear(out);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
- * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
-static int cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
-  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
-  if (rc <= 0)
-    return rc;
-  DLDevice dflt = dlspy_default_device();
-  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
-    *out = *call_dev;
-  else
-    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
-  return 0;
-}
-
 enum { ARG_NEXT = 0, ARG_DONE = 1 };
 
 /* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
- * memory while the device is unknown); ARG_DONE: the search ends (c->s, c->stream or nothing chosen). */
+ * memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE: the search ends (c->s,
+ * c->stream or nothing chosen). With `host_seen` NULL host memory decides like device memory. */
 static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool *dev_known, bool *host_seen) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(o);
@@ -319,7 +232,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   if (PyObject_TypeCheck(o, st->TensorType)) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
     DLDevice td = ((TensorObject *)o)->device;
-    if (!*dev_known && td.device_type == kDLCPU) {
+    if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
       *host_seen = true;
       return ARG_NEXT;
     }
@@ -329,7 +242,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     }
     dls__tensor *ti = ((TensorObject *)o)->handle.id ? dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)o)->handle.id)
                                                      : NULL;
-    if (ti != NULL && same_device(td, *dev)) {
+    if (ti != NULL && dlspy_same_device(td, *dev)) {
       dls__stream *s = ti->buf->stream;
       if (s != NULL && s != s->dev->defaults[DLS__STREAM_NONE])
         c->s = s;
@@ -348,7 +261,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     DLDevice home;
     if (!dls__dlpack_home(dl.device, &home))
       return ARG_DONE;
-    if (home.device_type == kDLCPU && !*dev_known) {
+    if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
       *host_seen = true;
       return ARG_NEXT;
     }
@@ -360,10 +273,10 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
       *dev = home;
       *dev_known = true;
     }
-    if (!same_device(home, *dev))
+    if (!dlspy_same_device(home, *dev))
       return ARG_DONE; /* staged or refused later */
     dls__stream *fs;
-    if (framework_stream(c, api, dl.device, &fs) != 0)
+    if (dlspy_framework_stream(c, api, dl.device, &fs) != 0)
       return -1;
     c->s = fs;
     c->stream = c->cur_handle;
@@ -373,11 +286,11 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     return ARG_DONE;
   /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
   dlspy_cai *cai = &c->first_cai;
-  int has_cai = read_cai(c, o, (int)i, cai);
+  int has_cai = dlspy_read_cai(c, o, (int)i, cai);
   if (has_cai < 0)
     return -1;
   DLDevice d, home;
-  int rc = has_cai ? cai_device(c, o, *dev_known ? dev : NULL, &d) : dlspy_dlpack_device(st, o, c->pycall, &d);
+  int rc = has_cai ? dlspy_cai_device(c, o, *dev_known ? dev : NULL, &d) : dlspy_dlpack_device(st, o, c->pycall, &d);
   if (rc != 0) {
     if (has_cai)
       dlspy_cai_clear(cai);
@@ -394,7 +307,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
       dlspy_cai_clear(cai);
     return ARG_DONE; /* refused later */
   }
-  if (home.device_type == kDLCPU && !*dev_known) {
+  if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
     if (has_cai)
       dlspy_cai_clear(cai);
     *host_seen = true;
@@ -409,7 +322,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     c->first_obj = o;
     c->first_kind = DLSPY_FIRST_CAI;
   }
-  if (!same_device(home, *dev))
+  if (!dlspy_same_device(home, *dev))
     return ARG_DONE;
   PyObject *provider = dlspy_type_info(st, tp)->provider;
   if (provider != NULL) {
@@ -456,14 +369,10 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
      * pass lets the first host tensor decide. */
     bool host_seen = false;
     for (int pass = 0; pass < 2 && c->s == NULL && c->stream.id == 0; pass++) {
-      if (pass == 1) {
-        if (dev_known || !host_seen)
-          break;
-        dev = dls_cpu();
-        dev_known = true;
-      }
+      if (pass == 1 && (dev_known || !host_seen))
+        break;
       for (Py_ssize_t i = 0; i < nargs; i++) {
-        int rc = decide(c, args[i], i, &dev, &dev_known, &host_seen);
+        int rc = decide(c, args[i], i, &dev, &dev_known, pass == 0 ? &host_seen : NULL);
         if (rc < 0)
           goto fail;
         if (rc == ARG_DONE)
@@ -498,7 +407,7 @@ fail:
   return -1;
 }
 
-static int launch_value(dlspy_call *c, PyObject **out) {
+int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   if (!c->have_value) {
     dls_status_t rc = dls_dlpack_stream_value(c->stream, &c->dlpack_value);
     if (rc != DLS_OK) {
@@ -509,263 +418,6 @@ static int launch_value(dlspy_call *c, PyObject **out) {
   }
   *out = PyLong_FromLongLong(c->dlpack_value);
   return *out ? 0 : -1;
-}
-
-/* Any __dlpack__ producer, or a bare capsule. */
-static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta,
-                          dlspy_view *out) {
-  dlspy_state *st = c->st;
-  const DLDevice sdev = c->s->dev->device;
-  PyObject *cap;
-  if (PyCapsule_CheckExact(obj)) {
-    cap = Py_NewRef(obj);
-  } else {
-    PyObject *sv = Py_NewRef(Py_None);
-    DLDevice d, home;
-    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
-    if (rc < 0) {
-      Py_DECREF(sv);
-      return -1;
-    }
-    if (rc == 0 && dls__dlpack_home(d, &home) && !same_device(home, sdev) &&
-        !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
-      char x[32], y[32];
-      Py_DECREF(sv);
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                   c->pycall, index, dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
-      return -1;
-    }
-    if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
-      Py_DECREF(sv);
-      if (launch_value(c, &sv) != 0)
-        return -1;
-    }
-    cap = dlspy_call_dlpack(st, obj, sv);
-    Py_DECREF(sv);
-    if (cap == NULL)
-      return -1;
-  }
-  void *managed;
-  bool versioned;
-  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
-    return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
-  uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
-  if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
-    dlspy_raisef(st, DLS_ERR_VERSION, "%s(args[%d]): DLPack version %u.%u; dlstream reads major version %d",
-                 c->pycall, index, ((DLManagedTensorVersioned *)managed)->version.major,
-                 ((DLManagedTensorVersioned *)managed)->version.minor, DLPACK_MAJOR_VERSION);
-    goto fail;
-  }
-  char prefix[32];
-  snprintf(prefix, sizeof prefix, "args[%d].", index);
-  dls__layout lay;
-  dls_status_t st_rc = dls__dlpack_check(dl, flags, 0, c->pycall, prefix, &lay);
-  if (st_rc != DLS_OK) {
-    dlspy_raisef(st, st_rc, "%s", dls_last_error());
-    goto fail;
-  }
-  bool read_only = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-  if (read_only && !readonly_ok) {
-    dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                 "%s(args[%d]): the tensor is read-only but the kernel may write it (declare the argument 'cp' "
-                 "in the signature for inputs)",
-                 c->pycall, index);
-    goto fail;
-  }
-  view_meta(out, dl, want_meta);
-  char *first = dl->data == NULL ? NULL : (char *)dl->data + dl->byte_offset;
-  if (same_device(lay.home, sdev)) {
-    out->ptr = first;
-    out->device = lay.home;
-    out->arg = dls_arg_ptr(first);
-    return add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed);
-  }
-  if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
-    /* Host memory, device execution: stage through a temporary; the call blocks. */
-    if (add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
-      goto fail;
-    dlspy_post *p = &c->posts[c->nposts - 1];
-    p->release_kind = versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L;
-    p->host_lo = (void *)lay.lo;
-    p->span = lay.span;
-    p->copy_back = !readonly_ok && lay.span > 0;
-    c->staged = true;
-    dls_status_t r = dls__buffer_alloc(c->s, lay.span, &p->tmp);
-    if (r == DLS_OK && lay.span > 0)
-      r = c->s->dev->be->memcpy_async(c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
-    if (r != DLS_OK) {
-      dlspy_raise(st, r, c->pycall);
-      return -1; /* the post releases `managed` */
-    }
-    char *dptr = lay.span ? (char *)p->tmp->ptr + ((uintptr_t)first - lay.lo) : NULL;
-    out->ptr = dptr;
-    out->device = sdev;
-    out->arg = dls_arg_ptr(dptr);
-    return 0;
-  }
-  {
-    char a[32], b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
-  }
-fail:
-  dlspy_managed_release(managed, versioned);
-  return -1;
-}
-
-/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
- * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
- * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
-static int order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
-  if (producer != NULL && same_stream(producer, c->s))
-    return 0;
-  bool done = producer == NULL;
-  for (int i = 0; i < c->nordered && !done; i++)
-    done = c->ordered[i] == producer;
-  if (!done) {
-    dls_status_t rc = dls__stream_order(c->s, producer);
-    if (rc != DLS_OK) {
-      dlspy_raise(c->st, rc, c->pycall);
-      return -1;
-    }
-    if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
-      c->ordered[c->nordered++] = producer;
-  }
-  if (add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-    Py_DECREF(obj);
-    return -1;
-  }
-  return 0;
-}
-
-/* A tensor read through its __cuda_array_interface__ (`cai`, its device set): validated, ordered after the
- * interface's stream (CUDA Array Interface v3: the consumer's stream waits for the producer's `stream`). */
-static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, bool readonly_ok, bool want_meta,
-                      dlspy_view *out) {
-  dlspy_state *st = c->st;
-  const DLDevice sdev = c->s->dev->device;
-  char prefix[48];
-  snprintf(prefix, sizeof prefix, "args[%d].__cuda_array_interface__.", index);
-  dls__layout lay;
-  dls_status_t rc = dls__dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, 0, c->pycall,
-                                      prefix, &lay);
-  if (rc != DLS_OK) {
-    dlspy_raisef(st, rc, "%s", dls_last_error());
-    return -1;
-  }
-  if (!same_device(lay.home, sdev)) {
-    char a[32], b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
-    return -1;
-  }
-  if (cai->read_only && !readonly_ok) {
-    dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                 "%s(args[%d]): the tensor is read-only (__cuda_array_interface__['data'][1]) but the kernel may "
-                 "write it (declare it 'cp')",
-                 c->pycall, index);
-    return -1;
-  }
-  dls__stream *producer = NULL;
-  if (cai->stream != NULL) {
-    dls_stream_t h;
-    if (dlspy_stream_of_dlpack_value(st, lay.home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
-                                     &h) != 0)
-      return -1;
-    producer = dls__stream_get(h, c->pycall, "__cuda_array_interface__['stream']", &rc);
-    if (producer == NULL) {
-      dlspy_raise(st, rc, c->pycall);
-      return -1;
-    }
-  }
-  if (order_after(c, producer, obj) != 0)
-    return -1;
-  view_meta(out, &cai->dl, want_meta);
-  out->ptr = cai->dl.data;
-  out->device = lay.home;
-  out->arg = dls_arg_ptr(out->ptr);
-  return 0;
-}
-
-int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
-  dlspy_state *st = c->st;
-  PyTypeObject *tp = Py_TYPE(obj);
-  if (PyObject_TypeCheck(obj, st->TensorType)) {
-    TensorObject *t = (TensorObject *)obj;
-    dls_status_t rc;
-    dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
-    if (ti == NULL) {
-      if (t->handle.id == 0)
-        dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(args[%d]): the tensor was released", c->pycall, index);
-      else
-        dlspy_raise(st, rc, c->pycall);
-      return -1;
-    }
-    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY)) {
-      dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                   "%s(args[%d]): the tensor is read-only but the kernel may write it (declare it 'cp')", c->pycall,
-                   index);
-      return -1;
-    }
-    view_meta(out, &ti->dl, want_meta);
-    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
-    out->device = ti->buf->dev->device;
-    out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
-    return 0;
-  }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-  if (api != NULL) {
-    DLTensor dl;
-    if (obj == c->first_obj) {
-      dl = c->first_dl;
-    } else if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
-      if (!PyErr_Occurred())
-        dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
-                     c->pycall, index);
-      return -1;
-    }
-    DLDevice home;
-    if (dls__dlpack_home(dl.device, &home) && same_device(home, c->s->dev->device)) {
-      dls__stream *producer;
-      if (framework_stream(c, api, dl.device, &producer) != 0)
-        return -1;
-      if (order_after(c, producer, obj) != 0)
-        return -1;
-      view_meta(out, &dl, want_meta);
-      out->ptr = dl.data ? (char *)dl.data + dl.byte_offset : NULL;
-      out->device = home;
-      out->arg = dls_arg_ptr(out->ptr);
-      return 0;
-    }
-    /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
-  }
-  if (!PyCapsule_CheckExact(obj)) {
-    if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
-      return cai_tensor(c, obj, index, &c->first_cai, readonly_ok, want_meta, out);
-    if (api == NULL) {
-      dlspy_cai cai;
-      int has = read_cai(c, obj, index, &cai);
-      if (has < 0)
-        return -1;
-      if (has > 0) {
-        int rc = cai_device(c, obj, &c->s->dev->device, &cai.dl.device);
-        if (rc == 0)
-          rc = cai_tensor(c, obj, index, &cai, readonly_ok, want_meta, out);
-        dlspy_cai_clear(&cai);
-        return rc;
-      }
-    }
-    PyObject *meth = NULL;
-    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
-      return -1;
-    if (meth == NULL)
-      return 1;
-    Py_DECREF(meth);
-  }
-  return generic_tensor(c, obj, index, readonly_ok, want_meta, out);
 }
 
 int dlspy_call_end(dlspy_call *c, bool ok) {
@@ -819,6 +471,13 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
       if (p->tmp != NULL)
         dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
       dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
+      break;
+    case DLSPY_POST_USE:
+      if (ok && dls__buffer_use(p->buf, s) != DLS_OK && result == 0) {
+        dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
+        result = -1;
+      }
+      dls__buffer_unref(p->buf);
       break;
     }
   }
