@@ -58,7 +58,6 @@ from ._dlstream import (
     spin,
 )
 from ._parallel import branch, stream_parallel
-from ._providers import register_builtin as _register_builtin_providers
 Group = _dlstream.Group
 
 __all__ = [
@@ -68,7 +67,6 @@ __all__ = [
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
     "spin", "use_stream", "stream_parallel", "branch", "Group", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
-    "register_stream_provider",
 ]
 
 _stream_var = _dlstream._stream_var
@@ -97,7 +95,10 @@ class use_stream:
 
 # CuPy's and torch's current streams, for their tensors without the DLPack C exchange API (registered by module
 # name: neither is imported here).
+from ._providers import register_builtin as _register_builtin_providers  # noqa: E402
+
 _register_builtin_providers(register_stream_provider)
+__all__ += ["register_stream_provider"]
 
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
 # runtime down so nothing touches Python after finalization.
