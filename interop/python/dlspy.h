@@ -175,6 +175,9 @@ int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, 
  * stream or event pointer points at readable host memory; any other would crash the driver that reads it. A
  * readable address may still be no stream: no driver can validate a plausible but dangling pointer. */
 bool dlspy_addr_readable(uintptr_t addr);
+/* Refuses (InvalidArgumentError) a native stream pointer of a GPU device that this process cannot read: the
+ * driver would crash reading it. Every path that hands a native stream to dls_stream_wrap calls this first. */
+int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const char *pycall);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
 

@@ -196,6 +196,8 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
                                                                                  : DLS_STREAM_LEGACY);
     return r;
   }
+  if (dlspy_native_readable(st, dev, native, "Stream.wrap") != 0)
+    return NULL;
   StreamObject *s = stream_alloc(st, (PyTypeObject *)cls);
   if (s == NULL)
     return NULL;

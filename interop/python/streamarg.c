@@ -82,6 +82,20 @@ int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, 
   return dlspy_stream_cached(st, device, (void *)(uintptr_t)value, pycall, out);
 }
 
+int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const char *pycall) {
+  uintptr_t v = (uintptr_t)native;
+  if ((device.device_type == kDLCUDA || device.device_type == kDLROCM) && v >= DLSPY_FIRST_POINTER &&
+      (intptr_t)v > 0 && !dlspy_addr_readable(v)) {
+    char dev[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
+                 "%s: %p is not a stream of %s: this process cannot read memory there (a freed or made-up pointer; "
+                 "no driver can tell a plausible dangling pointer from a stream)",
+                 pycall, native, dls_device_str(device, dev, sizeof dev));
+    return -1;
+  }
+  return 0;
+}
+
 /* ---- the wrapper cache ---- */
 
 int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out) {
@@ -101,15 +115,8 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
       return 0;
     }
   }
-  if ((device.device_type == kDLCUDA || device.device_type == kDLROCM) && v >= DLSPY_FIRST_POINTER &&
-      (intptr_t)v > 0 && !dlspy_addr_readable(v)) {
-    char dev[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                 "%s: %p is not a stream of %s: this process cannot read memory there (a freed or made-up pointer; "
-                 "no driver can tell a plausible dangling pointer from a stream)",
-                 pycall, native, dls_device_str(device, dev, sizeof dev));
+  if (dlspy_native_readable(st, device, native, pycall) != 0)
     return -1;
-  }
   dls_stream_t h;
   dls_status_t rc = dls_stream_wrap(device, native, &h);
   if (rc != DLS_OK) {
