@@ -212,5 +212,8 @@ def test_gpu_dlpack_values(no_leaks):
 def test_gpu_values_refused_without_a_gpu():
     with pytest.raises(dlstream.InvalidArgumentError, match="not a stream"):
         dlstream.Stream.wrap(5, device="cuda:0")
+    with pytest.raises(dlstream.InvalidArgumentError, match="cannot read memory there"):
+        dlstream.Stream.wrap(2**40, device="cuda:0")  # nothing is mapped there
+    buf = ctypes.create_string_buffer(64)  # readable, so it reaches the backend, which is not here
     with pytest.raises(dlstream.UnavailableError):
-        dlstream.Stream.wrap(2**40, device="cuda:0")
+        dlstream.Stream.wrap(ctypes.addressof(buf), device="cuda:0")
