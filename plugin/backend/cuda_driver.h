@@ -241,6 +241,19 @@ DLS__CUDA_OLD_ABI_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
 DLS__CUDA_TOOLS_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
 #undef DLS__CUDA_PFN_TYPEDEF
 
+/* cuStreamGetCaptureInfo at CUDA 12.3's ABI (what cuda.h 13 declares):
+ * besides the state and id, optional (NULL) outputs for the graph, its
+ * dependencies and their edge data. Resolved as well as the 10.1 ABI of
+ * DLS__CUDA_OLD_ABI_SYMBOLS; either serves, the newest the driver has wins. */
+struct CUgraphNode_st;
+struct CUgraphEdgeData_st;
+typedef dls__CUresult (*dls__PFN_cuStreamGetCaptureInfo_v12030)(dls__CUstream stream,
+                                                                dls__CUstreamCaptureStatus *out_status,
+                                                                dls__cuuint64_t *out_id, dls__CUgraph *out_graph,
+                                                                struct CUgraphNode_st *const **out_dependencies,
+                                                                const struct CUgraphEdgeData_st **out_edge_data,
+                                                                size_t *out_ndependencies);
+
 /* The two entry points found with dlsym: cuGetProcAddress_v2 (CUDA 12.0,
  * exported under that name) and the original cuGetProcAddress (11.3). */
 typedef dls__CUresult (*dls__PFN_cuGetProcAddress_v12000)(const char *symbol, void **out_fn, int cuda_version,

@@ -32,6 +32,7 @@ static struct dls__cuda_api {
 #undef DLS__CUDA_API_FIELD
 } cu;
 
+static dls__PFN_cuStreamGetCaptureInfo_v12030 dls__cuda_capture_info_v3;
 static int dls__cuda_driver_version;
 static dls__PFN_cuGetProcAddress_v12000 dls__cuda_gpa2;
 static dls__PFN_cuGetProcAddress_v11030 dls__cuda_gpa1;
@@ -93,6 +94,18 @@ static dls__gpu_result dls__cuda_cuFuncLoad(void *function) {
     return cu.cuFuncLoad(function);
   int regs = 0;
   return cu.cuFuncGetAttribute(&regs, DLS__CU_FUNC_ATTRIBUTE_NUM_REGS, function);
+}
+
+/* A stream's capture state and id through whichever ABI the driver serves
+ * (NULL slot when it has neither: then nothing captures). */
+static dls__gpu_result dls__cuda_cuStreamGetCaptureInfo(void *stream, unsigned *out_status,
+                                                        unsigned long long *out_id) {
+  dls__cuuint64_t id = 0;
+  dls__CUresult r = dls__cuda_capture_info_v3 != NULL
+                        ? dls__cuda_capture_info_v3(stream, out_status, &id, NULL, NULL, NULL, NULL)
+                        : cu.cuStreamGetCaptureInfo(stream, out_status, &id);
+  *out_id = id;
+  return r;
 }
 
 /* ---- devices: primary contexts ---- */
@@ -201,6 +214,8 @@ static bool dls__cuda_load_symbols(dls__gpu *g) {
   DLS__CUDA_OPTIONAL_SYMBOLS(DLS__CUDA_RESOLVE_OPTIONAL)
   DLS__CUDA_OLD_ABI_SYMBOLS(DLS__CUDA_RESOLVE_OPTIONAL)
 #undef DLS__CUDA_RESOLVE_OPTIONAL
+  dls__cuda_capture_info_v3 =
+      (dls__PFN_cuStreamGetCaptureInfo_v12030)dls__cuda_resolve("cuStreamGetCaptureInfo", 12030, false);
   return true;
 }
 
@@ -264,6 +279,8 @@ static void dls__cuda_load(void) {
 #define DLS__CUDA_FILL(slot, params, cuda, hip) DLS__GPU_SET(g, slot, cuda);
   DLS__GPU_CALLS(DLS__CUDA_FILL)
 #undef DLS__CUDA_FILL
+  if (cu.cuStreamGetCaptureInfo == NULL && dls__cuda_capture_info_v3 == NULL)
+    g->calls.capture_info = NULL;
   /* The library stays loaded for the life of the process. */
 }
 

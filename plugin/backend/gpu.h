@@ -91,8 +91,8 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
     (void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,      \
      unsigned block_z, unsigned shared_mem_bytes, void *stream, void **params, void **extra),                    \
     cu.cuLaunchKernel, hip.hipModuleLaunchKernel)                                                                \
-  X(capture_info, (void *stream, unsigned *out_status, unsigned long long *out_id), cu.cuStreamGetCaptureInfo,   \
-    hip.hipStreamGetCaptureInfo)                                                                                 \
+  X(capture_info, (void *stream, unsigned *out_status, unsigned long long *out_id),                              \
+    dls__cuda_cuStreamGetCaptureInfo, hip.hipStreamGetCaptureInfo)                                                                                 \
   X(capture_begin, (void *stream, unsigned mode), cu.cuStreamBeginCapture, hip.hipStreamBeginCapture)            \
   X(capture_end, (void *stream, void **out_graph), cu.cuStreamEndCapture, hip.hipStreamEndCapture)               \
   X(capture_mode_exchange, (unsigned *mode), cu.cuThreadExchangeStreamCaptureMode,                               \

@@ -64,6 +64,8 @@ DLS__CUDA_REQUIRED_SYMBOLS(CHECK_PROTOTYPE)
 DLS__CUDA_OPTIONAL_SYMBOLS(CHECK_PROTOTYPE)
 DLS__CUDA_TOOLS_SYMBOLS(CHECK_PROTOTYPE)
 DECLS_SAME_PROTOTYPE(dls__PFN_cuGetProcAddress_v12000, cuGetProcAddress_v2)
+SAME_TYPE(dls__PFN_cuStreamGetCaptureInfo_v12030, PFN_cuStreamGetCaptureInfo_v12030)
+DECLS_SAME_PROTOTYPE(dls__PFN_cuStreamGetCaptureInfo_v12030, cuStreamGetCaptureInfo)
 
 /* No version is newer than the toolkit that checked it. */
 #define CHECK_NOT_NEWER(name, version, params) \

@@ -50,6 +50,7 @@ static struct {
 #undef HOC_FIELD
 } cu;
 
+static dls__PFN_cuStreamGetCaptureInfo_v12030 hoc_capture_info_v3; /* CUDA 12.3's ABI, where served */
 static pthread_once_t hoc_once = PTHREAD_ONCE_INIT;
 static dls__CUresult hoc_init_result = DLS__CUDA_ERROR_NOT_INITIALIZED;
 static volatile int hoc_ready;
@@ -76,6 +77,11 @@ static void hoc_load(void) {
   DLS__CUDA_OLD_ABI_SYMBOLS(HOC_RESOLVE)
   DLS__CUDA_TOOLS_SYMBOLS(HOC_RESOLVE)
 #undef HOC_RESOLVE
+  void *v3 = NULL;
+  dls__CUdriverProcAddressQueryResult found = DLS__CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (gpa("cuStreamGetCaptureInfo", &v3, 12030, DLS__CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == DLS__CUDA_SUCCESS &&
+      found == DLS__CU_GET_PROC_ADDRESS_SUCCESS)
+    hoc_capture_info_v3 = (dls__PFN_cuStreamGetCaptureInfo_v12030)v3;
   if (cu.cuInit == NULL || cu.cuCtxGetDevice == NULL) {
     hoc_init_result = DLS__CUDA_ERROR_NOT_SUPPORTED;
     return;
@@ -547,7 +553,11 @@ HOC_EXPORT dls__hipError_t hipStreamGetCaptureInfo(dls__hipStream_t s, dls__hipS
                                                    unsigned long long *out_id) {
   HOC_NEED_INIT();
   dls__cuuint64_t id = 0;
-  dls__CUresult r = cu.cuStreamGetCaptureInfo(HOC_S(s), out_status, &id);
+  dls__CUresult r = DLS__CUDA_ERROR_NOT_SUPPORTED;
+  if (hoc_capture_info_v3 != NULL)
+    r = hoc_capture_info_v3(HOC_S(s), out_status, &id, NULL, NULL, NULL, NULL);
+  else if (cu.cuStreamGetCaptureInfo != NULL)
+    r = cu.cuStreamGetCaptureInfo(HOC_S(s), out_status, &id);
   if (out_id != NULL)
     *out_id = id;
   return hoc_err(r);
