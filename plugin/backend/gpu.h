@@ -63,7 +63,8 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
   X(mem_free, (void *ptr), cu.cuMemFree, hip.hipFree)                                                            \
   X(mem_alloc_async, (void **out_ptr, size_t size, void *stream), cu.cuMemAllocAsync, hip.hipMallocAsync)        \
   X(mem_free_async, (void *ptr, void *stream), cu.cuMemFreeAsync, hip.hipFreeAsync)                              \
-  X(pool_create, (void **out_pool, const dls__gpu_pool_props *props), cu.cuMemPoolCreate, hip.hipMemPoolCreate)                     \
+  X(pool_create, (void **out_pool, const dls__gpu_pool_props *props), cu.cuMemPoolCreate,                        \
+    hip.hipMemPoolCreate)                                                                                        \
   X(pool_destroy, (void *pool), cu.cuMemPoolDestroy, hip.hipMemPoolDestroy)                                      \
   X(pool_set_attribute, (void *pool, unsigned attribute, void *value), cu.cuMemPoolSetAttribute,                 \
     hip.hipMemPoolSetAttribute)                                                                                  \
@@ -92,7 +93,7 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
      unsigned block_z, unsigned shared_mem_bytes, void *stream, void **params, void **extra),                    \
     cu.cuLaunchKernel, hip.hipModuleLaunchKernel)                                                                \
   X(capture_info, (void *stream, unsigned *out_status, unsigned long long *out_id),                              \
-    dls__cuda_cuStreamGetCaptureInfo, hip.hipStreamGetCaptureInfo)                                                                                 \
+    dls__cuda_cuStreamGetCaptureInfo, hip.hipStreamGetCaptureInfo)                                               \
   X(capture_begin, (void *stream, unsigned mode), cu.cuStreamBeginCapture, hip.hipStreamBeginCapture)            \
   X(capture_end, (void *stream, void **out_graph), cu.cuStreamEndCapture, hip.hipStreamEndCapture)               \
   X(capture_mode_exchange, (unsigned *mode), cu.cuThreadExchangeStreamCaptureMode,                               \
@@ -189,7 +190,8 @@ typedef struct dls__gpu_consts {
 } dls__gpu_consts;
 
 /* The built-ins, by name, in the order of dls__gpu_device.builtin_fns. */
-#define DLS__GPU_BUILTINS(X) X(dls_fill) X(dls_axpy_f32) X(dls_axpy_f64) X(dls_copy_strided) X(dls_spin) X(dls_latch) X(dls_empty)
+#define DLS__GPU_BUILTINS(X) \
+  X(dls_fill) X(dls_axpy_f32) X(dls_axpy_f64) X(dls_copy_strided) X(dls_spin) X(dls_latch) X(dls_empty)
 #define DLS__GPU_BUILTIN_COUNT_ONE(name) +1
 enum { DLS__GPU_NBUILTINS = 0 DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_COUNT_ONE) };
 
@@ -292,6 +294,7 @@ static inline dls_status_t dls__gpu_enter(dls__gpu *g, int dev, dls__gpu_device 
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
   *out_d = d;
   sc->restore = false;
+  sc->prev = NULL;
   void *cur;
   dls__gpu_result r = g->calls.ctx_get(&cur);
   if (DLS__UNLIKELY(r != DLS__GPU_OK))

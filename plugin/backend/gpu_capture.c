@@ -38,8 +38,8 @@ static dls_status_t dls__gpu_no_graphs(const dls__gpu *g, const char *call, cons
 static dls_status_t dls__gpu_mode_check(const dls__gpu *g, const char *call, int mode) {
   if (mode == DLS_CAPTURE_GLOBAL || mode == DLS_CAPTURE_THREAD_LOCAL || mode == DLS_CAPTURE_RELAXED)
     return DLS_OK;
-  return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(mode=%d) on %s: expected %d (global), %d (thread-local) or %d (relaxed)",
-                   call, mode, g->name, DLS_CAPTURE_GLOBAL, DLS_CAPTURE_THREAD_LOCAL, DLS_CAPTURE_RELAXED);
+  return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                   "%s(mode=%d) on %s: expected %d (global), %d (thread-local) or %d (relaxed)", call, mode, g->name, DLS_CAPTURE_GLOBAL, DLS_CAPTURE_THREAD_LOCAL, DLS_CAPTURE_RELAXED);
 }
 
 dls_status_t dls__gpu_stream_capture_status(dls__gpu *g, int dev, void *stream, int *out_status, uint64_t *out_id) {

@@ -58,16 +58,16 @@ static void dls__gpu_unrelax(dls__gpu *g, unsigned prev) {
 
 /* ---- small arrays under free_mu ---- */
 
-static bool dls__gpu_grow(void **items, size_t *cap, size_t n, size_t item_size) {
+/* Room for one more item: `items` itself, or a larger copy (NULL: no memory,
+ * `items` unchanged). */
+static void *dls__gpu_room(void *items, size_t *cap, size_t n, size_t item_size) {
   if (n < *cap)
-    return true;
+    return items;
   size_t ncap = *cap != 0 ? *cap * 2 : 8;
-  void *p = realloc(*items, ncap * item_size);
-  if (p == NULL)
-    return false;
-  *items = p;
-  *cap = ncap;
-  return true;
+  void *p = realloc(items, ncap * item_size);
+  if (p != NULL)
+    *cap = ncap;
+  return p;
 }
 
 static bool dls__gpu_graph_ptr_take(dls__gpu_device *d, void *ptr) {
@@ -81,10 +81,13 @@ static bool dls__gpu_graph_ptr_take(dls__gpu_device *d, void *ptr) {
 }
 
 static void dls__gpu_spare_event(dls__gpu *g, dls__gpu_device *d, void *event) {
-  if (dls__gpu_grow((void **)&d->spare_events, &d->spare_cap, d->nspare, sizeof(void *)))
-    d->spare_events[d->nspare++] = event;
-  else
+  void **spares = dls__gpu_room(d->spare_events, &d->spare_cap, d->nspare, sizeof *spares);
+  if (spares == NULL) {
     g->calls.event_destroy(event);
+    return;
+  }
+  d->spare_events = spares;
+  spares[d->nspare++] = event;
 }
 
 /* Frees parked blocks whose stream has passed (all of them when `everything`,
@@ -137,10 +140,15 @@ static dls_status_t dls__gpu_alloc_unpooled(dls__gpu *g, int dev, dls__gpu_devic
                        "stream-ordered allocator (%s), so no allocation can be captured",
                        size, stream, g->devname, dev, g->name, g->names.mem_alloc_async);
     pthread_mutex_lock(&d->free_mu);
-    bool room = dls__gpu_grow((void **)&d->graph_ptrs, &d->graph_cap, d->ngraph, sizeof(void *));
-    r = room ? g->calls.mem_alloc_async(out_ptr, size, stream) : DLS__GPU_OK;
-    if (room && r == DLS__GPU_OK)
-      d->graph_ptrs[d->ngraph++] = *out_ptr;
+    void **graph_ptrs = dls__gpu_room(d->graph_ptrs, &d->graph_cap, d->ngraph, sizeof *graph_ptrs);
+    bool room = graph_ptrs != NULL;
+    r = DLS__GPU_OK;
+    if (room) {
+      d->graph_ptrs = graph_ptrs;
+      r = g->calls.mem_alloc_async(out_ptr, size, stream);
+      if (r == DLS__GPU_OK)
+        graph_ptrs[d->ngraph++] = *out_ptr;
+    }
     pthread_mutex_unlock(&d->free_mu);
     if (!room)
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory to note a captured allocation");
@@ -197,8 +205,12 @@ static dls_status_t dls__gpu_park(dls__gpu *g, int dev, dls__gpu_device *d, void
     r = g->calls.event_record(event, stream);
   }
   bool parked = false;
-  if (r == DLS__GPU_OK && dls__gpu_grow((void **)&d->parked, &d->parked_cap, d->nparked, sizeof *d->parked)) {
-    d->parked[d->nparked++] = (dls__gpu_parked){ptr, size, event};
+  dls__gpu_parked *blocks = NULL;
+  if (r == DLS__GPU_OK)
+    blocks = dls__gpu_room(d->parked, &d->parked_cap, d->nparked, sizeof *blocks);
+  if (blocks != NULL) {
+    d->parked = blocks;
+    blocks[d->nparked++] = (dls__gpu_parked){ptr, size, event};
     parked = true;
   } else if (event != NULL) {
     dls__gpu_spare_event(g, d, event);
@@ -341,8 +353,7 @@ dls_status_t dls__gpu_host_mapped_alloc(dls__gpu *g, int dev, size_t size, void 
 }
 
 dls_status_t dls__gpu_host_mapped_free(dls__gpu *g, int dev, void *host) {
-  if (host == NULL)
-    return DLS_OK;
-  DLS__GPU_CALL(g, dev, g->calls.host_free(host), "%s(host=%p)", g->names.host_free, host);
+  if (host != NULL) /* NULL: nothing to free */
+    DLS__GPU_CALL(g, dev, g->calls.host_free(host), "%s(host=%p)", g->names.host_free, host);
   return DLS_OK;
 }

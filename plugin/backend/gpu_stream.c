@@ -203,7 +203,7 @@ dls_status_t dls__gpu_event_elapsed_ms(dls__gpu *g, int dev, void *start, void *
                               "can be compared",
                               "%s(start=%p, end=%p)", g->names.event_elapsed, start, end);
   if (e == DLS__GPU_ERROR_NOT_READY)
-    return dls__gpu_fail_hint(g, DLS_ERR_STATE, r, dev, "a record has not completed yet; synchronize the end event first",
-                              "%s(start=%p, end=%p)", g->names.event_elapsed, start, end);
+    return dls__gpu_fail_hint(g, DLS_ERR_STATE, r, dev,
+                              "a record has not completed yet; synchronize the end event first", "%s(start=%p, end=%p)", g->names.event_elapsed, start, end);
   return dls__gpu_fail(g, r, dev, "%s(start=%p, end=%p)", g->names.event_elapsed, start, end);
 }

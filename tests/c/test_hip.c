@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The HIP backend where no AMD GPU is: what its probe reports with ROCm's runtime installed, without it, and through DLSTREAM_HIP_LIBRARY. */
+/* The HIP backend where no AMD GPU is: what its probe reports with ROCm's runtime installed, without it, and through
+ * DLSTREAM_HIP_LIBRARY. */
 #include <dlfcn.h>
 #include <stdio.h>
 
@@ -35,7 +36,8 @@ static void probe_with(const char *library, char *out, size_t size) {
 
 Test(hip, probe_says_why_rocm_is_unavailable) {
   if (getenv("DLSTREAM_HIP_LIBRARY") != NULL)
-    cr_skip_test("DLSTREAM_HIP_LIBRARY is set (%s): this test is about the default search", getenv("DLSTREAM_HIP_LIBRARY"));
+    cr_skip_test("DLSTREAM_HIP_LIBRARY is set (%s): this test is about the default search",
+                 getenv("DLSTREAM_HIP_LIBRARY"));
   dls_status_t st = dls_backend_probe(kDLROCM);
   if (st == DLS_OK)
     cr_skip_test("a ROCm device is present, so there is no unavailability to report");

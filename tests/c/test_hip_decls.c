@@ -55,7 +55,8 @@ DECLS_SAME_PROTOTYPE(dls__PFN_hipGetStreamDeviceId, hipGetStreamDeviceId)
 #if HIP_VERSION_MAJOR >= 6
 DLS__HIP_NEWER_SYMBOLS(CHECK_PROTOTYPE)
 #else
-DECLS_SAME_PROTOTYPE(dls__PFN_hipLaunchHostFunc, hipLaunchHostFunc) /* declared by 5.2's headers, exported by 6's library */
+/* hipLaunchHostFunc: declared by 5.2's headers, exported only by newer libraries. */
+DECLS_SAME_PROTOTYPE(dls__PFN_hipLaunchHostFunc, hipLaunchHostFunc)
 #endif
 
 /* No REQUIRED or OPTIONAL entry point claims a ROCm newer than the headers that checked it

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The HIP-on-CUDA stand-in: a libamdhip64 look-alike whose every hip* entry point the HIP backend uses forwards to the CUDA driver.
+/* The HIP-on-CUDA stand-in: a libamdhip64 look-alike whose every hip* entry point the HIP backend uses forwards to the
+ * CUDA driver.
  *
  * Loaded by the HIP backend through DLSTREAM_HIP_LIBRARY=<this .so>, it
  * runs dlstream's HIP code path on an NVIDIA GPU: same streams, events,
@@ -59,18 +60,19 @@ static dls__CUcontext hoc_primary_ctx[HOC_MAX_DEVICES];
 
 static void hoc_load(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  dls__PFN_cuGetProcAddress_v12000 gpa = lib != NULL ? (dls__PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2") : NULL;
+  dls__PFN_cuGetProcAddress_v12000 gpa =
+      lib != NULL ? (dls__PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2") : NULL;
   if (gpa == NULL) {
     hoc_init_result = DLS__CUDA_ERROR_NO_DEVICE; /* no CUDA 12 driver: as if no GPU */
     return;
   }
-#define HOC_RESOLVE(name, version, params)                                                              \
-  {                                                                                                     \
-    void *fn = NULL;                                                                                    \
-    dls__CUdriverProcAddressQueryResult found = DLS__CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;             \
-    if (gpa(#name, &fn, version, DLS__CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == DLS__CUDA_SUCCESS && \
-        found == DLS__CU_GET_PROC_ADDRESS_SUCCESS)                                                      \
-      cu.name = (dls__PFN_##name)fn;                                                                    \
+#define HOC_RESOLVE(name, version, params)                                                                             \
+  {                                                                                                                    \
+    void *fn = NULL;                                                                                                   \
+    dls__CUdriverProcAddressQueryResult found = DLS__CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                             \
+    if (gpa(#name, &fn, version, DLS__CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == DLS__CUDA_SUCCESS &&               \
+        found == DLS__CU_GET_PROC_ADDRESS_SUCCESS)                                                                     \
+      cu.name = (dls__PFN_##name)fn;                                                                                   \
   }
   DLS__CUDA_REQUIRED_SYMBOLS(HOC_RESOLVE)
   DLS__CUDA_OPTIONAL_SYMBOLS(HOC_RESOLVE)
@@ -92,46 +94,46 @@ static void hoc_load(void) {
 
 /* ---- results: CUDA's numbers to HIP's ---- */
 
-#define HOC_ERRORS(X)                                                               \
-  X(CUDA_SUCCESS, hipSuccess)                                                       \
-  X(CUDA_ERROR_INVALID_VALUE, hipErrorInvalidValue)                                 \
-  X(CUDA_ERROR_OUT_OF_MEMORY, hipErrorOutOfMemory)                                  \
-  X(CUDA_ERROR_NOT_INITIALIZED, hipErrorNotInitialized)                             \
-  X(CUDA_ERROR_DEINITIALIZED, hipErrorDeinitialized)                                \
-  X(CUDA_ERROR_STUB_LIBRARY, hipErrorInsufficientDriver)                            \
-  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, hipErrorInsufficientDriver)                  \
-  X(CUDA_ERROR_NO_DEVICE, hipErrorNoDevice)                                         \
-  X(CUDA_ERROR_INVALID_DEVICE, hipErrorInvalidDevice)                               \
-  X(CUDA_ERROR_INVALID_IMAGE, hipErrorInvalidImage)                                 \
-  X(CUDA_ERROR_INVALID_CONTEXT, hipErrorInvalidContext)                             \
-  X(CUDA_ERROR_NO_BINARY_FOR_GPU, hipErrorNoBinaryForGpu)                           \
-  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, hipErrorPeerAccessUnsupported)              \
-  X(CUDA_ERROR_INVALID_PTX, hipErrorInvalidKernelFile)                              \
-  X(CUDA_ERROR_INVALID_SOURCE, hipErrorInvalidSource)                               \
-  X(CUDA_ERROR_INVALID_HANDLE, hipErrorInvalidHandle)                               \
-  X(CUDA_ERROR_NOT_FOUND, hipErrorNotFound)                                         \
-  X(CUDA_ERROR_NOT_READY, hipErrorNotReady)                                         \
-  X(CUDA_ERROR_ILLEGAL_ADDRESS, hipErrorIllegalAddress)                             \
-  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, hipErrorLaunchOutOfResources)               \
-  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled)       \
-  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, hipErrorPeerAccessNotEnabled)               \
-  X(CUDA_ERROR_LAUNCH_FAILED, hipErrorLaunchFailure)                                \
-  X(CUDA_ERROR_NOT_PERMITTED, hipErrorNotSupported)                                 \
-  X(CUDA_ERROR_NOT_SUPPORTED, hipErrorNotSupported)                                 \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, hipErrorStreamCaptureUnsupported)        \
-  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, hipErrorStreamCaptureInvalidated)        \
-  X(CUDA_ERROR_STREAM_CAPTURE_MERGE, hipErrorStreamCaptureMerge)                    \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, hipErrorStreamCaptureUnmatched)            \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, hipErrorStreamCaptureUnjoined)              \
-  X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, hipErrorStreamCaptureIsolation)            \
-  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, hipErrorStreamCaptureImplicit)              \
-  X(CUDA_ERROR_CAPTURED_EVENT, hipErrorCapturedEvent)                               \
-  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, hipErrorStreamCaptureWrongThread)       \
+#define HOC_ERRORS(X)                                                                                                  \
+  X(CUDA_SUCCESS, hipSuccess)                                                                                          \
+  X(CUDA_ERROR_INVALID_VALUE, hipErrorInvalidValue)                                                                    \
+  X(CUDA_ERROR_OUT_OF_MEMORY, hipErrorOutOfMemory)                                                                     \
+  X(CUDA_ERROR_NOT_INITIALIZED, hipErrorNotInitialized)                                                                \
+  X(CUDA_ERROR_DEINITIALIZED, hipErrorDeinitialized)                                                                   \
+  X(CUDA_ERROR_STUB_LIBRARY, hipErrorInsufficientDriver)                                                               \
+  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, hipErrorInsufficientDriver)                                                     \
+  X(CUDA_ERROR_NO_DEVICE, hipErrorNoDevice)                                                                            \
+  X(CUDA_ERROR_INVALID_DEVICE, hipErrorInvalidDevice)                                                                  \
+  X(CUDA_ERROR_INVALID_IMAGE, hipErrorInvalidImage)                                                                    \
+  X(CUDA_ERROR_INVALID_CONTEXT, hipErrorInvalidContext)                                                                \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, hipErrorNoBinaryForGpu)                                                              \
+  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, hipErrorPeerAccessUnsupported)                                                 \
+  X(CUDA_ERROR_INVALID_PTX, hipErrorInvalidKernelFile)                                                                 \
+  X(CUDA_ERROR_INVALID_SOURCE, hipErrorInvalidSource)                                                                  \
+  X(CUDA_ERROR_INVALID_HANDLE, hipErrorInvalidHandle)                                                                  \
+  X(CUDA_ERROR_NOT_FOUND, hipErrorNotFound)                                                                            \
+  X(CUDA_ERROR_NOT_READY, hipErrorNotReady)                                                                            \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, hipErrorIllegalAddress)                                                                \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, hipErrorLaunchOutOfResources)                                                  \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, hipErrorPeerAccessAlreadyEnabled)                                          \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, hipErrorPeerAccessNotEnabled)                                                  \
+  X(CUDA_ERROR_LAUNCH_FAILED, hipErrorLaunchFailure)                                                                   \
+  X(CUDA_ERROR_NOT_PERMITTED, hipErrorNotSupported)                                                                    \
+  X(CUDA_ERROR_NOT_SUPPORTED, hipErrorNotSupported)                                                                    \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, hipErrorStreamCaptureUnsupported)                                           \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, hipErrorStreamCaptureInvalidated)                                           \
+  X(CUDA_ERROR_STREAM_CAPTURE_MERGE, hipErrorStreamCaptureMerge)                                                       \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, hipErrorStreamCaptureUnmatched)                                               \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, hipErrorStreamCaptureUnjoined)                                                 \
+  X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, hipErrorStreamCaptureIsolation)                                               \
+  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, hipErrorStreamCaptureImplicit)                                                 \
+  X(CUDA_ERROR_CAPTURED_EVENT, hipErrorCapturedEvent)                                                                  \
+  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, hipErrorStreamCaptureWrongThread)                                          \
   X(CUDA_ERROR_UNKNOWN, hipErrorUnknown)
 
 static dls__hipError_t hoc_err(dls__CUresult r) {
   switch (r) {
-#define HOC_CASE(cuda, hip) \
+#define HOC_CASE(cuda, hip)                                                                                            \
   case DLS__##cuda: return DLS__##hip;
     HOC_ERRORS(HOC_CASE)
 #undef HOC_CASE
@@ -139,16 +141,23 @@ static dls__hipError_t hoc_err(dls__CUresult r) {
   }
 }
 
+/* An entry point that only hands its one handle over to CUDA's. */
+#define HOC_FORWARD(name, type, cuda, cuda_type)                 \
+  HOC_EXPORT dls__hipError_t name(type handle) {                 \
+    HOC_NEED_INIT();                                             \
+    return hoc_err(cu.cuda((cuda_type)(void *)handle));          \
+  }
+
 /* Every entry point but the first ones needs hipInit to have run. */
-#define HOC_NEED_INIT()       \
-  do {                        \
-    if (!hoc_ready)           \
-      return DLS__hipErrorNotInitialized; \
+#define HOC_NEED_INIT()                                                                                                \
+  do {                                                                                                                 \
+    if (!hoc_ready)                                                                                                    \
+      return DLS__hipErrorNotInitialized;                                                                              \
   } while (0)
 
 HOC_EXPORT const char *hipGetErrorName(dls__hipError_t e) {
-#define HOC_FIND(cuda, hip) \
-  if (e == DLS__##hip)      \
+#define HOC_FIND(cuda, hip)                                                                                            \
+  if (e == DLS__##hip)                                                                                                 \
     return #hip;
   HOC_ERRORS(HOC_FIND)
 #undef HOC_FIND
@@ -157,8 +166,8 @@ HOC_EXPORT const char *hipGetErrorName(dls__hipError_t e) {
 
 HOC_EXPORT const char *hipGetErrorString(dls__hipError_t e) {
   const char *s = NULL;
-#define HOC_FIND(cuda, hip)                                                    \
-  if (s == NULL && e == DLS__##hip && cu.cuGetErrorString != NULL)            \
+#define HOC_FIND(cuda, hip)                                                                                            \
+  if (s == NULL && e == DLS__##hip && cu.cuGetErrorString != NULL)                                                     \
     cu.cuGetErrorString(DLS__##cuda, &s);
   HOC_ERRORS(HOC_FIND)
 #undef HOC_FIND
@@ -299,9 +308,9 @@ HOC_EXPORT dls__hipError_t hipStreamCreateWithPriority(dls__hipStream_t *out_str
 #define HOC_S(s) ((dls__CUstream)(void *)(s))
 #define HOC_E(e) ((dls__CUevent)(void *)(e))
 
-HOC_EXPORT dls__hipError_t hipStreamDestroy(dls__hipStream_t s) { HOC_NEED_INIT(); return hoc_err(cu.cuStreamDestroy(HOC_S(s))); }
-HOC_EXPORT dls__hipError_t hipStreamSynchronize(dls__hipStream_t s) { HOC_NEED_INIT(); return hoc_err(cu.cuStreamSynchronize(HOC_S(s))); }
-HOC_EXPORT dls__hipError_t hipStreamQuery(dls__hipStream_t s) { HOC_NEED_INIT(); return hoc_err(cu.cuStreamQuery(HOC_S(s))); }
+HOC_FORWARD(hipStreamDestroy, dls__hipStream_t, cuStreamDestroy, dls__CUstream)
+HOC_FORWARD(hipStreamSynchronize, dls__hipStream_t, cuStreamSynchronize, dls__CUstream)
+HOC_FORWARD(hipStreamQuery, dls__hipStream_t, cuStreamQuery, dls__CUstream)
 
 HOC_EXPORT dls__hipError_t hipStreamWaitEvent(dls__hipStream_t s, dls__hipEvent_t e, unsigned int flags) {
   HOC_NEED_INIT();
@@ -369,9 +378,9 @@ HOC_EXPORT dls__hipError_t hipEventCreateWithFlags(dls__hipEvent_t *out_event, u
   return hoc_err(cu.cuEventCreate((dls__CUevent *)(void *)out_event, cuflags));
 }
 
-HOC_EXPORT dls__hipError_t hipEventDestroy(dls__hipEvent_t e) { HOC_NEED_INIT(); return hoc_err(cu.cuEventDestroy(HOC_E(e))); }
-HOC_EXPORT dls__hipError_t hipEventQuery(dls__hipEvent_t e) { HOC_NEED_INIT(); return hoc_err(cu.cuEventQuery(HOC_E(e))); }
-HOC_EXPORT dls__hipError_t hipEventSynchronize(dls__hipEvent_t e) { HOC_NEED_INIT(); return hoc_err(cu.cuEventSynchronize(HOC_E(e))); }
+HOC_FORWARD(hipEventDestroy, dls__hipEvent_t, cuEventDestroy, dls__CUevent)
+HOC_FORWARD(hipEventQuery, dls__hipEvent_t, cuEventQuery, dls__CUevent)
+HOC_FORWARD(hipEventSynchronize, dls__hipEvent_t, cuEventSynchronize, dls__CUevent)
 
 HOC_EXPORT dls__hipError_t hipEventRecord(dls__hipEvent_t e, dls__hipStream_t s) {
   HOC_NEED_INIT();
@@ -454,7 +463,10 @@ HOC_EXPORT dls__hipError_t hipHostGetDevicePointer(void **out_device, void *host
   return hoc_err(r);
 }
 
-HOC_EXPORT dls__hipError_t hipHostFree(void *host) { HOC_NEED_INIT(); return hoc_err(cu.cuMemFreeHost(host)); }
+HOC_EXPORT dls__hipError_t hipHostFree(void *host) {
+  HOC_NEED_INIT();
+  return hoc_err(cu.cuMemFreeHost(host));
+}
 
 #ifndef HOC_WITHOUT_POOLS
 static int hoc_pools_off(void) {
@@ -475,20 +487,18 @@ HOC_EXPORT dls__hipError_t hipMemPoolCreate(dls__hipMemPool_t *out_pool, const s
   p.alloc_type = DLS__CU_MEM_ALLOCATION_TYPE_PINNED;
   p.handle_types = DLS__CU_MEM_HANDLE_TYPE_NONE;
   p.location.type = DLS__CU_MEM_LOCATION_TYPE_DEVICE;
-  return hoc_err(cu.cuMemPoolCreate((dls__CUmemoryPool *)(void *)out_pool,
-                                    (const struct CUmemPoolProps_st *)(const void *)&p));
+  return hoc_err(
+      cu.cuMemPoolCreate((dls__CUmemoryPool *)(void *)out_pool, (const struct CUmemPoolProps_st *)(const void *)&p));
 }
 
-HOC_EXPORT dls__hipError_t hipMemPoolDestroy(dls__hipMemPool_t pool) {
-  HOC_NEED_INIT();
-  return hoc_err(cu.cuMemPoolDestroy((dls__CUmemoryPool)(void *)pool));
-}
+HOC_FORWARD(hipMemPoolDestroy, dls__hipMemPool_t, cuMemPoolDestroy, dls__CUmemoryPool)
 
 HOC_EXPORT dls__hipError_t hipMemPoolSetAttribute(dls__hipMemPool_t pool, dls__hipMemPoolAttr attribute, void *value) {
   HOC_NEED_INIT();
   if (attribute != DLS__hipMemPoolAttrReleaseThreshold)
     return DLS__hipErrorInvalidValue; /* the only one the backend sets */
-  return hoc_err(cu.cuMemPoolSetAttribute((dls__CUmemoryPool)(void *)pool, DLS__CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, value));
+  return hoc_err(
+      cu.cuMemPoolSetAttribute((dls__CUmemoryPool)(void *)pool, DLS__CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, value));
 }
 
 HOC_EXPORT dls__hipError_t hipMallocFromPoolAsync(void **out_ptr, size_t size, dls__hipMemPool_t pool,
@@ -508,10 +518,7 @@ HOC_EXPORT dls__hipError_t hipModuleLoadData(dls__hipModule_t *out_module, const
   return hoc_err(cu.cuModuleLoadDataEx((dls__CUmodule *)(void *)out_module, image, 0, NULL, NULL));
 }
 
-HOC_EXPORT dls__hipError_t hipModuleUnload(dls__hipModule_t module) {
-  HOC_NEED_INIT();
-  return hoc_err(cu.cuModuleUnload((dls__CUmodule)(void *)module));
-}
+HOC_FORWARD(hipModuleUnload, dls__hipModule_t, cuModuleUnload, dls__CUmodule)
 
 /* Loads the function now: AMD's runtime has no lazy loading to wait on. */
 HOC_EXPORT dls__hipError_t hipModuleGetFunction(dls__hipFunction_t *out_function, dls__hipModule_t module,
@@ -574,8 +581,8 @@ HOC_EXPORT dls__hipError_t hipGraphLaunch(dls__hipGraphExec_t exec, dls__hipStre
   return hoc_err(cu.cuGraphLaunch(HOC_X(exec), HOC_S(s)));
 }
 
-HOC_EXPORT dls__hipError_t hipGraphExecDestroy(dls__hipGraphExec_t exec) { HOC_NEED_INIT(); return hoc_err(cu.cuGraphExecDestroy(HOC_X(exec))); }
-HOC_EXPORT dls__hipError_t hipGraphDestroy(dls__hipGraph_t graph) { HOC_NEED_INIT(); return hoc_err(cu.cuGraphDestroy(HOC_G(graph))); }
+HOC_FORWARD(hipGraphExecDestroy, dls__hipGraphExec_t, cuGraphExecDestroy, dls__CUgraphExec)
+HOC_FORWARD(hipGraphDestroy, dls__hipGraph_t, cuGraphDestroy, dls__CUgraph)
 
 HOC_EXPORT dls__hipError_t hipThreadExchangeStreamCaptureMode(dls__hipStreamCaptureMode *mode) {
   HOC_NEED_INIT();

@@ -23,19 +23,19 @@ static struct {
 
 static int failures;
 
-#define EXPECT(cond, ...)                       \
-  do {                                          \
-    if (!(cond)) {                              \
-      fprintf(stderr, "FAIL: " __VA_ARGS__);    \
-      fprintf(stderr, "\n");                    \
-      failures++;                               \
-    }                                           \
+#define EXPECT(cond, ...)                                                                                              \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      fprintf(stderr, "FAIL: " __VA_ARGS__);                                                                           \
+      fprintf(stderr, "\n");                                                                                           \
+      failures++;                                                                                                      \
+    }                                                                                                                  \
   } while (0)
 
-#define HIP_OK(call)                                                                                \
-  do {                                                                                              \
-    dls__hipError_t r_ = (call);                                                                    \
-    EXPECT(r_ == DLS__hipSuccess, "%s -> %u %s", #call, r_, hip.hipGetErrorName(r_));               \
+#define HIP_OK(call)                                                                                                   \
+  do {                                                                                                                 \
+    dls__hipError_t r_ = (call);                                                                                       \
+    EXPECT(r_ == DLS__hipSuccess, "%s -> %u %s", #call, r_, hip.hipGetErrorName(r_));                                  \
   } while (0)
 
 static int is_pool_symbol(const char *name) {
@@ -46,20 +46,20 @@ static int is_pool_symbol(const char *name) {
 /* Every entry point the backend may use is exported (pool ones only with pools). */
 static void check_exports(void *lib, int pools) {
   int n = 0;
-#define SMOKE_REQUIRE(version, name, params)                                 \
-  hip.name = (dls__PFN_##name)dlsym(lib, #name);                                 \
-  EXPECT(hip.name != NULL, "the stand-in does not export %s", #name);       \
+#define SMOKE_REQUIRE(version, name, params)                                                                           \
+  hip.name = (dls__PFN_##name)dlsym(lib, #name);                                                                       \
+  EXPECT(hip.name != NULL, "the stand-in does not export %s", #name);                                                  \
   n++;
   DLS__HIP_REQUIRED_SYMBOLS(SMOKE_REQUIRE)
   DLS__HIP_STRING_SYMBOLS(SMOKE_REQUIRE)
   DLS__HIP_NEWER_SYMBOLS(SMOKE_REQUIRE)
 #undef SMOKE_REQUIRE
-#define SMOKE_OPTIONAL(version, name, params)                                                        \
-  hip.name = (dls__PFN_##name)dlsym(lib, #name);                                                         \
-  if (is_pool_symbol(#name) && !pools)                                                               \
-    EXPECT(hip.name == NULL, "the no-pools stand-in exports %s", #name);                             \
-  else                                                                                               \
-    EXPECT(hip.name != NULL, "the stand-in does not export %s", #name);                              \
+#define SMOKE_OPTIONAL(version, name, params)                                                                          \
+  hip.name = (dls__PFN_##name)dlsym(lib, #name);                                                                       \
+  if (is_pool_symbol(#name) && !pools)                                                                                 \
+    EXPECT(hip.name == NULL, "the no-pools stand-in exports %s", #name);                                               \
+  else                                                                                                                 \
+    EXPECT(hip.name != NULL, "the stand-in does not export %s", #name);                                                \
   n++;
   DLS__HIP_OPTIONAL_SYMBOLS(SMOKE_OPTIONAL)
 #undef SMOKE_OPTIONAL
@@ -154,8 +154,8 @@ int main(int argc, char **argv) {
   EXPECT(strcmp(hip.hipGetErrorName(r), "hipErrorUnknown") != 0 || r == DLS__hipErrorUnknown,
          "hipInit's result %u has no HIP name", r);
   if (r != DLS__hipSuccess) {
-    printf("hipInit: %s (%s): no CUDA driver or GPU here, so only the exports were checked\n",
-           hip.hipGetErrorName(r), hip.hipGetErrorString(r));
+    printf("hipInit: %s (%s): no CUDA driver or GPU here, so only the exports were checked\n", hip.hipGetErrorName(r),
+           hip.hipGetErrorString(r));
     return failures ? 1 : 0;
   }
   round_trip(pools);
