@@ -96,13 +96,15 @@ static size_t dls__gpu_release_parked(dls__gpu *g, dls__gpu_device *d, bool ever
   size_t freed = 0;
   for (size_t i = 0; i < d->nparked;) {
     dls__gpu_parked *b = &d->parked[i];
-    dls__gpu_result r = everything ? g->calls.event_synchronize(b->event) : g->calls.event_query(b->event);
-    if (r != DLS__GPU_OK && !everything) {
-      i++; /* not yet, or not now (the thread is capturing): later */
+    if (!everything && (b->event == NULL || g->calls.event_query(b->event) != DLS__GPU_OK)) {
+      i++; /* not yet, or not now (the thread is capturing), or only at shutdown */
       continue;
     }
+    if (everything && b->event != NULL)
+      g->calls.event_synchronize(b->event); /* shutdown: the stream passed long ago, or soon will */
+    if (b->event != NULL)
+      dls__gpu_spare_event(g, d, b->event);
     g->calls.mem_free(b->ptr);
-    dls__gpu_spare_event(g, d, b->event);
     d->parked[i] = d->parked[--d->nparked];
     freed++;
   }
@@ -114,7 +116,7 @@ static void *dls__gpu_reuse_parked(dls__gpu *g, dls__gpu_device *d, size_t size)
   size_t best = SIZE_MAX;
   for (size_t i = 0; i < d->nparked; i++) {
     const dls__gpu_parked *b = &d->parked[i];
-    bool fits = b->size >= size && b->size / 2 <= size; /* at most twice the request */
+    bool fits = b->size >= size && b->size / 2 <= size && b->event != NULL; /* at most twice the request */
     if (fits && (best == SIZE_MAX || b->size < d->parked[best].size) && g->calls.event_query(b->event) == DLS__GPU_OK)
       best = i;
   }
@@ -180,7 +182,9 @@ static dls_status_t dls__gpu_alloc_unpooled(dls__gpu *g, int dev, dls__gpu_devic
 
 /* Parks `ptr` behind an event recorded on `stream`. Debug mode first
  * poisons it with 0xDB in stream order, so a late reader sees garbage and
- * compute-sanitizer sees a use after free once it is really freed. */
+ * compute-sanitizer sees a use after free once it is really freed. Where no
+ * event can be had, the block is kept without one until shutdown: nothing
+ * can tell when the stream passes, and waiting for it is not ours to do. */
 static dls_status_t dls__gpu_park(dls__gpu *g, int dev, dls__gpu_device *d, void *ptr, void *stream) {
   void *base = ptr;
   size_t size = 0;
@@ -204,28 +208,23 @@ static dls_status_t dls__gpu_park(dls__gpu *g, int dev, dls__gpu_device *d, void
     what = g->names.event_record;
     r = g->calls.event_record(event, stream);
   }
-  bool parked = false;
-  dls__gpu_parked *blocks = NULL;
-  if (r == DLS__GPU_OK)
-    blocks = dls__gpu_room(d->parked, &d->parked_cap, d->nparked, sizeof *blocks);
+  if (r != DLS__GPU_OK && event != NULL) {
+    dls__gpu_spare_event(g, d, event);
+    event = NULL;
+  }
+  dls__gpu_parked *blocks = dls__gpu_room(d->parked, &d->parked_cap, d->nparked, sizeof *blocks);
   if (blocks != NULL) {
     d->parked = blocks;
     blocks[d->nparked++] = (dls__gpu_parked){ptr, size, event};
-    parked = true;
-  } else if (event != NULL) {
-    dls__gpu_spare_event(g, d, event);
   }
   pthread_mutex_unlock(&d->free_mu);
-  if (parked)
-    return DLS_OK;
-  /* Nothing to order the free with: wait for the stream rather than free early. */
-  dls__gpu_result rs = g->calls.stream_synchronize(stream);
-  if (rs == DLS__GPU_OK)
-    g->calls.mem_free(ptr);
-  if (r == DLS__GPU_OK)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory to park ptr=%p; freed it after synchronizing stream=%p",
-                     ptr, stream);
-  return dls__gpu_fail(g, r, dev, "%s while freeing ptr=%p on stream=%p", what, ptr, stream);
+  if (blocks == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY,
+                     "out of host memory to park ptr=%p freed on stream=%p: the device memory is lost", ptr, stream);
+  if (r != DLS__GPU_OK)
+    return dls__gpu_fail(g, r, dev, "%s while freeing ptr=%p on stream=%p (the memory is kept until shutdown)",
+                         what, ptr, stream);
+  return DLS_OK;
 }
 
 static dls_status_t dls__gpu_free_unpooled(dls__gpu *g, int dev, dls__gpu_device *d, void *ptr, void *stream) {
