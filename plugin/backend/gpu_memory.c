@@ -6,12 +6,13 @@
  * lacks them, or DLSTREAM_DEBUG_ALLOC) memory comes from the plain
  * allocator, and a free is stream-ordered by hand: an event is recorded on
  * the freeing stream and the block is parked until the event completes.
- * A parked block is then reused by a later allocation of this device; the
- * driver's own free (cuMemFree, hipFree) synchronizes the device, so it runs
- * only where waiting is the lesser evil: at shutdown, on out-of-memory, when
- * more than DLS__GPU_PARK_MAX blocks are parked, and in debug mode (which
- * never reuses, so that a late reader meets freed memory). Parked blocks are
- * checked at later allocations and frees, never waited for.
+ * A parked block is then reused by a later allocation of this device (one
+ * of at most twice its size), as a caching allocator would; the driver's own
+ * free (cuMemFree, hipFree) synchronizes the device, so it runs only where
+ * waiting is the lesser evil: at shutdown, on out-of-memory (then the
+ * allocation is retried), and in debug mode (which never reuses, so that a
+ * late reader meets freed memory). Parked blocks are checked at later
+ * allocations and frees, never waited for.
  *
  * Capture: on a capturing stream even the pool-less path is stream-ordered
  * (the driver's default-pool cuMemAllocAsync / hipMallocAsync), so that the
@@ -24,8 +25,6 @@
 #include <string.h>
 
 #include "backend/gpu.h"
-
-#define DLS__GPU_PARK_MAX 64
 
 /* ---- capture awareness (slow paths only) ---- */
 
@@ -245,7 +244,7 @@ static dls_status_t dls__gpu_free_unpooled(dls__gpu *g, int dev, dls__gpu_device
                      "capture without a pool, so its free cannot be captured; free it after the capture ends",
                      ptr, stream, g->devname, dev);
   DLS__TRY(dls__gpu_park(g, dev, d, ptr, stream));
-  if (g->debug_alloc || d->nparked > DLS__GPU_PARK_MAX) {
+  if (g->debug_alloc) {
     unsigned mode = dls__gpu_relax(g);
     pthread_mutex_lock(&d->free_mu);
     dls__gpu_release_parked(g, d, false);
