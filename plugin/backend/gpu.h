@@ -386,7 +386,8 @@ DLS__INTERNAL dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_de
   X(thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev))                            \
   X(peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can))                                      \
   X(memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t size, void *stream),          \
-    (dev, dst, src_dev, src, size, stream))
+    (dev, dst, src_dev, src, size, stream))                                                                    \
+  X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size))
 
 #define DLS__GPU_UNPAREN(...) __VA_ARGS__
 #define DLS__GPU_WITH_G(...) (dls__gpu * g, __VA_ARGS__)

@@ -197,3 +197,17 @@ const char *dls__gpu_call_name(const char *column) {
   }
   return strcmp(column, "0") == 0 ? "(none)" : column;
 }
+
+/* The compile target the loader read when it opened the device ("sm_90"),
+ * where the vendor names one. */
+dls_status_t dls__gpu_device_arch(dls__gpu *g, int dev, char *out_arch, size_t size) {
+  dls__gpu_device *d = NULL;
+  DLS__TRY(dls__gpu_device_get(g, dev, &d));
+  if (strncmp(d->arch, "sm_", 3) != 0 && strncmp(d->arch, "gfx", 3) != 0)
+    return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s:%d does not name its compile target (%s)", g->devname, dev, d->arch);
+  if (strlen(d->arch) >= size)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s:%d: target \"%s\" does not fit in %zu bytes", g->devname, dev,
+                     d->arch, size);
+  memcpy(out_arch, d->arch, strlen(d->arch) + 1);
+  return DLS_OK;
+}
