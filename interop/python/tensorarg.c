@@ -108,12 +108,12 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
   if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
     /* Host memory, device execution: stage through a temporary; the call blocks.
      * Not in a capture: the blocking copy back would wait for work that is only recorded. */
-    uint64_t cap = 0;
-    if (dls__stream_capture(c->s, &cap) != DLS__CAPTURE_NONE) {
+    uint64_t capture = 0;
+    if (dls__stream_capture(c->s, &capture) != DLS__CAPTURE_NONE) {
       dlspy_raisef(st, DLS_ERR_STATE,
                    "%s(args[%d]): a host array would be staged through the device and the call would block, but "
                    "the stream is capturing (capture %llu): pass a device tensor inside a capture",
-                   c->pycall, index, (unsigned long long)cap);
+                   c->pycall, index, (unsigned long long)capture);
       goto fail;
     }
     if (dlspy_add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
