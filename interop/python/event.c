@@ -87,7 +87,7 @@ static int foreign_native(dlspy_state *st, PyObject *obj, void **out) {
   }
   if (p != 0 && (p < 4096 || p >> 63)) {
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                 "Event.wrap(obj=%R): %#llx is not an event: no event lives below 4096 or at 2**63 and above", obj,
+                 "Event.wrap(obj=%R): 0x%llx is not an event: no event lives below 4096 or at 2**63 and above", obj,
                  p);
     return -1;
   }

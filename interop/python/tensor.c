@@ -436,6 +436,26 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   return dlspy_tensor_wrap(st, t);
 }
 
+/* The current stream of the framework that made `obj` on device `d` (the exchange API's current work stream, or
+ * a registered stream provider), or {0} when it names none. */
+static int framework_current(dlspy_state *st, PyObject *obj, DLDevice d, DLDevice home, const char *pycall,
+                             dls_stream_t *out) {
+  out->id = 0;
+  const dlspy_type_entry *ti = dlspy_type_info(st, Py_TYPE(obj));
+  if (ti->api != NULL) {
+    void *native = NULL;
+    if (ti->api->current_work_stream(d.device_type, d.device_id, &native) != 0) {
+      if (!PyErr_Occurred())
+        dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream failed", pycall);
+      return -1;
+    }
+    return dlspy_stream_cached(st, home, native, pycall, out);
+  }
+  if (ti->provider != NULL)
+    return dlspy_provider_stream(st, ti->provider, obj, home, pycall, 0, out);
+  return 0;
+}
+
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "from_dlpack";
   dlspy_state *st = dlspy_state_of_module(module);
@@ -471,6 +491,9 @@ PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (dlspy_stream_resolve(st, a[1], home, pycall, "stream", &producer) != 0)
       return NULL;
     if (producer.id == 0 && dlspy_context_stream(st, &producer) != 0)
+      return NULL;
+    /* As for a launch: the producing framework's current stream (inside torch.cuda.graph, the capturing one). */
+    if (producer.id == 0 && home.device_type != kDLCPU && framework_current(st, obj, d, home, pycall, &producer) != 0)
       return NULL;
     if (producer.id != 0) {
       DLDevice sd;

@@ -313,7 +313,7 @@ static dls_status_t refuse_capturing(const char *call, dls__stream *s) {
   uint64_t id;
   int status = dls__stream_capture(s, &id);
   if (DLS__LIKELY(status == DLS__CAPTURE_NONE))
-    return DLS_OK;
+    return dls__capture_check_host_wait(call);
   char d[128];
   return dls__fail(DLS_ERR_STATE,
                    "%s: %s: its work is being recorded, not run, so there is nothing to wait for (the driver would "
