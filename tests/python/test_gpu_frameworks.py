@@ -221,7 +221,7 @@ def test_numba_cai_producer_stream_is_honoured():
         arg = OnlyCai(tmp, stream=_numba_stream_ptr(ns)) if honoured else OnlyCai(tmp, stream=None)
         s_held, early, late = copy_behind_producer(_numba_stream_ptr(ns),
                                                    lambda: tmp.copy_to_device(src, stream=ns),  # device to device
-                                                   lambda: arg)
+                                                   lambda: arg, expect_held=honoured)
         if honoured:
             assert s_held and (late == 5).all(), "s waits for numba's stream"
         else:
