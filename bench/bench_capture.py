@@ -42,9 +42,14 @@ def main():
         cycles = int(cycles * (SPIN_S * 1e3) / start.elapsed_time(end))
     side = [torch.cuda.Stream() for _ in range(max(KS))]
 
+    def here():
+        """The stream a capture records: dlstream.capture's (use_stream), else torch's current (capturing) one."""
+        return dlstream._dlstream._stream_var.get(None) or dlstream.Stream.wrap(torch.cuda.current_stream())
+
     def dls_serial(k):
+        s = here()
         for _ in range(k):
-            dlstream.spin(SPIN_S)
+            dlstream.spin(SPIN_S, stream=s)
 
     def dls_forkjoin(k):
         with dlstream.stream_parallel():

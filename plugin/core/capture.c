@@ -178,6 +178,15 @@ dls_status_t dls__capture_check_host_wait(const char *call) {
                    call, id, mode == DLS_CAPTURE_GLOBAL ? "global" : "thread-local");
 }
 
+bool dls__capture_on_device(dls__device *dev) {
+  if (DLS__LIKELY(atomic_load_explicit(&dev->captures, memory_order_acquire) == 0))
+    return false;
+  pthread_mutex_lock(&g_mu);
+  forget_finished(); /* a capture another framework ended is known only once its stream says so */
+  pthread_mutex_unlock(&g_mu);
+  return atomic_load_explicit(&dev->captures, memory_order_acquire) > 0;
+}
+
 bool dls__capture_underway(uint64_t id) {
   if (id == 0 || atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0)
     return false;
@@ -445,7 +454,7 @@ dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
     return dls__fail(DLS_ERR_STATE, "%s: %s is capturing; replaying a graph inside a capture is not supported", call,
                      dls__stream_describe(s, id, d, sizeof d));
   }
-  if (dls__stream_legacy(s) && atomic_load(&s->dev->captures) > 0)
+  if (dls__stream_legacy(s) && dls__capture_on_device(s->dev))
     return dls__fail(DLS_ERR_STATE, "%s: a capture is underway on %s, so its legacy stream may not be used", call,
                      s->dev->name);
   pthread_mutex_lock(&gr->mu);

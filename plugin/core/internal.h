@@ -301,6 +301,9 @@ DLS__INTERNAL bool dls__capture_polling_allowed(void);
  * querying calls (the driver would invalidate it): DLS_ERR_STATE naming it. */
 DLS__INTERNAL dls_status_t dls__capture_check_host_wait(const char *call);
 DLS__INTERNAL extern _Atomic int dls__captures_known;
+/* Whether a capture dlstream knows of is underway on a device (captures
+ * other frameworks ended are forgotten first). */
+DLS__INTERNAL bool dls__capture_on_device(dls__device *dev);
 /* Whether a capture is still underway as far as dlstream can tell. */
 DLS__INTERNAL bool dls__capture_underway(uint64_t id);
 /* A buffer allocated in capture `id` (a capture dlstream began: its graph

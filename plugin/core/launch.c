@@ -259,7 +259,8 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, fn->name,
                      fn->dev->name, s->dev->name);
   DLS__TRY(check_config(call, config));
-  if (DLS__UNLIKELY(atomic_load_explicit(&s->dev->captures, memory_order_relaxed) > 0) && dls__stream_legacy(s))
+  if (DLS__UNLIKELY(atomic_load_explicit(&s->dev->captures, memory_order_relaxed) > 0) && dls__stream_legacy(s) &&
+      dls__capture_on_device(s->dev))
     return dls__fail(DLS_ERR_STATE,
                      "%s: a capture is underway on %s, and work on its legacy default stream would merge into it "
                      "(the driver invalidates the capture); launch on the capturing stream or a created one",

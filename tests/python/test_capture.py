@@ -322,3 +322,19 @@ def test_the_capture_example_runs():
     r = run_python(path.read_text(), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "10 replays, y = 25.0" in r.stdout
+
+
+@needs_torch_cuda
+def test_after_a_torch_capture_the_legacy_stream_is_usable_again(torch_warm):
+    """dlstream saw torch's capture (it launched on the capturing stream); once torch ended it, work on torch's
+    default (legacy) stream is no longer refused."""
+    x = torch.ones(N, device="cuda")
+    y = torch.zeros(N, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        dlstream.axpy(1.0, x, y)
+    assert torch.cuda.current_stream().cuda_stream == 0
+    dlstream.axpy(1.0, x, y)                             # torch's default stream is the legacy stream
+    torch.cuda.synchronize()
+    assert torch.equal(y, torch.ones_like(y))

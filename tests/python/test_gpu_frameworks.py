@@ -211,7 +211,6 @@ def _numba_stream_ptr(ns):
 @needs_numba
 def test_numba_cai_producer_stream_is_honoured():
     ns = numba_cuda.stream()
-    src = numba_cuda.to_device(np.full(1024, 5, np.float32))
     tmp = numba_cuda.device_array(1024, np.float32, stream=ns)
     numba_cuda.synchronize()
     assert tmp.__cuda_array_interface__["version"] >= 3
@@ -220,7 +219,8 @@ def test_numba_cai_producer_stream_is_honoured():
         numba_cuda.synchronize()
         arg = OnlyCai(tmp, stream=_numba_stream_ptr(ns)) if honoured else OnlyCai(tmp, stream=None)
         s_held, early, late = copy_behind_producer(_numba_stream_ptr(ns),
-                                                   lambda: tmp.copy_to_device(src, stream=ns),  # device to device
+                                                   lambda: dlstream.fill(tmp, 5.0, stream=dlstream.Stream.wrap(
+                                                       _numba_stream_ptr(ns), device=DEV)),  # work queued on ns
                                                    lambda: arg, expect_held=honoured)
         if honoured:
             assert s_held and (late == 5).all(), "s waits for numba's stream"
