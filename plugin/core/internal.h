@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "dlstream/dlstream.h"
 #include "error.h"
+#include "fault.h"
 
 /* A spinlock for short critical sections (a buffer's use set). */
 typedef struct dls__spin {
