@@ -279,7 +279,9 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   if (dev == NULL)
     return st;
   dls__stream *none;
-  DLS__TRY(dls__stream_default(dev, DLS__STREAM_NONE, &none));
+  st = dls__stream_default(dev, DLS__STREAM_NONE, &none);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   dls__latch *l = calloc(1, sizeof *l);
   dls__mapped *m = calloc(1, sizeof *m);
   if (l == NULL || m == NULL) {
@@ -298,6 +300,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   m->host = host;
   st = dls__buffer_borrow(dev, dptr, 2 * sizeof(uint32_t), none, mapped_release, m, &l->mem);
   if (st != DLS_OK) {
+    st = dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
     mapped_release(m);
     free(l);
     return st;
