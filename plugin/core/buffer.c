@@ -7,6 +7,20 @@
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
 
+/* An entry of the deferred release queue. */
+typedef struct dls__deferred {
+  struct dls__deferred *next;
+  dls__device *dev;
+  void **events;
+  int nevents;
+  dls_release_fn release;
+  void *user_data;
+  void *events_inline[DLS__USES_INLINE]; /* `events` when they fit */
+} dls__deferred;
+
+static void deferred_enqueue(dls__deferred *d, dls__device *dev, void **events, int nevents, dls_release_fn release,
+                             void *user_data);
+
 static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
   if (b == NULL)
@@ -26,6 +40,7 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   b->cap = DLS__USES_INLINE;
   atomic_init(&b->refs, 1);
   b->id = 0;
+  b->spare = NULL;
   return b;
 }
 
@@ -43,9 +58,15 @@ dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
 
 dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                 dls_release_fn release, void *user_data, dls__buffer **out) {
-  dls__buffer *b = buffer_new(dev, ptr, size, producer);
-  if (b == NULL)
+  dls__deferred *spare = NULL;
+  if (release != NULL && (spare = dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof *spare)) == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  dls__buffer *b = buffer_new(dev, ptr, size, producer);
+  if (b == NULL) {
+    dls__obj_free(DLS__OBJ_DEFERRED, spare);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  }
+  b->spare = spare;
   b->borrowed = true;
   /* A GPU framework frees in stream order on its producer stream; host
    * memory is freed by its owner at once, while CPU streams may still run
@@ -150,24 +171,30 @@ static void buffer_release(dls__buffer *b) {
     }
     if (b->ptr != NULL)
       dev->be->mem_free(dev->id, b->ptr, a->native);
-  } else if (b->nuses == 0 || uses_complete(b)) {
+  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
+    /* No release to hold back: the use events may go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
       dls__event_pool_put(dev, b->uses[i].event);
     if (b->release)
       b->release(b->user_data);
   } else {
-    void **events = malloc((size_t)b->nuses * sizeof *events);
-    for (int i = 0; events != NULL && i < b->nuses; i++)
-      events[i] = b->uses[i].event;
-    if (events == NULL || dls__deferred_push(dev, events, b->nuses, b->release, b->user_data) != DLS_OK) {
+    /* The entry was made with the buffer: deferring needs no memory, unless
+     * more streams used it than the entry holds inline. */
+    dls__deferred *d = b->spare;
+    b->spare = NULL;
+    void **events = b->nuses <= DLS__USES_INLINE ? d->events_inline : malloc((size_t)b->nuses * sizeof *events);
+    if (events == NULL) {
       /* No memory to defer: wait here rather than release early. */
       for (int i = 0; i < b->nuses; i++) {
         dev->be->event_synchronize(dev->id, b->uses[i].event);
         dls__event_pool_put(dev, b->uses[i].event);
       }
-      free(events);
-      if (b->release)
-        b->release(b->user_data);
+      dls__obj_free(DLS__OBJ_DEFERRED, d);
+      b->release(b->user_data);
+    } else {
+      for (int i = 0; i < b->nuses; i++)
+        events[i] = b->uses[i].event;
+      deferred_enqueue(d, dev, events, b->nuses, b->release, b->user_data);
     }
   }
   /* The events carry the ordering now: the use streams' records may go. */
@@ -176,6 +203,7 @@ static void buffer_release(dls__buffer *b) {
   dls__stream_unref(a);
   if (b->uses != b->uses_inline)
     free(b->uses);
+  dls__obj_free(DLS__OBJ_DEFERRED, b->spare); /* not needed: released at once */
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
@@ -186,24 +214,21 @@ void dls__buffer_unref(dls__buffer *b) {
 
 /* ---- the deferred queue ---- */
 
-typedef struct dls__deferred {
-  struct dls__deferred *next;
-  dls__device *dev;
-  void **events;
-  int nevents;
-  dls_release_fn release;
-  void *user_data;
-} dls__deferred;
-
 static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static dls__deferred *g_deferred;
 _Atomic size_t dls__deferred_count;
 
 dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dls_release_fn release,
                                 void *user_data) {
-  dls__deferred *d = malloc(sizeof *d);
+  dls__deferred *d = dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof *d);
   if (d == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
+  deferred_enqueue(d, dev, events, nevents, release, user_data);
+  return DLS_OK;
+}
+
+static void deferred_enqueue(dls__deferred *d, dls__device *dev, void **events, int nevents, dls_release_fn release,
+                             void *user_data) {
   d->dev = dev;
   d->events = events;
   d->nevents = nevents;
@@ -214,16 +239,16 @@ dls_status_t dls__deferred_push(dls__device *dev, void **events, int nevents, dl
   g_deferred = d;
   atomic_fetch_add(&dls__deferred_count, 1);
   pthread_mutex_unlock(&g_deferred_mu);
-  return DLS_OK;
 }
 
 static void deferred_finish(dls__deferred *d) {
   for (int i = 0; i < d->nevents; i++)
     dls__event_pool_put(d->dev, d->events[i]);
-  free(d->events);
+  if (d->events != d->events_inline)
+    free(d->events);
   if (d->release)
     d->release(d->user_data);
-  free(d);
+  dls__obj_free(DLS__OBJ_DEFERRED, d);
 }
 
 static bool deferred_ready(dls__deferred *d) {

@@ -183,6 +183,8 @@ typedef struct dls__buffer {
   int nuses, cap;
   _Atomic int refs;     /* handle + tensors + exports */
   uint64_t id;          /* its handle, 0 if none */
+  struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
+                                  the buffer so that a release never needs memory */
 } dls__buffer;
 
 /* A new owned buffer allocated on `s` (no handle; refs = 1). */
@@ -263,7 +265,7 @@ DLS__INTERNAL void dls__builtins_shutdown(void);
 
 /* Per-thread caches of freed objects of one size class, so the hot paths
  * (buffers, events, streams) skip malloc/free. Objects come back uninitialized. */
-enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_KINDS };
+enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_DEFERRED, DLS__OBJ_KINDS };
 DLS__INTERNAL void *dls__obj_alloc(int kind, size_t size);
 DLS__INTERNAL void dls__obj_free(int kind, void *obj);
 /* Frees the calling thread's cached objects (shutdown). */

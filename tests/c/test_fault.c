@@ -4,6 +4,8 @@
  * fault_ordering.c), and nothing is lost (fault_fixture.c checks). */
 #include "fault_fixture.h"
 
+#include <time.h>
+
 TestSuite(fault, .fini = dlst_fini);
 
 BACKEND_TEST(fault, sweep_every_point_of_every_scenario) {
@@ -78,4 +80,57 @@ Test(fault, latch_create_out_of_memory_names_the_call) {
     cr_assert_eq(l.id, 0);
   }
   cr_assert_gt(failed, 0, "no point of dls_latch_create failed it");
+}
+
+static int g_released;
+static void count_release(void *user_data) {
+  (void)user_data;
+  g_released++;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Out of memory while a borrowed buffer whose use is still queued on a held
+ * stream is released: the release is deferred (the queue entry is made with
+ * the buffer), never waited for on the host, and runs once. */
+Test(fault, borrowed_release_out_of_memory_never_blocks_the_host) {
+  static float mem[64];
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    OK(dls_shutdown());
+    g_released = 0;
+    dls_stream_t u;
+    dls_latch_t l;
+    dls_buffer_t b;
+    OK(dls_stream_create(cpu, NULL, &u));
+    OK(dls_latch_create(cpu, &l));
+    OK(dls_latch_wait(l, u, 5000000000ull));
+    OK(dls_buffer_borrow(cpu, mem, sizeof mem, dls_stream_default(cpu, DLS_STREAM_LEGACY), count_release, NULL, &b));
+    OK(dls_buffer_record_use(b, u));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    dls_fault_arm(n, DLS_OK);
+    dls_status_t st = dls_buffer_free(b);
+    dls_fault_disarm();
+    double secs = seconds_since(&t0);
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    OK(dls_latch_open(l));
+    OK(dls_stream_synchronize(u));
+    cr_assert_eq(st, DLS_OK, "a release reports nothing");
+    cr_assert_lt(secs, 1.0, "point %llu (%s): dls_buffer_free blocked the host for %.1f s", (unsigned long long)n,
+                 point, secs);
+    OK(dls_latch_status(l));
+    OK(dls_latch_destroy(l));
+    OK(dls_stream_destroy(u));
+    OK(dls_shutdown());
+    cr_assert_eq(g_released, 1, "point %llu (%s): the release ran %d times", (unsigned long long)n, point,
+                 g_released);
+  }
 }
