@@ -246,6 +246,11 @@ static void run_once(const fx_scenario *sc, DLDevice d, uint64_t arm, fx_result 
     base[k] = (int64_t)(c - z);
   }
   double t0 = now_s();
+  static int verbose = -1;
+  if (verbose < 0)
+    verbose = getenv("DLSTREAM_FAULT_VERBOSE") != NULL;
+  if (verbose) /* a crash names the run that made it */
+    fprintf(stderr, "fault injection: %s, point %llu\n", sc->name, (unsigned long long)arm);
 
   dls_fault_arm(arm, DLS_OK);
   r->st = sc->run(x);
@@ -254,6 +259,9 @@ static void run_once(const fx_scenario *sc, DLDevice d, uint64_t arm, fx_result 
   r->point = dls_fault_last();
   dls_fault_disarm();
   r->skip = x->skip;
+  if (verbose && r->injected)
+    fprintf(stderr, "fault injection: %s, point %llu is %s: %s\n", sc->name, (unsigned long long)arm, r->point,
+            r->st == DLS_OK ? "absorbed" : x->step);
 
   if (x->wrong[0] != '\0')
     problem(r, "wrong result without a failing call: %s", x->wrong);
