@@ -84,48 +84,59 @@ static bool same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || (a->dev == b->dev && a->native == b->native);
 }
 
-/* Records work queued on `s` so far as a use, whatever stream it is. */
-static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
-  dls__device *dev = b->dev;
-  dls_status_t st = DLS_OK;
-  dls__spin_lock(&b->mu);
-  dls__use *u = NULL;
+/* The use entry of `s`, added with a pooled event when missing. b->mu held. */
+static dls_status_t use_entry(dls__buffer *b, dls__stream *s, dls__use **out) {
   for (int i = 0; i < b->nuses; i++) {
     if (same_stream(b->uses[i].stream, s)) {
-      u = &b->uses[i];
-      break;
+      *out = &b->uses[i];
+      return DLS_OK;
     }
   }
-  if (u == NULL) {
-    if (b->nuses == b->cap) {
-      int cap = b->cap * 2;
-      dls__use *p = malloc((size_t)cap * sizeof *p);
-      if (p == NULL) {
-        dls__spin_unlock(&b->mu);
-        return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
-      }
-      memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
-      if (b->uses != b->uses_inline)
-        free(b->uses);
-      b->uses = p;
-      b->cap = cap;
-    }
-    void *ev;
-    st = dls__event_pool_get(dev, &ev);
-    if (st != DLS_OK) {
-      dls__spin_unlock(&b->mu);
-      return st;
-    }
-    u = &b->uses[b->nuses++];
-    u->stream = s;
-    u->event = ev;
-    dls__stream_ref(s);
+  if (b->nuses == b->cap) {
+    int cap = b->cap * 2;
+    dls__use *p = malloc((size_t)cap * sizeof *p);
+    if (p == NULL)
+      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
+    memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
+    if (b->uses != b->uses_inline)
+      free(b->uses);
+    b->uses = p;
+    b->cap = cap;
   }
-  /* Re-recording moves the marker past this use; the earlier uses on the
-   * same stream are before it in stream order. */
-  st = dev->be->event_record(dev->id, u->event, s->native);
+  void *ev;
+  DLS__TRY(dls__event_pool_get(b->dev, &ev));
+  dls__use *u = &b->uses[b->nuses++];
+  u->stream = s;
+  u->event = ev;
+  u->stale = false;
+  dls__stream_ref(s);
+  *out = u;
+  return DLS_OK;
+}
+
+/* Records work queued on `s` so far as a use, whatever stream it is. */
+static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
+  dls__spin_lock(&b->mu);
+  dls__use *u;
+  dls_status_t st = use_entry(b, s, &u);
+  if (st == DLS_OK) {
+    /* Re-recording moves the marker past this use; the earlier uses on the
+     * same stream are before it in stream order. */
+    st = b->dev->be->event_record(b->dev->id, u->event, s->native);
+    u->stale = st != DLS_OK;
+  }
   dls__spin_unlock(&b->mu);
   return st;
+}
+
+/* A stale use's event missed its latest record: recording it now covers
+ * everything queued on its stream so far. */
+static dls_status_t use_refresh(dls__buffer *b, dls__use *u) {
+  if (DLS__LIKELY(!u->stale))
+    return DLS_OK;
+  DLS__TRY(b->dev->be->event_record(b->dev->id, u->event, u->stream->native));
+  u->stale = false;
+  return DLS_OK;
 }
 
 dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
@@ -134,14 +145,28 @@ dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
   return record_use(b, s);
 }
 
+dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s) {
+  if (same_stream(b->stream, s))
+    return DLS_OK;
+  dls__spin_lock(&b->mu);
+  dls__use *u;
+  dls_status_t st = use_entry(b, s, &u);
+  dls__spin_unlock(&b->mu);
+  return st;
+}
+
 dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   dls__device *dev = b->dev;
   DLS__TRY(dls__stream_order(consumer, b->stream));
   dls_status_t st = DLS_OK;
   dls__spin_lock(&b->mu);
-  for (int i = 0; i < b->nuses && st == DLS_OK; i++)
-    if (!same_stream(b->uses[i].stream, consumer))
-      st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
+  for (int i = 0; i < b->nuses && st == DLS_OK; i++) {
+    if (!same_stream(b->uses[i].stream, consumer)) {
+      st = use_refresh(b, &b->uses[i]);
+      if (st == DLS_OK)
+        st = dev->be->stream_wait_event(dev->id, consumer->native, b->uses[i].event);
+    }
+  }
   dls__spin_unlock(&b->mu);
   return st;
 }
@@ -164,6 +189,9 @@ static void buffer_release(dls__buffer *b) {
   if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
       dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle && record_use(b, a) != DLS_OK)
     dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
+  for (int i = 0; i < b->nuses; i++)
+    if (use_refresh(b, &b->uses[i]) != DLS_OK) /* the use's work is not covered: wait rather than free early */
+      dev->be->stream_synchronize(dev->id, b->uses[i].stream->native);
   if (!b->borrowed) {
     for (int i = 0; i < b->nuses; i++) {
       dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
@@ -454,7 +482,10 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
   if (size == 0)
     return DLS_OK;
   char *dev_ptr = (char *)b->ptr + offset;
-  dls_status_t st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
+  dls_status_t st = dls__buffer_reserve(b, s);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
+  st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
                               : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
   if (st == DLS_OK)
     st = dls__buffer_use(b, s);

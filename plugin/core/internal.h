@@ -163,6 +163,7 @@ DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *t
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
   void *event;         /* pooled native event, recorded after the latest use */
+  bool stale;          /* the latest record failed: record it again before ordering on it */
 } dls__use;
 
 #define DLS__USES_INLINE 4
@@ -198,6 +199,11 @@ DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
 /* Records that work queued on `s` so far uses the buffer (no-op when `s` is
  * the allocation stream). */
 DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
+/* Makes room for the use of `s` (use set entry, pooled event) before work
+ * that uses the buffer is queued, so that recording the use afterwards
+ * needs no memory. A failed record after the work leaves the entry stale:
+ * the buffer's release records it again, covering that work. */
+DLS__INTERNAL dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s);
 /* Makes `consumer` wait for every queued use (producer stream included). */
 DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
 

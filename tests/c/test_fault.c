@@ -4,6 +4,7 @@
  * fault_ordering.c), and nothing is lost (fault_fixture.c checks). */
 #include "fault_fixture.h"
 
+#include <stdatomic.h>
 #include <time.h>
 
 TestSuite(fault, .fini = dlst_fini);
@@ -132,5 +133,65 @@ Test(fault, borrowed_release_out_of_memory_never_blocks_the_host) {
     OK(dls_shutdown());
     cr_assert_eq(g_released, 1, "point %llu (%s): the release ran %d times", (unsigned long long)n, point,
                  g_released);
+  }
+}
+
+static atomic_int g_kernel_ran, g_ran_before_delete, g_deletes;
+static int k_mark(const dls_launch_config_t *cfg, void *const *args, int nargs) {
+  (void)cfg, (void)args, (void)nargs;
+  atomic_store(&g_kernel_ran, 1);
+  return 0;
+}
+static void mark_deleter(DLManagedTensorVersioned *self) {
+  (void)self;
+  atomic_store(&g_ran_before_delete, atomic_load(&g_kernel_ran));
+  atomic_fetch_add(&g_deletes, 1);
+}
+
+/* A launch queues its kernel, then records the uses of its arguments: when
+ * that record fails, the imported tensor's release still waits for the
+ * kernel (its use entry was made before the launch; a stale record is made
+ * again at release). */
+Test(fault, launch_that_fails_to_record_a_use_still_orders_the_release) {
+  static float mem[16];
+  static int64_t shape[1] = {16};
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    OK(dls_shutdown());
+    atomic_store(&g_kernel_ran, 0);
+    atomic_store(&g_ran_before_delete, 0);
+    atomic_store(&g_deletes, 0);
+    DLManagedTensorVersioned m = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .deleter = mark_deleter};
+    m.dl_tensor = (DLTensor){.data = mem, .device = cpu, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    dls_stream_t u;
+    dls_latch_t l;
+    dls_function_t f;
+    dls_tensor_t t;
+    OK(dls_stream_create(cpu, NULL, &u));
+    OK(dls_latch_create(cpu, &l));
+    OK(dls_latch_wait(l, u, DLST_LATCH_TIMEOUT_NS));
+    OK(dls_function_from_host(cpu, "k_mark", k_mark, &f));
+    OK(dls_tensor_import_versioned(&m, (dls_stream_t){0}, &t));
+    dls_arg_t arg = dls_arg_tensor_in(t);
+    dls_fault_arm(n, DLS_OK);
+    dls_status_t st = dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1);
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    OK(dls_tensor_release(t));
+    OK(dls_latch_open(l));
+    OK(dls_stream_synchronize(u));
+    OK(dls_latch_destroy(l));
+    OK(dls_function_destroy(f));
+    OK(dls_stream_destroy(u));
+    OK(dls_shutdown());
+    cr_assert_eq(atomic_load(&g_deletes), 1, "point %llu (%s): the deleter ran %d times", (unsigned long long)n,
+                 point, atomic_load(&g_deletes));
+    if (atomic_load(&g_kernel_ran))
+      cr_assert_eq(atomic_load(&g_ran_before_delete), 1,
+                   "point %llu (%s), launch %s: the tensor was released before the kernel that reads it ran",
+                   (unsigned long long)n, point, dls_status_name(st));
   }
 }
