@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Buffers and the stream-ordered deallocation rule; the deferred release queue. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,16 @@ dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
   return st;
 }
 
+/* Blocks until an event completes. Should the driver fail to wait, polls
+ * instead: a release must never run before the work it waits for. */
+static void event_wait(dls__device *dev, void *ev) {
+  if (dev->be->event_synchronize(dev->id, ev) == DLS_OK)
+    return;
+  int done = 0;
+  while (dev->be->event_query(dev->id, ev, &done) == DLS_OK && !done)
+    sched_yield();
+}
+
 /* Whether every recorded use has already completed (a cheap query each). */
 static bool uses_complete(dls__buffer *b) {
   for (int i = 0; i < b->nuses; i++) {
@@ -214,7 +225,7 @@ static void buffer_release(dls__buffer *b) {
     if (events == NULL) {
       /* No memory to defer: wait here rather than release early. */
       for (int i = 0; i < b->nuses; i++) {
-        dev->be->event_synchronize(dev->id, b->uses[i].event);
+        event_wait(dev, b->uses[i].event);
         dls__event_pool_put(dev, b->uses[i].event);
       }
       dls__obj_free(DLS__OBJ_DEFERRED, d);
@@ -328,7 +339,7 @@ void dls__deferred_drain(void) {
     if (d == NULL)
       return;
     for (int i = 0; i < d->nevents; i++)
-      d->dev->be->event_synchronize(d->dev->id, d->events[i]);
+      event_wait(d->dev, d->events[i]);
     deferred_finish(d);
   }
 }

@@ -4,6 +4,7 @@
  * fault_ordering.c), and nothing is lost (fault_fixture.c checks). */
 #include "fault_fixture.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -193,5 +194,55 @@ Test(fault, launch_that_fails_to_record_a_use_still_orders_the_release) {
       cr_assert_eq(atomic_load(&g_ran_before_delete), 1,
                    "point %llu (%s), launch %s: the tensor was released before the kernel that reads it ran",
                    (unsigned long long)n, point, dls_status_name(st));
+  }
+}
+
+static atomic_int g_hold_released, g_hold_done, g_released_early;
+/* Holds its stream until the release below ran, or for 200 ms. */
+static int k_hold(const dls_launch_config_t *cfg, void *const *args, int nargs) {
+  (void)cfg, (void)args, (void)nargs;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (!atomic_load(&g_hold_released) && seconds_since(&t0) < 0.2)
+    sched_yield();
+  atomic_store(&g_hold_done, 1);
+  return 0;
+}
+static void hold_release(void *user_data) {
+  (void)user_data;
+  if (!atomic_load(&g_hold_done))
+    atomic_store(&g_released_early, 1);
+  atomic_store(&g_hold_released, 1);
+}
+
+/* dls_shutdown drains deferred releases by waiting on their use events: when
+ * the driver fails that wait, the release still runs only after the uses. */
+Test(fault, shutdown_drain_that_fails_to_wait_still_waits_for_the_uses) {
+  static float mem[16];
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    OK(dls_shutdown());
+    atomic_store(&g_hold_released, 0);
+    atomic_store(&g_hold_done, 0);
+    atomic_store(&g_released_early, 0);
+    dls_stream_t u;
+    dls_function_t f;
+    dls_buffer_t b;
+    OK(dls_stream_create(cpu, NULL, &u));
+    OK(dls_function_from_host(cpu, "k_hold", k_hold, &f));
+    OK(dls_buffer_borrow(cpu, mem, sizeof mem, dls_stream_default(cpu, DLS_STREAM_LEGACY), hold_release, NULL, &b));
+    OK(dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, NULL, 0));
+    OK(dls_buffer_record_use(b, u));
+    OK(dls_buffer_free(b)); /* deferred: u is still held */
+    dls_fault_arm(n, DLS_OK);
+    OK(dls_shutdown());
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    cr_assert_eq(atomic_load(&g_hold_released), 1, "point %llu (%s): the release did not run",
+                 (unsigned long long)n, dls_fault_last());
+    cr_assert_eq(atomic_load(&g_released_early), 0, "point %llu (%s): the release ran before the work using it",
+                 (unsigned long long)n, dls_fault_last());
   }
 }
