@@ -192,6 +192,36 @@ static bool uses_complete(dls__buffer *b) {
   return true;
 }
 
+/* The deferred release of an owned buffer: its uses have completed. */
+static void owned_free(void *user_data) {
+  dls__buffer *b = user_data;
+  b->dev->be->mem_free(b->dev->id, b->ptr, b->stream->native);
+  dls__stream_unref(b->stream);
+  dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
+/* The allocation stream could not be made to wait on a use: the buffer
+ * record waits in the deferred queue for the use events instead, then frees
+ * in stream order. false: no memory for the entry. */
+static bool defer_owned_free(dls__buffer *b) {
+  dls__deferred *d = dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof *d);
+  void **events = d == NULL                     ? NULL
+                  : b->nuses <= DLS__USES_INLINE ? d->events_inline
+                                                 : malloc((size_t)b->nuses * sizeof *events);
+  if (events == NULL) {
+    dls__obj_free(DLS__OBJ_DEFERRED, d);
+    return false;
+  }
+  for (int i = 0; i < b->nuses; i++) {
+    events[i] = b->uses[i].event;
+    dls__stream_unref(b->uses[i].stream);
+  }
+  if (b->uses != b->uses_inline)
+    free(b->uses);
+  deferred_enqueue(d, b->dev, events, b->nuses, owned_free, b);
+  return true;
+}
+
 /* The last reference is gone: apply the rule. Never blocks the host. */
 static void buffer_release(dls__buffer *b) {
   dls__device *dev = b->dev;
@@ -204,8 +234,14 @@ static void buffer_release(dls__buffer *b) {
     if (use_refresh(b, &b->uses[i]) != DLS_OK) /* the use's work is not covered: wait rather than free early */
       dev->be->stream_synchronize(dev->id, b->uses[i].stream->native);
   if (!b->borrowed) {
+    bool ordered = true;
+    for (int i = 0; i < b->nuses; i++)
+      ordered &= dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event) == DLS_OK;
+    if (!ordered && b->ptr != NULL && defer_owned_free(b))
+      return;
     for (int i = 0; i < b->nuses; i++) {
-      dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
+      if (!ordered) /* no memory to defer: wait rather than free early */
+        event_wait(dev, b->uses[i].event);
       dls__event_pool_put(dev, b->uses[i].event);
     }
     if (b->ptr != NULL)

@@ -246,3 +246,57 @@ Test(fault, shutdown_drain_that_fails_to_wait_still_waits_for_the_uses) {
                  (unsigned long long)n, dls_fault_last());
   }
 }
+
+static float g_seen = -1;
+/* Records the first float of its buffer argument. */
+static int k_peek(const dls_launch_config_t *cfg, void *const *args, int nargs) {
+  (void)cfg, (void)nargs;
+  g_seen = (*(float *const *)args[0])[0];
+  return 0;
+}
+
+/* A buffer freed while a held stream still has a kernel queued that reads
+ * it: when the allocation stream cannot be made to wait on that use, the
+ * memory is still not reused before the kernel ran. */
+Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  dlst_need_pooling();
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    OK(dls_shutdown());
+    g_seen = -1;
+    dls_stream_t a, u;
+    dls_latch_t l;
+    dls_function_t f;
+    dls_buffer_t b, again;
+    float one = 1.0f, nine = 9.0f;
+    OK(dls_stream_create(cpu, NULL, &a));
+    OK(dls_stream_create(cpu, NULL, &u));
+    OK(dls_latch_create(cpu, &l));
+    OK(dls_function_from_host(cpu, "k_peek", k_peek, &f));
+    OK(dls_buffer_alloc(a, 256, &b));
+    OK(dls_fill(a, dls_arg_buffer(b), 64, 4, &one));
+    OK(dls_stream_synchronize(a));
+    OK(dls_latch_wait(l, u, DLST_LATCH_TIMEOUT_NS));
+    dls_arg_t arg = dls_arg_buffer(b);
+    OK(dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1));
+    dls_fault_arm(n, DLS_OK);
+    OK(dls_buffer_free(b));
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    OK(dls_buffer_alloc(a, 256, &again)); /* the same block, were it free on a */
+    OK(dls_fill(a, dls_arg_buffer(again), 64, 4, &nine));
+    OK(dls_latch_open(l));
+    OK(dls_stream_synchronize(u));
+    OK(dls_stream_synchronize(a));
+    cr_assert_eq(g_seen, 1.0f, "point %llu (%s): the kernel read %g: the memory was reused before it ran",
+                 (unsigned long long)n, point, (double)g_seen);
+    OK(dls_buffer_free(again));
+    OK(dls_latch_destroy(l));
+    OK(dls_function_destroy(f));
+    OK(dls_stream_destroy(u));
+    OK(dls_stream_destroy(a));
+  }
+}
