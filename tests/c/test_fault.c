@@ -300,3 +300,53 @@ Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
     OK(dls_stream_destroy(a));
   }
 }
+
+/* A tensor exported to a consumer stream whose kernel still reads it when
+ * the consumer calls the deleter: if recording that use fails inside the
+ * deleter, the memory is still not reused before the kernel ran. */
+Test(fault, export_deleter_that_fails_to_record_the_consumer_use_still_orders_the_free) {
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  dlst_need_pooling();
+  bool reached = true;
+  int64_t shape[1] = {64};
+  for (uint64_t n = 1; reached; n++) {
+    OK(dls_shutdown());
+    g_seen = -1;
+    dls_stream_t a, c;
+    dls_latch_t l;
+    dls_function_t f;
+    dls_tensor_t t;
+    dls_buffer_t again;
+    float one = 1.0f, nine = 9.0f;
+    OK(dls_stream_create(cpu, NULL, &a));
+    OK(dls_stream_create(cpu, NULL, &c));
+    OK(dls_latch_create(cpu, &l));
+    OK(dls_function_from_host(cpu, "k_peek", k_peek, &f));
+    OK(dls_tensor_empty(a, 1, shape, (DLDataType){kDLFloat, 32, 1}, &t));
+    OK(dls_fill(a, dls_arg_tensor(t), 64, 4, &one));
+    DLManagedTensorVersioned *m = NULL;
+    OK(dls_tensor_export_versioned(t, c, &m));
+    OK(dls_latch_wait(l, c, DLST_LATCH_TIMEOUT_NS));
+    dls_arg_t arg = dls_arg_ptr(m->dl_tensor.data); /* the consumer's kernel: dlstream does not see this use */
+    OK(dls_launch(f, c, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1));
+    dls_fault_arm(n, DLS_OK);
+    m->deleter(m);
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    OK(dls_tensor_release(t));
+    OK(dls_buffer_alloc(a, 256, &again)); /* the same block, were it free on a */
+    OK(dls_fill(a, dls_arg_buffer(again), 64, 4, &nine));
+    OK(dls_latch_open(l));
+    OK(dls_stream_synchronize(c));
+    OK(dls_stream_synchronize(a));
+    cr_assert_eq(g_seen, 1.0f, "point %llu (%s): the consumer's kernel read %g: the memory was reused before it ran",
+                 (unsigned long long)n, point, (double)g_seen);
+    OK(dls_buffer_free(again));
+    OK(dls_latch_destroy(l));
+    OK(dls_function_destroy(f));
+    OK(dls_stream_destroy(c));
+    OK(dls_stream_destroy(a));
+  }
+}
