@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fault injection: every injectable point of every scenario fails in turn
- * (fault_objects.c,
- * fault_ordering.c), and nothing is lost (fault_fixture.c checks). */
+/* Fault injection: every injectable point of every scenario (fault_objects.c,
+ * fault_ordering.c) fails in turn and nothing is lost (fault_fixture.c
+ * checks); then regressions for what the sweep found, one per bug. */
 #include "fault_fixture.h"
 
 #include <sched.h>
@@ -36,7 +36,9 @@ BACKEND_TEST(fault, sweep_every_point_of_every_scenario) {
   fflush(stdout);
   cr_assert_eq(survived, points, "fault injection: %llu of %llu points not survived (see the lines above)",
                (unsigned long long)(points - survived), (unsigned long long)points);
-  cr_assert_geq(total - skipped, 15, "at least 15 scenarios must run");
+  cr_assert_geq(total, 15, "at least 15 scenarios");
+  if (!inline_cpu)
+    cr_assert_geq(total - skipped, 15, "at least 15 scenarios must run");
 }
 
 /* ---- regressions: failures the sweep found ---- */
@@ -255,49 +257,69 @@ static int k_peek(const dls_launch_config_t *cfg, void *const *args, int nargs) 
   return 0;
 }
 
+/* A probe of early reuse: memory holding 1.0 on stream a, read by a kernel
+ * on stream u that a latch holds. After the release under test, a block
+ * freed on a is reused by a new allocation there and filled with 9.0: the
+ * kernel must still read 1.0. */
+typedef struct reuse_probe {
+  dls_stream_t a, u;
+  dls_latch_t l;
+  dls_function_t f;
+} reuse_probe;
+
+static void reuse_begin(reuse_probe *r) {
+  OK(dls_shutdown());
+  g_seen = -1;
+  OK(dls_stream_create(dls_cpu(), NULL, &r->a));
+  OK(dls_stream_create(dls_cpu(), NULL, &r->u));
+  OK(dls_latch_create(dls_cpu(), &r->l));
+  OK(dls_function_from_host(dls_cpu(), "k_peek", k_peek, &r->f));
+}
+
+/* Queues the held kernel that reads `arg`. */
+static void reuse_read(reuse_probe *r, dls_arg_t arg) {
+  OK(dls_latch_wait(r->l, r->u, DLST_LATCH_TIMEOUT_NS));
+  OK(dls_launch(r->f, r->u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1));
+}
+
+static void reuse_end(reuse_probe *r, uint64_t n, const char *point) {
+  dls_buffer_t again;
+  float nine = 9.0f;
+  OK(dls_buffer_alloc(r->a, 256, &again)); /* the same block, were it free on a */
+  OK(dls_fill(r->a, dls_arg_buffer(again), 64, 4, &nine));
+  OK(dls_latch_open(r->l));
+  OK(dls_stream_synchronize(r->u));
+  OK(dls_stream_synchronize(r->a));
+  cr_assert_eq(g_seen, 1.0f, "point %llu (%s): the kernel read %g: the memory was reused before it ran",
+               (unsigned long long)n, point, (double)g_seen);
+  OK(dls_buffer_free(again));
+  OK(dls_latch_destroy(r->l));
+  OK(dls_function_destroy(r->f));
+  OK(dls_stream_destroy(r->u));
+  OK(dls_stream_destroy(r->a));
+}
+
 /* A buffer freed while a held stream still has a kernel queued that reads
  * it: when the allocation stream cannot be made to wait on that use, the
  * memory is still not reused before the kernel ran. */
 Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
-  DLDevice cpu = dls_cpu();
-  dlst_need_async(cpu);
+  dlst_need_async(dls_cpu());
   dlst_need_pooling();
   bool reached = true;
   for (uint64_t n = 1; reached; n++) {
-    OK(dls_shutdown());
-    g_seen = -1;
-    dls_stream_t a, u;
-    dls_latch_t l;
-    dls_function_t f;
-    dls_buffer_t b, again;
-    float one = 1.0f, nine = 9.0f;
-    OK(dls_stream_create(cpu, NULL, &a));
-    OK(dls_stream_create(cpu, NULL, &u));
-    OK(dls_latch_create(cpu, &l));
-    OK(dls_function_from_host(cpu, "k_peek", k_peek, &f));
-    OK(dls_buffer_alloc(a, 256, &b));
-    OK(dls_fill(a, dls_arg_buffer(b), 64, 4, &one));
-    OK(dls_stream_synchronize(a));
-    OK(dls_latch_wait(l, u, DLST_LATCH_TIMEOUT_NS));
-    dls_arg_t arg = dls_arg_buffer(b);
-    OK(dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1));
+    reuse_probe r;
+    reuse_begin(&r);
+    dls_buffer_t b;
+    float one = 1.0f;
+    OK(dls_buffer_alloc(r.a, 256, &b));
+    OK(dls_fill(r.a, dls_arg_buffer(b), 64, 4, &one));
+    OK(dls_stream_synchronize(r.a));
+    reuse_read(&r, dls_arg_buffer(b));
     dls_fault_arm(n, DLS_OK);
     OK(dls_buffer_free(b));
     dls_fault_disarm();
     reached = dls_fault_injected() != 0;
-    const char *point = dls_fault_last();
-    OK(dls_buffer_alloc(a, 256, &again)); /* the same block, were it free on a */
-    OK(dls_fill(a, dls_arg_buffer(again), 64, 4, &nine));
-    OK(dls_latch_open(l));
-    OK(dls_stream_synchronize(u));
-    OK(dls_stream_synchronize(a));
-    cr_assert_eq(g_seen, 1.0f, "point %llu (%s): the kernel read %g: the memory was reused before it ran",
-                 (unsigned long long)n, point, (double)g_seen);
-    OK(dls_buffer_free(again));
-    OK(dls_latch_destroy(l));
-    OK(dls_function_destroy(f));
-    OK(dls_stream_destroy(u));
-    OK(dls_stream_destroy(a));
+    reuse_end(&r, n, dls_fault_last());
   }
 }
 
@@ -305,48 +327,26 @@ Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
  * the consumer calls the deleter: if recording that use fails inside the
  * deleter, the memory is still not reused before the kernel ran. */
 Test(fault, export_deleter_that_fails_to_record_the_consumer_use_still_orders_the_free) {
-  DLDevice cpu = dls_cpu();
-  dlst_need_async(cpu);
+  dlst_need_async(dls_cpu());
   dlst_need_pooling();
   bool reached = true;
   int64_t shape[1] = {64};
   for (uint64_t n = 1; reached; n++) {
-    OK(dls_shutdown());
-    g_seen = -1;
-    dls_stream_t a, c;
-    dls_latch_t l;
-    dls_function_t f;
+    reuse_probe r;
+    reuse_begin(&r);
     dls_tensor_t t;
-    dls_buffer_t again;
-    float one = 1.0f, nine = 9.0f;
-    OK(dls_stream_create(cpu, NULL, &a));
-    OK(dls_stream_create(cpu, NULL, &c));
-    OK(dls_latch_create(cpu, &l));
-    OK(dls_function_from_host(cpu, "k_peek", k_peek, &f));
-    OK(dls_tensor_empty(a, 1, shape, (DLDataType){kDLFloat, 32, 1}, &t));
-    OK(dls_fill(a, dls_arg_tensor(t), 64, 4, &one));
+    float one = 1.0f;
+    OK(dls_tensor_empty(r.a, 1, shape, (DLDataType){kDLFloat, 32, 1}, &t));
+    OK(dls_fill(r.a, dls_arg_tensor(t), 64, 4, &one));
     DLManagedTensorVersioned *m = NULL;
-    OK(dls_tensor_export_versioned(t, c, &m));
-    OK(dls_latch_wait(l, c, DLST_LATCH_TIMEOUT_NS));
-    dls_arg_t arg = dls_arg_ptr(m->dl_tensor.data); /* the consumer's kernel: dlstream does not see this use */
-    OK(dls_launch(f, c, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1));
+    OK(dls_tensor_export_versioned(t, r.u, &m)); /* u is the consumer */
+    reuse_read(&r, dls_arg_ptr(m->dl_tensor.data)); /* the consumer's kernel: dlstream does not see this use */
     dls_fault_arm(n, DLS_OK);
     m->deleter(m);
     dls_fault_disarm();
     reached = dls_fault_injected() != 0;
     const char *point = dls_fault_last();
     OK(dls_tensor_release(t));
-    OK(dls_buffer_alloc(a, 256, &again)); /* the same block, were it free on a */
-    OK(dls_fill(a, dls_arg_buffer(again), 64, 4, &nine));
-    OK(dls_latch_open(l));
-    OK(dls_stream_synchronize(c));
-    OK(dls_stream_synchronize(a));
-    cr_assert_eq(g_seen, 1.0f, "point %llu (%s): the consumer's kernel read %g: the memory was reused before it ran",
-                 (unsigned long long)n, point, (double)g_seen);
-    OK(dls_buffer_free(again));
-    OK(dls_latch_destroy(l));
-    OK(dls_function_destroy(f));
-    OK(dls_stream_destroy(c));
-    OK(dls_stream_destroy(a));
+    reuse_end(&r, n, point);
   }
 }
