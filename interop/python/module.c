@@ -404,7 +404,8 @@ static PyObject *py_default_device(PyObject *m, PyObject *unused) { return dlspy
 
 static PyObject *py_live_handles(PyObject *m, PyObject *unused) {
   static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",
-                                      "latch"};
+                                      "latch",  "graph"};
+  _Static_assert(sizeof names / sizeof names[0] == DLS_HANDLE_KIND_COUNT_, "a name for every handle kind");
   PyObject *d = PyDict_New();
   if (d == NULL)
     return NULL;
