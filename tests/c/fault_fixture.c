@@ -316,7 +316,8 @@ fx_tally fx_sweep(const fx_scenario *sc, DLDevice d) {
     printf("fault injection [%s] %s: skipped: %s\n", bname, sc->name, r.skip);
     return t;
   }
-  cr_assert_eq(r.st, DLS_OK, "fault injection [%s] %s: the clean run failed: %s", bname, sc->name, g_fx.msg);
+  cr_assert_eq(r.st, DLS_OK, "fault injection [%s] %s: the clean run failed: %s %s%s", bname, sc->name, g_fx.step,
+               g_fx.msg, g_fx.wrong);
   cr_assert_eq(r.problem[0], '\0', "fault injection [%s] %s: the clean run: %s", bname, sc->name, r.problem);
   t.points = r.points;
   for (uint64_t n = 1; n <= t.points; n++) {

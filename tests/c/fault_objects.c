@@ -13,6 +13,7 @@ static dls_status_t sc_stream_owned(fx *x) {
   STEP(x, dls_spin(*a, 1000));
   STEP(x, dls_stream_wait_stream(*b, *a));
   STEP(x, dls_stream_synchronize(*b));
+  STEP(x, dls_stream_synchronize(*a)); /* b saw a's record complete; a's own count may lag */
   int idle = 0;
   STEP(x, dls_stream_query(*a, &idle));
   EXPECT(x, idle == 1);
