@@ -10,6 +10,7 @@
  * owns, and their outcome is cached for the runtime's life. Release methods
  * are counted, never failed: the core treats releases as infallible. */
 #include <pthread.h>
+#include <stddef.h>
 
 #include "backend/backend.h"
 #include "core/fault.h"
@@ -165,6 +166,9 @@ DLS__FAULT_WRAPPER(0)
 DLS__FAULT_WRAPPER(1)
 DLS__FAULT_WRAPPER(2)
 _Static_assert(DLS__NREAL == 3, "one DLS__FAULT_WRAPPER(I) per real backend");
+/* A method appended to the vtable must be listed above (plain or counted). */
+_Static_assert(offsetof(dls__backend, memcpy_peer_async) + sizeof(void *) == sizeof(dls__backend),
+               "a vtable method this wrapper does not know: add it to DLS__FAULT_PLAIN or DLS__FAULT_COUNTED");
 
 static void wrap_all(void) {
   void (*const install[DLS__NREAL])(dls__backend *) = {install_0, install_1, install_2};
