@@ -101,7 +101,11 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for the export of a %d-dimensional tensor", call,
                      (int)ndim);
   if (cs != NULL) {
-    st = dls__buffer_order_before(t->buf, cs);
+    /* The deleter records the consumer's use: make its entry now, so that
+     * recording it then needs no memory (a deleter cannot fail). */
+    st = dls__buffer_reserve(t->buf, cs);
+    if (st == DLS_OK)
+      st = dls__buffer_order_before(t->buf, cs);
     if (st != DLS_OK) {
       free(e);
       return dls__fail_prefix(st, "%s(tensor=%#llx)", call, (unsigned long long)tensor.id);

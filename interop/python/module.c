@@ -612,7 +612,7 @@ static int module_exec(PyObject *m) {
     return -1;
   if (PyModule_AddFunctions(m, dlspy_compile_methods) != 0)
     return -1;
-  return 0;
+  return PyModule_AddFunctions(m, dlspy_fault_methods);
 }
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg) {

@@ -279,7 +279,9 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   if (dev == NULL)
     return st;
   dls__stream *none;
-  DLS__TRY(dls__stream_default(dev, DLS__STREAM_NONE, &none));
+  st = dls__stream_default(dev, DLS__STREAM_NONE, &none);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   dls__latch *l = calloc(1, sizeof *l);
   dls__mapped *m = calloc(1, sizeof *m);
   if (l == NULL || m == NULL) {
@@ -298,6 +300,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   m->host = host;
   st = dls__buffer_borrow(dev, dptr, 2 * sizeof(uint32_t), none, mapped_release, m, &l->mem);
   if (st != DLS_OK) {
+    st = dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
     mapped_release(m);
     free(l);
     return st;
@@ -341,9 +344,12 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
   DLS__TRY(dls__builtin(s->dev, "dls_latch", call, &f));
   dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};
   dls_launch_config_t cfg = dls_config_1d(1, 1);
+  dls_status_t st = dls__buffer_reserve(l->mem, s);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
   DLS__TRY(dls__launch(call, f, s, &cfg, args, 3));
   /* The flag memory is freed only after every stream that waited passes. */
-  dls_status_t st = dls__buffer_use(l->mem, s);
+  st = dls__buffer_use(l->mem, s);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 

@@ -9,6 +9,13 @@
 
 #include "internal.h"
 
+/* Memory an own capture allocated and did not free: a buffer (no ref), or
+ * memory whose buffer is gone but could not be freed in the capture. */
+typedef struct dls__capture_alloc {
+  dls__buffer *b; /* NULL once orphaned */
+  void *ptr;
+} dls__capture_alloc;
+
 /* A capture underway: begun through dls_stream_begin_capture (own), or seen
  * on a stream passed to dlstream (foreign, e.g. torch.cuda.graph). */
 typedef struct dls__capture {
@@ -18,7 +25,7 @@ typedef struct dls__capture {
   bool own;
   pthread_t thread;      /* the thread that began it */
   dls__stream *origin;   /* ref held */
-  dls__buffer **allocs;  /* own: buffers allocated in it and not freed in it (no ref) */
+  dls__capture_alloc *allocs; /* own: memory allocated in it and not freed in it */
   int nallocs, cap_allocs;
   struct dls__capture *next;
 } dls__capture;
@@ -214,7 +221,7 @@ void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
   if (c != NULL && c->own) {
     if (c->nallocs == c->cap_allocs) {
       int n = c->cap_allocs ? 2 * c->cap_allocs : 8;
-      dls__buffer **p = realloc(c->allocs, (size_t)n * sizeof *p);
+      dls__capture_alloc *p = realloc(c->allocs, (size_t)n * sizeof *p);
       if (p != NULL) {
         c->allocs = p;
         c->cap_allocs = n;
@@ -223,7 +230,7 @@ void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
     /* Out of memory: the buffer stays unknown to the graph, whose replays
      * then keep its memory until the graph is destroyed. */
     if (c->nallocs < c->cap_allocs)
-      c->allocs[c->nallocs++] = b;
+      c->allocs[c->nallocs++] = (dls__capture_alloc){b, b->ptr};
   }
   pthread_mutex_unlock(&g_mu);
 }
@@ -232,8 +239,20 @@ void dls__capture_forget_alloc(uint64_t id, dls__buffer *b) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = find(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {
-    if (c->allocs[i] == b) {
+    if (c->allocs[i].b == b) {
       c->allocs[i] = c->allocs[--c->nallocs];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dls__capture_orphan_alloc(uint64_t id, dls__buffer *b) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = find(id);
+  for (int i = 0; c != NULL && i < c->nallocs; i++) {
+    if (c->allocs[i].b == b) {
+      c->allocs[i].b = NULL;
       break;
     }
   }
@@ -256,9 +275,10 @@ static void graph_unref(dls__graph *gr) {
   free(gr);
 }
 
-void dls__graph_release_output(dls__buffer *b) {
+dls__stream *dls__graph_release_output(dls__buffer *b) {
   dls__graph *gr = b->graph;
   dls__device *dev = b->dev;
+  dls__stream *later = NULL;
   pthread_mutex_lock(&gr->mu);
   dls__stream *last = gr->last;
   if (last != NULL)
@@ -271,15 +291,20 @@ void dls__graph_release_output(dls__buffer *b) {
   if (last != NULL) {
     /* The latest replay's allocation is freed after that replay and after
      * every eager use of it; the next replay allocates it afresh. */
+    bool ordered = true;
     for (int i = 0; i < b->nuses; i++)
       if (b->uses[i].cap_id == 0)
-        (void)dev->be->stream_wait_event(dev->id, last->native, b->uses[i].event);
-    if (launches > 0)
+        ordered &= dev->be->stream_wait_event(dev->id, last->native, b->uses[i].event) == DLS_OK;
+    if (launches > 0 && !ordered)
+      later = last; /* the caller frees it once the eager uses completed */
+    else if (launches > 0)
       (void)dev->be->mem_free(dev->id, b->ptr, last->native);
-    dls__stream_unref(last);
+    if (later == NULL)
+      dls__stream_unref(last);
   }
   b->graph = NULL;
   graph_unref(gr);
+  return later;
 }
 
 /* ---- public API ---- */
@@ -360,10 +385,12 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   }
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
-    dls__buffer *b = c->allocs[i];
-    b->graph = gr;
-    atomic_fetch_add(&gr->refs, 1);
-    gr->outs[gr->nouts].ptr = b->ptr;
+    dls__buffer *b = c->allocs[i].b;
+    if (b != NULL) {
+      b->graph = gr;
+      atomic_fetch_add(&gr->refs, 1);
+    }
+    gr->outs[gr->nouts].ptr = c->allocs[i].ptr;
     gr->outs[gr->nouts].freed_at = UINT64_MAX;
     gr->nouts++;
   }

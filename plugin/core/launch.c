@@ -351,7 +351,13 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
                                 fn->name);
     }
   }
-  dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
+  dls_status_t st;
+  for (int i = 0; i < nused; i++) {
+    st = dls__buffer_reserve(used[i], s); /* recording the uses after the launch then needs no memory */
+    if (DLS__UNLIKELY(st != DLS_OK))
+      return dls__fail_prefix(st, "%s(args): recording a buffer's use", call);
+  }
+  st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
   for (int i = 0; i < nused; i++) {

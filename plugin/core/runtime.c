@@ -190,7 +190,7 @@ dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *ou
   if (!atomic_load(&bs->ready[id])) {
     dls__device *d = &bs->devices[id];
     memset(d, 0, sizeof *d);
-    d->be = g_backends[bi];
+    d->be = dls__fault_backend(g_backends[bi]);
     d->device = device;
     d->id = id;
     dls_device_str(device, d->name, sizeof d->name);

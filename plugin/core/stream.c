@@ -197,7 +197,8 @@ dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
-  return dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+  st = dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
 }
 
 dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_options, dls_stream_t *out_stream) {
@@ -217,7 +218,9 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
                      call, flags, flags & ~DLS_STREAM_BLOCKING);
   if (priority != 0) {
     int least, greatest;
-    DLS__TRY(dev->be->stream_priority_range(dev->id, &least, &greatest));
+    st = dev->be->stream_priority_range(dev->id, &least, &greatest);
+    if (st != DLS_OK)
+      return dls__fail_prefix(st, "%s(device=%s, priority=%d)", call, dev->name, priority);
     if (priority > least || priority < greatest)
       return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                        "%s(priority=%d): out of range for %s: %d (most urgent) to %d (least urgent)", call, priority,
@@ -328,7 +331,8 @@ dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
-  return s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+  dls_status_t st = s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
 }
 
 dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
