@@ -95,12 +95,12 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, d
   }
   if (b->nuses == b->cap) {
     int cap = b->cap * 2;
-    dls__use *p = malloc((size_t)cap * sizeof *p);
+    dls__use *p = dls__malloc((size_t)cap * sizeof *p);
     if (p == NULL)
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
     memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
     if (b->uses != b->uses_inline)
-      free(b->uses);
+      dls__free(b->uses);
     b->uses = p;
     b->cap = cap;
   }
@@ -304,14 +304,14 @@ static void late_free(void *user_data) {
   dls__late_free *f = user_data;
   (void)f->dev->be->mem_free(f->dev->id, f->ptr, f->stream->native);
   dls__stream_unref(f->stream);
-  free(f);
+  dls__free(f);
 }
 
 /* Frees `ptr` on `s` once the buffer's eager uses completed and capture
  * `cap` (0: none) is over, taking the use events. false: no memory for that
  * (nothing was done). */
 static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  dls__late_free *f = malloc(sizeof *f);
+  dls__late_free *f = dls__malloc(sizeof *f);
   if (f == NULL)
     return false;
   f->dev = s->dev;
@@ -414,7 +414,7 @@ static void buffer_release(dls__buffer *b) {
     dls__stream_unref(b->uses[i].stream);
   dls__stream_unref(a);
   if (b->uses != b->uses_inline)
-    free(b->uses);
+    dls__free(b->uses);
   dls__deferred_entry_free(b->spare); /* not needed: released at once */
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }

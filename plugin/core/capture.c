@@ -91,14 +91,14 @@ static void unlink_capture(dls__capture *c) {
 
 static void capture_free(dls__capture *c) {
   dls__stream_unref(c->origin);
-  free(c->allocs);
-  free(c);
+  dls__free(c->allocs);
+  dls__free(c);
 }
 
 /* Registers a capture (g_mu held). NULL when out of memory: then it is only
  * unknown, and relaxed mode still keeps polling from invalidating it. */
 static dls__capture *note(dls__stream *s, uint64_t id, int mode, bool own) {
-  dls__capture *c = calloc(1, sizeof *c);
+  dls__capture *c = dls__calloc(1, sizeof *c);
   if (c == NULL)
     return NULL;
   c->id = id;
@@ -221,7 +221,7 @@ void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
   if (c != NULL && c->own) {
     if (c->nallocs == c->cap_allocs) {
       int n = c->cap_allocs ? 2 * c->cap_allocs : 8;
-      dls__capture_alloc *p = realloc(c->allocs, (size_t)n * sizeof *p);
+      dls__capture_alloc *p = dls__realloc(c->allocs, (size_t)n * sizeof *p);
       if (p != NULL) {
         c->allocs = p;
         c->cap_allocs = n;
@@ -271,8 +271,8 @@ static void graph_unref(dls__graph *gr) {
   if (gr->last != NULL)
     dls__stream_unref(gr->last);
   pthread_mutex_destroy(&gr->mu);
-  free(gr->outs);
-  free(gr);
+  dls__free(gr->outs);
+  dls__free(gr);
 }
 
 dls__stream *dls__graph_release_output(dls__buffer *b) {
@@ -362,11 +362,11 @@ static dls__capture *take_own(dls__stream *s) {
 
 static dls_status_t graph_publish(dls__capture *c, void *native, const char *call, dls_graph_t *out) {
   dls__device *dev = c->dev;
-  dls__graph *gr = calloc(1, sizeof *gr);
-  dls__graph_out *outs = c->nallocs > 0 ? calloc((size_t)c->nallocs, sizeof *outs) : NULL;
+  dls__graph *gr = dls__calloc(1, sizeof *gr);
+  dls__graph_out *outs = c->nallocs > 0 ? dls__calloc((size_t)c->nallocs, sizeof *outs) : NULL;
   if (gr == NULL || (c->nallocs > 0 && outs == NULL)) {
-    free(gr);
-    free(outs);
+    dls__free(gr);
+    dls__free(outs);
     (void)dev->be->graph_destroy(dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
   }
@@ -378,8 +378,8 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   gr->id = dls__handle_new(DLS_HANDLE_GRAPH, gr);
   if (gr->id == 0) {
     pthread_mutex_destroy(&gr->mu);
-    free(gr);
-    free(outs);
+    dls__free(gr);
+    dls__free(outs);
     (void)dev->be->graph_destroy(dev->id, native);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }

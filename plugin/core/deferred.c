@@ -31,7 +31,7 @@ void dls__deferred_entry_free(dls__deferred *d) {
 dls__marker *dls__deferred_marks(dls__deferred *d, int n) {
   if (n <= DLS__USES_INLINE)
     return d->marks_inline;
-  return malloc((size_t)n * sizeof(dls__marker));
+  return dls__malloc((size_t)n * sizeof(dls__marker));
 }
 
 void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int nevents, uint64_t cap_id,
@@ -53,7 +53,7 @@ static void deferred_finish(dls__deferred *d) {
   for (int i = 0; i < d->nevents; i++)
     dls__event_pool_put(d->marks[i].dev, d->marks[i].event);
   if (d->marks != d->marks_inline)
-    free(d->marks);
+    dls__free(d->marks);
   if (d->release)
     d->release(d->user_data);
   dls__deferred_entry_free(d);

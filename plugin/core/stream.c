@@ -89,7 +89,7 @@ static void pool_put(dls__device *dev, void *native) {
   dev->pooled_out--;
   if (dev->stream_pool_n == dev->stream_pool_cap) {
     size_t cap = dev->stream_pool_cap ? dev->stream_pool_cap * 2 : 8;
-    void **p = realloc(dev->stream_pool, cap * sizeof *p);
+    void **p = dls__realloc(dev->stream_pool, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&dev->mu);
       dev->be->stream_destroy(dev->id, native);
@@ -130,7 +130,7 @@ static void *pool_take(dls__device *dev) {
     if (check && native_capturing(dev, native)) {
       if (dev->parked_n == dev->parked_cap) {
         size_t cap = dev->parked_cap ? dev->parked_cap * 2 : 8;
-        void **p = realloc(dev->parked, cap * sizeof *p);
+        void **p = dls__realloc(dev->parked, cap * sizeof *p);
         if (p == NULL) {
           dev->stream_pool[dev->stream_pool_n++] = native; /* keep it; make a new one instead */
           native = NULL;
@@ -382,15 +382,15 @@ dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
 
 static void drop_stream_objects(dls__device *dev) {
   for (int k = 0; k < 3; k++) {
-    free(dev->defaults[k]);
+    dls__free(dev->defaults[k]);
     dev->defaults[k] = NULL;
   }
   for (size_t k = 0; k < dev->stream_pool_n; k++)
     dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
   for (size_t k = 0; k < dev->parked_n; k++)
     dev->be->stream_destroy(dev->id, dev->parked[k]);
-  free(dev->stream_pool);
-  free(dev->parked);
+  dls__free(dev->stream_pool);
+  dls__free(dev->parked);
   dev->stream_pool = NULL;
   dev->parked = NULL;
   dev->stream_pool_n = dev->stream_pool_cap = 0;
