@@ -139,68 +139,10 @@ Test(fault, borrowed_release_out_of_memory_never_blocks_the_host) {
   }
 }
 
-static atomic_int g_kernel_ran, g_ran_before_delete, g_deletes;
-static int k_mark(const dls_launch_config_t *cfg, void *const *args, int nargs) {
-  (void)cfg, (void)args, (void)nargs;
-  atomic_store(&g_kernel_ran, 1);
-  return 0;
-}
-static void mark_deleter(DLManagedTensorVersioned *self) {
-  (void)self;
-  atomic_store(&g_ran_before_delete, atomic_load(&g_kernel_ran));
-  atomic_fetch_add(&g_deletes, 1);
-}
-
-/* A launch queues its kernel, then records the uses of its arguments: when
- * that record fails, the imported tensor's release still waits for the
- * kernel (its use entry was made before the launch; a stale record is made
- * again at release). */
-Test(fault, launch_that_fails_to_record_a_use_still_orders_the_release) {
-  static float mem[16];
-  static int64_t shape[1] = {16};
-  DLDevice cpu = dls_cpu();
-  dlst_need_async(cpu);
-  bool reached = true;
-  for (uint64_t n = 1; reached; n++) {
-    OK(dls_shutdown());
-    atomic_store(&g_kernel_ran, 0);
-    atomic_store(&g_ran_before_delete, 0);
-    atomic_store(&g_deletes, 0);
-    DLManagedTensorVersioned m = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .deleter = mark_deleter};
-    m.dl_tensor = (DLTensor){.data = mem, .device = cpu, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
-    dls_stream_t u;
-    dls_latch_t l;
-    dls_function_t f;
-    dls_tensor_t t;
-    OK(dls_stream_create(cpu, NULL, &u));
-    OK(dls_latch_create(cpu, &l));
-    OK(dls_latch_wait(l, u, DLST_LATCH_TIMEOUT_NS));
-    OK(dls_function_from_host(cpu, "k_mark", k_mark, &f));
-    OK(dls_tensor_import_versioned(&m, (dls_stream_t){0}, &t));
-    dls_arg_t arg = dls_arg_tensor_in(t);
-    dls_fault_arm(n, DLS_OK);
-    dls_status_t st = dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1);
-    dls_fault_disarm();
-    reached = dls_fault_injected() != 0;
-    const char *point = dls_fault_last();
-    OK(dls_tensor_release(t));
-    OK(dls_latch_open(l));
-    OK(dls_stream_synchronize(u));
-    OK(dls_latch_destroy(l));
-    OK(dls_function_destroy(f));
-    OK(dls_stream_destroy(u));
-    OK(dls_shutdown());
-    cr_assert_eq(atomic_load(&g_deletes), 1, "point %llu (%s): the deleter ran %d times", (unsigned long long)n,
-                 point, atomic_load(&g_deletes));
-    if (atomic_load(&g_kernel_ran))
-      cr_assert_eq(atomic_load(&g_ran_before_delete), 1,
-                   "point %llu (%s), launch %s: the tensor was released before the kernel that reads it ran",
-                   (unsigned long long)n, point, dls_status_name(st));
-  }
-}
-
-static atomic_int g_hold_released, g_hold_done, g_released_early;
-/* Holds its stream until the release below ran, or for 200 ms. */
+/* A kernel that holds its stream until the release under test ran, or for
+ * 200 ms: a release that is not ordered after it gets every chance to run
+ * early. */
+static atomic_int g_hold_released, g_hold_done, g_released_early, g_releases;
 static int k_hold(const dls_launch_config_t *cfg, void *const *args, int nargs) {
   (void)cfg, (void)args, (void)nargs;
   struct timespec t0;
@@ -215,6 +157,67 @@ static void hold_release(void *user_data) {
   if (!atomic_load(&g_hold_done))
     atomic_store(&g_released_early, 1);
   atomic_store(&g_hold_released, 1);
+  atomic_fetch_add(&g_releases, 1);
+}
+static void hold_deleter(DLManagedTensorVersioned *self) { hold_release(self->manager_ctx); }
+
+/* A fresh runtime, a created stream and the k_hold function. */
+static void hold_begin(dls_stream_t *u, dls_function_t *f) {
+  OK(dls_shutdown());
+  atomic_store(&g_hold_released, 0);
+  atomic_store(&g_hold_done, 0);
+  atomic_store(&g_released_early, 0);
+  atomic_store(&g_releases, 0);
+  OK(dls_stream_create(dls_cpu(), NULL, u));
+  OK(dls_function_from_host(dls_cpu(), "k_hold", k_hold, f));
+}
+
+/* A launch queues its kernel, then records the uses of its arguments: when
+ * that record fails, the imported tensor's release still waits for the
+ * kernel (its use entry was made before the launch; a stale record is made
+ * again at release). The host polls deferred releases while the kernel
+ * runs, so a release ordered only before the kernel runs early. */
+Test(fault, launch_that_fails_to_record_a_use_still_orders_the_release) {
+  static float mem[16];
+  static int64_t shape[1] = {16};
+  DLDevice cpu = dls_cpu();
+  dlst_need_async(cpu);
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    dls_stream_t u;
+    dls_function_t f;
+    hold_begin(&u, &f);
+    DLManagedTensorVersioned m = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .deleter = hold_deleter};
+    m.dl_tensor = (DLTensor){.data = mem, .device = cpu, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    dls_latch_t l;
+    dls_tensor_t t;
+    OK(dls_latch_create(cpu, &l));
+    OK(dls_latch_wait(l, u, DLST_LATCH_TIMEOUT_NS));
+    OK(dls_tensor_import_versioned(&m, (dls_stream_t){0}, &t));
+    dls_arg_t arg = dls_arg_tensor_in(t);
+    dls_fault_arm(n, DLS_OK);
+    dls_status_t st = dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1);
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    OK(dls_tensor_release(t));
+    OK(dls_latch_open(l));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&g_hold_released) && !atomic_load(&g_hold_done) && seconds_since(&t0) < 5.0)
+      dls_deferred_poll();
+    OK(dls_stream_synchronize(u));
+    OK(dls_latch_destroy(l));
+    OK(dls_function_destroy(f));
+    OK(dls_stream_destroy(u));
+    OK(dls_shutdown());
+    cr_assert_eq(atomic_load(&g_releases), 1, "point %llu (%s): the deleter ran %d times", (unsigned long long)n,
+                 point, atomic_load(&g_releases));
+    if (atomic_load(&g_hold_done)) /* the kernel was queued */
+      cr_assert_eq(atomic_load(&g_released_early), 0,
+                   "point %llu (%s), launch %s: the tensor was released before the kernel that reads it ran",
+                   (unsigned long long)n, point, dls_status_name(st));
+  }
 }
 
 /* dls_shutdown drains deferred releases by waiting on their use events: when
@@ -225,15 +228,10 @@ Test(fault, shutdown_drain_that_fails_to_wait_still_waits_for_the_uses) {
   dlst_need_async(cpu);
   bool reached = true;
   for (uint64_t n = 1; reached; n++) {
-    OK(dls_shutdown());
-    atomic_store(&g_hold_released, 0);
-    atomic_store(&g_hold_done, 0);
-    atomic_store(&g_released_early, 0);
     dls_stream_t u;
     dls_function_t f;
     dls_buffer_t b;
-    OK(dls_stream_create(cpu, NULL, &u));
-    OK(dls_function_from_host(cpu, "k_hold", k_hold, &f));
+    hold_begin(&u, &f);
     OK(dls_buffer_borrow(cpu, mem, sizeof mem, dls_stream_default(cpu, DLS_STREAM_LEGACY), hold_release, NULL, &b));
     OK(dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, NULL, 0));
     OK(dls_buffer_record_use(b, u));
@@ -268,6 +266,8 @@ typedef struct reuse_probe {
 } reuse_probe;
 
 static void reuse_begin(reuse_probe *r) {
+  dlst_need_async(dls_cpu());
+  dlst_need_pooling();
   OK(dls_shutdown());
   g_seen = -1;
   OK(dls_stream_create(dls_cpu(), NULL, &r->a));
@@ -299,21 +299,25 @@ static void reuse_end(reuse_probe *r, uint64_t n, const char *point) {
   OK(dls_stream_destroy(r->a));
 }
 
+/* An owned buffer on stream a holding 1.0, the block a reuse would take. */
+static dls_buffer_t reuse_buffer(reuse_probe *r) {
+  dls_buffer_t b;
+  float one = 1.0f;
+  OK(dls_buffer_alloc(r->a, 256, &b));
+  OK(dls_fill(r->a, dls_arg_buffer(b), 64, 4, &one));
+  OK(dls_stream_synchronize(r->a));
+  return b;
+}
+
 /* A buffer freed while a held stream still has a kernel queued that reads
  * it: when the allocation stream cannot be made to wait on that use, the
  * memory is still not reused before the kernel ran. */
 Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
-  dlst_need_async(dls_cpu());
-  dlst_need_pooling();
   bool reached = true;
   for (uint64_t n = 1; reached; n++) {
     reuse_probe r;
     reuse_begin(&r);
-    dls_buffer_t b;
-    float one = 1.0f;
-    OK(dls_buffer_alloc(r.a, 256, &b));
-    OK(dls_fill(r.a, dls_arg_buffer(b), 64, 4, &one));
-    OK(dls_stream_synchronize(r.a));
+    dls_buffer_t b = reuse_buffer(&r);
     reuse_read(&r, dls_arg_buffer(b));
     dls_fault_arm(n, DLS_OK);
     OK(dls_buffer_free(b));
@@ -327,8 +331,6 @@ Test(fault, free_whose_stream_cannot_wait_on_a_use_still_frees_after_it) {
  * the consumer calls the deleter: if recording that use fails inside the
  * deleter, the memory is still not reused before the kernel ran. */
 Test(fault, export_deleter_that_fails_to_record_the_consumer_use_still_orders_the_free) {
-  dlst_need_async(dls_cpu());
-  dlst_need_pooling();
   bool reached = true;
   int64_t shape[1] = {64};
   for (uint64_t n = 1; reached; n++) {
@@ -347,6 +349,29 @@ Test(fault, export_deleter_that_fails_to_record_the_consumer_use_still_orders_th
     reached = dls_fault_injected() != 0;
     const char *point = dls_fault_last();
     OK(dls_tensor_release(t));
+    reuse_end(&r, n, point);
+  }
+}
+
+/* A launch on another stream than an owned buffer's allocation stream makes
+ * the buffer's use entry before it queues the kernel: when no event or
+ * memory for that entry is left, the launch fails before queuing anything,
+ * so the buffer's free never overtakes a kernel it did not see. */
+Test(fault, launch_out_of_events_for_an_owned_buffer_use_never_lets_the_free_overtake_it) {
+  bool reached = true;
+  for (uint64_t n = 1; reached; n++) {
+    reuse_probe r;
+    reuse_begin(&r);
+    dls_buffer_t b = reuse_buffer(&r);
+    OK(dls_latch_wait(r.l, r.u, DLST_LATCH_TIMEOUT_NS));
+    dls_arg_t arg = dls_arg_buffer(b);
+    dls_fault_arm(n, DLS_OK);
+    (void)dls_launch(r.f, r.u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, &arg, 1);
+    dls_fault_disarm();
+    reached = dls_fault_injected() != 0;
+    const char *point = dls_fault_last();
+    g_seen = 1.0f; /* a kernel that did not run read nothing */
+    OK(dls_buffer_free(b));
     reuse_end(&r, n, point);
   }
 }
