@@ -11,6 +11,7 @@
  * are counted, never failed: the core treats releases as infallible. */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 #include "core/fault.h"
@@ -132,8 +133,22 @@ static dls_status_t w_host_function_destroy(int bi, int dev, void *fn) {
   DLS__FAULT_RELEASE(DLS_FAULT_FUNCTION, fn, g_real[bi]->host_function_destroy(dev, fn));
 }
 static dls_status_t w_stream_end_capture(int bi, int dev, void *s, void **out) {
-  DLS__FAULT_MAKE("stream_end_capture", BACKEND, DLS_FAULT_GRAPH, *out != NULL,
-                  g_real[bi]->stream_end_capture(dev, s, out));
+  dls_status_t fst;
+  if (DLS__UNLIKELY(dls__fault_hit("stream_end_capture", BACKEND, &fst))) {
+    /* A failed end still ends the capture and leaves nothing behind (the
+     * backend contract): so does an injected one. */
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", dls_last_error());
+    void *graph = NULL;
+    if (g_real[bi]->stream_end_capture(dev, s, &graph) == DLS_OK)
+      (void)g_real[bi]->graph_destroy(dev, graph);
+    *out = NULL;
+    return dls__fail(fst, "%s", msg);
+  }
+  dls_status_t st = g_real[bi]->stream_end_capture(dev, s, out);
+  if (st == DLS_OK && *out != NULL)
+    dls__fault_count(DLS_FAULT_GRAPH, +1);
+  return st;
 }
 static dls_status_t w_graph_destroy(int bi, int dev, void *graph) {
   DLS__FAULT_RELEASE(DLS_FAULT_GRAPH, graph, g_real[bi]->graph_destroy(dev, graph));

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Fault injection: regressions for what the sweep's capture scenario found
+ * (test_fault.c holds the sweep and the other regressions). */
+#include "fault_fixture.h"
+
+/* Native objects of every kind alive now (made minus released). */
+static void objects_live(int64_t live[DLS_FAULT_OBJECT_KINDS]) {
+  for (int k = 0; k < DLS_FAULT_OBJECT_KINDS; k++) {
+    uint64_t made, gone;
+    dls_fault_objects((dls_fault_object_t)k, &made, &gone);
+    live[k] = (int64_t)(made - gone);
+  }
+}
+
+/* After dls_shutdown: as many native objects alive as in `base`. */
+static void expect_objects(const int64_t base[DLS_FAULT_OBJECT_KINDS], const char *when) {
+  int64_t now[DLS_FAULT_OBJECT_KINDS];
+  objects_live(now);
+  for (int k = 0; k < DLS_FAULT_OBJECT_KINDS; k++)
+    cr_expect_eq(now[k], base[k], "%s: %lld native %s object(s) alive, %lld before", when, (long long)now[k],
+                 dls_fault_object_name((dls_fault_object_t)k), (long long)base[k]);
+}
+
+/* A capture on a new owned stream of the CPU, recording a fill of an eager
+ * buffer allocated on it. */
+static void capture_begin(dls_stream_t *s, dls_buffer_t *b) {
+  float one = 1.0f;
+  OK(dls_stream_create(dls_cpu(), NULL, s));
+  OK(dls_buffer_alloc(*s, 256, b));
+  OK(dls_stream_begin_capture(*s, DLS_CAPTURE_GLOBAL));
+  OK(dls_fill(*s, dls_arg_buffer(*b), 64, 4, &one));
+}
+
+/* The backend's end of a capture failing: as a real failure does, it ends
+ * the capture (the stream is eager again) and leaves nothing behind. */
+Test(fault, capture_whose_end_fails_is_over_and_leaves_nothing, .fini = dlst_fini) {
+  OK(dls_shutdown());
+  int64_t base[DLS_FAULT_OBJECT_KINDS];
+  objects_live(base);
+  dls_stream_t s;
+  dls_buffer_t b;
+  dls_graph_t g = {7};
+  capture_begin(&s, &b);
+  dls_fault_arm(1, DLS_OK);
+  dls_status_t st = dls_stream_end_capture(s, &g);
+  dls_fault_disarm();
+  cr_assert_str_eq(dls_fault_last(), "stream_end_capture", "the end's first point is the backend's end");
+  cr_assert_neq(st, DLS_OK);
+  cr_assert_eq(g.id, 0, "a failed end leaves no graph handle");
+  float two = 2.0f, out[64] = {0};
+  OK(dls_fill(s, dls_arg_buffer(b), 64, 4, &two));
+  OK(dls_buffer_read(b, 0, out, sizeof out, s));
+  OK(dls_stream_synchronize(s)); /* refused while the stream still captures */
+  cr_assert_eq(out[0], 2.0f, "eager work after the failed end runs");
+  OK(dls_buffer_free(b)); /* eager memory: freed eagerly */
+  OK(dls_stream_destroy(s));
+  OK(dls_shutdown());
+  expect_objects(base, "after a failed end");
+}
