@@ -418,8 +418,8 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
   dls_status_t st = s->dev->be->stream_end_capture(s->dev->id, s->native, &native);
   if (st == DLS_OK)
     st = graph_publish(c, native, call, out_graph);
-  else
-    st = dls__fail_prefix(st == DLS_ERR_BACKEND ? DLS_ERR_STATE : st, "%s(stream on %s)", call, s->dev->name);
+  else /* the backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin */
+    st = dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   capture_free(c);
   dls_deferred_poll(); /* releases that waited for the capture to be over */
   return st;

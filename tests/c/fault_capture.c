@@ -57,3 +57,18 @@ Test(fault, capture_whose_end_fails_is_over_and_leaves_nothing, .fini = dlst_fin
   OK(dls_shutdown());
   expect_objects(base, "after a failed end");
 }
+
+/* dls_stream_end_capture reports the backend's status and message: an
+ * invalidated or unjoined capture is DLS_ERR_STATE from the backend itself,
+ * any other failure is not turned into one. */
+Test(fault, capture_end_failure_reports_the_backend_status, .fini = dlst_fini) {
+  dls_stream_t s;
+  dls_buffer_t b;
+  dls_graph_t g;
+  capture_begin(&s, &b);
+  dls_fault_arm(1, DLS_ERR_BACKEND);
+  FAILS(dls_stream_end_capture(s, &g), DLS_ERR_BACKEND, "dls_stream_end_capture(stream on cpu:0): fault injection");
+  dls_fault_disarm();
+  OK(dls_buffer_free(b));
+  OK(dls_stream_destroy(s));
+}
