@@ -56,24 +56,32 @@ _Atomic int dls__captures_known;
 
 /* ---- what the driver says ---- */
 
-static int query(dls__stream *s, uint64_t *out_id) {
-  int status = DLS__CAPTURE_NONE;
+/* The driver's answer, or its failure. */
+static dls_status_t query(dls__stream *s, int *out_status, uint64_t *out_id) {
+  *out_status = DLS__CAPTURE_NONE;
   *out_id = 0;
   const dls__backend *be = s->dev->be;
   if (be->stream_capture_status == NULL || dls__stream_legacy(s))
-    return DLS__CAPTURE_NONE;
-  if (be->stream_capture_status(s->dev->id, s->native, &status, out_id) != DLS_OK) {
+    return DLS_OK;
+  dls_status_t st = be->stream_capture_status(s->dev->id, s->native, out_status, out_id);
+  if (st != DLS_OK || *out_status == DLS__CAPTURE_NONE) {
+    *out_status = DLS__CAPTURE_NONE;
     *out_id = 0;
-    return DLS__CAPTURE_NONE; /* a stream the driver cannot describe: the call itself will say why */
   }
-  if (status == DLS__CAPTURE_NONE)
-    *out_id = 0;
-  return status;
+  return st;
 }
 
 static dls__capture *find(uint64_t id) {
   dls__capture *c = g_captures;
   while (c != NULL && c->id != id)
+    c = c->next;
+  return c;
+}
+
+/* The capture begun on `s` that dlstream knows of, NULL when none (g_mu held). */
+static dls__capture *find_origin(const dls__stream *s) {
+  dls__capture *c = g_captures;
+  while (c != NULL && !(c->origin->dev == s->dev && c->origin->native == s->native))
     c = c->next;
   return c;
 }
@@ -124,7 +132,18 @@ int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
     *out_id = 0;
     return DLS__CAPTURE_NONE;
   }
-  int status = query(s, out_id);
+  int status;
+  if (DLS__UNLIKELY(query(s, &status, out_id) != DLS_OK)) {
+    /* The driver could not tell: a capture dlstream knows was begun on this
+     * stream is still underway as far as it can tell (a stream that only
+     * joined a capture is not known and counts as eager; the call itself
+     * then meets the driver's refusal). */
+    pthread_mutex_lock(&g_mu);
+    dls__capture *c = find_origin(s);
+    *out_id = c != NULL ? c->id : 0;
+    pthread_mutex_unlock(&g_mu);
+    return c != NULL ? DLS__CAPTURE_ACTIVE : DLS__CAPTURE_NONE;
+  }
   if (DLS__LIKELY(status != DLS__CAPTURE_ACTIVE))
     return status;
   pthread_mutex_lock(&g_mu);
@@ -134,10 +153,12 @@ int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
   return status;
 }
 
-/* A foreign capture is over once its stream is no longer in it (g_mu held). */
+/* A foreign capture is over once its stream is no longer in it; while the
+ * driver cannot tell, it is not (g_mu held). */
 static bool foreign_over(dls__capture *c) {
+  int status;
   uint64_t id;
-  return query(c->origin, &id) != DLS__CAPTURE_ACTIVE || id != c->id;
+  return query(c->origin, &status, &id) == DLS_OK && (status != DLS__CAPTURE_ACTIVE || id != c->id);
 }
 
 static void forget_finished(void) {
