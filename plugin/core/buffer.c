@@ -340,7 +340,11 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
-    /* A graph allocation whose capture is over: its graph frees it. */
+    /* A graph allocation whose capture is over: its graph frees it. Should
+     * dlstream still know the capture (the driver could not say that a
+     * stream that joined it still captures), the memory is left to it. */
+    if (b->graph == NULL)
+      dls__capture_orphan_alloc(b->cap_id, b);
     dls__stream *last = b->graph != NULL ? dls__graph_release_output(b) : NULL;
     if (last != NULL) {
       free_unordered(b, b->ptr, last);
