@@ -181,9 +181,14 @@ DLS__FAULT_WRAPPER(0)
 DLS__FAULT_WRAPPER(1)
 DLS__FAULT_WRAPPER(2)
 _Static_assert(DLS__NREAL == 3, "one DLS__FAULT_WRAPPER(I) per real backend");
-/* A method appended to the vtable must be listed above (plain or counted). */
-_Static_assert(offsetof(dls__backend, memcpy_peer_async) + sizeof(void *) == sizeof(dls__backend),
-               "a vtable method this wrapper does not know: add it to DLS__FAULT_PLAIN or DLS__FAULT_COUNTED");
+/* Every method after shutdown is listed above, plain or counted: a method
+ * appended to the vtable is one line in one list (the assertion counts them). */
+#define DLS__ONE_METHOD(...) +1
+enum { DLS__METHODS_LISTED = 0 DLS__FAULT_PLAIN(DLS__ONE_METHOD, 0) DLS__FAULT_COUNTED(DLS__ONE_METHOD, 0) };
+_Static_assert(offsetof(dls__backend, shutdown) + sizeof(void (*)(void)) * (1 + DLS__METHODS_LISTED) ==
+                   sizeof(dls__backend),
+               "a vtable method this wrapper does not list: add it to DLS__FAULT_PLAIN (a point, then the call) "
+               "or DLS__FAULT_COUNTED (it makes or releases a native object)");
 
 static void wrap_all(void) {
   void (*const install[DLS__NREAL])(dls__backend *) = {install_0, install_1, install_2};
