@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "backend/backend.h"
+#include "backend/fault_ledger.h"
 #include "core/fault.h"
 
 #ifdef DLS_FAULT_INJECTION
@@ -49,14 +50,14 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
     (dev, fn, s, cfg, params, sizes, n), BACKEND)                                                                 \
   X(I, stream_capture_status, (int dev, void *s, int *out, uint64_t *out_id), (dev, s, out, out_id), BACKEND)    \
   X(I, stream_begin_capture, (int dev, void *s, int mode), (dev, s, mode), BACKEND)                              \
-  X(I, graph_launch, (int dev, void *graph, void *s), (dev, graph, s), BACKEND)                                  \
   X(I, thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev), BACKEND)                  \
   X(I, peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can), BACKEND)                            \
   X(I, memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t n, void *s),                 \
     (dev, dst, src_dev, src, n, s), BACKEND)
 
 /* X(I, method, parameters, arguments): methods that make or release a native
- * object, written out below as w_<method>(backend index, arguments...). */
+ * object (a replay remakes its graph's memory), written out below as
+ * w_<method>(backend index, arguments...). */
 #define DLS__FAULT_COUNTED(X, I)                                                                  \
   X(I, stream_create, (int dev, unsigned flags, int prio, void **out), (dev, flags, prio, out))  \
   X(I, stream_destroy, (int dev, void *s), (dev, s))                                              \
@@ -71,6 +72,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
   X(I, host_function, (int dev, const char *name, dls_host_kernel fn, void **out), (dev, name, fn, out)) \
   X(I, host_function_destroy, (int dev, void *fn), (dev, fn))                                     \
   X(I, stream_end_capture, (int dev, void *s, void **out), (dev, s, out))                         \
+  X(I, graph_launch, (int dev, void *graph, void *s), (dev, graph, s))                            \
   X(I, graph_destroy, (int dev, void *graph), (dev, graph))
 
 #define DLS__FAULT_POINT(name, own)                                   \
@@ -107,11 +109,19 @@ static dls_status_t w_event_create(int bi, int dev, unsigned flags, void **out) 
 static dls_status_t w_event_destroy(int bi, int dev, void *e) {
   DLS__FAULT_RELEASE(DLS_FAULT_EVENT, e, g_real[bi]->event_destroy(dev, e));
 }
+/* Allocations are counted by the ledger, which knows the memory captures make. */
 static dls_status_t w_mem_alloc(int bi, int dev, size_t n, void *s, void **out) {
-  DLS__FAULT_MAKE("mem_alloc", OOM, DLS_FAULT_ALLOCATION, *out != NULL, g_real[bi]->mem_alloc(dev, n, s, out));
+  DLS__FAULT_POINT("mem_alloc", OOM);
+  dls_status_t st = g_real[bi]->mem_alloc(dev, n, s, out);
+  if (st == DLS_OK && *out != NULL)
+    dls__fault_ledger_alloc(g_real[bi], dev, s, *out);
+  return st;
 }
 static dls_status_t w_mem_free(int bi, int dev, void *p, void *s) {
-  DLS__FAULT_RELEASE(DLS_FAULT_ALLOCATION, p, g_real[bi]->mem_free(dev, p, s));
+  dls_status_t st = g_real[bi]->mem_free(dev, p, s);
+  if (st == DLS_OK && p != NULL)
+    dls__fault_ledger_free(g_real[bi], dev, p);
+  return st;
 }
 static dls_status_t w_host_mapped_alloc(int bi, int dev, size_t n, void **host, void **device) {
   DLS__FAULT_MAKE("host_mapped_alloc", OOM, DLS_FAULT_MAPPED, *host != NULL,
@@ -134,6 +144,7 @@ static dls_status_t w_host_function_destroy(int bi, int dev, void *fn) {
 }
 static dls_status_t w_stream_end_capture(int bi, int dev, void *s, void **out) {
   dls_status_t fst;
+  uint64_t cap = dls__fault_ledger_capture_of(g_real[bi], dev, s);
   if (DLS__UNLIKELY(dls__fault_hit("stream_end_capture", BACKEND, &fst))) {
     /* A failed end still ends the capture and leaves nothing behind (the
      * backend contract): so does an injected one. */
@@ -142,16 +153,30 @@ static dls_status_t w_stream_end_capture(int bi, int dev, void *s, void **out) {
     void *graph = NULL;
     if (g_real[bi]->stream_end_capture(dev, s, &graph) == DLS_OK)
       (void)g_real[bi]->graph_destroy(dev, graph);
+    dls__fault_ledger_end(g_real[bi], dev, cap, NULL);
     *out = NULL;
     return dls__fail(fst, "%s", msg);
   }
   dls_status_t st = g_real[bi]->stream_end_capture(dev, s, out);
+  dls__fault_ledger_end(g_real[bi], dev, cap, st == DLS_OK ? *out : NULL);
   if (st == DLS_OK && *out != NULL)
     dls__fault_count(DLS_FAULT_GRAPH, +1);
   return st;
 }
+static dls_status_t w_graph_launch(int bi, int dev, void *graph, void *s) {
+  DLS__FAULT_POINT("graph_launch", BACKEND);
+  dls_status_t st = g_real[bi]->graph_launch(dev, graph, s);
+  if (st == DLS_OK)
+    dls__fault_ledger_launch(g_real[bi], dev, graph);
+  return st;
+}
 static dls_status_t w_graph_destroy(int bi, int dev, void *graph) {
-  DLS__FAULT_RELEASE(DLS_FAULT_GRAPH, graph, g_real[bi]->graph_destroy(dev, graph));
+  dls_status_t st = g_real[bi]->graph_destroy(dev, graph);
+  if (st == DLS_OK && graph != NULL) {
+    dls__fault_ledger_destroy(g_real[bi], dev, graph);
+    dls__fault_count(DLS_FAULT_GRAPH, -1);
+  }
+  return st;
 }
 
 #define DLS__PLAIN_THUNK(I, name, params, args, own) \

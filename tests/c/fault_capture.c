@@ -168,3 +168,34 @@ Test(fault, capture_status_failure_on_a_joined_stream_leaves_its_temporary_to_th
   }
   cr_assert_gt(tried, 0, "no capture-status query was failed");
 }
+
+/* Memory a capture allocates and does not free is its graph's: each replay
+ * makes it afresh. The count of native allocations follows: a graph never
+ * replayed takes its outputs with it (they were counted leaked whenever a
+ * step inside a capture failed and the caller ended and dropped it), and a
+ * replay after an output's buffer was freed makes a new one (the graph's
+ * final free was counted a second release). */
+Test(fault, graph_outputs_balance_the_allocation_count_replayed_or_not, .fini = dlst_fini) {
+  for (int replays = 0; replays <= 2; replays++) {
+    int64_t base[DLS_FAULT_OBJECT_KINDS];
+    dls_stream_t s;
+    dls_buffer_t b, out;
+    dls_graph_t g;
+    float three = 3.0f;
+    capture_begin(base, &s, &b);
+    OK(dls_buffer_alloc(s, 256, &out));
+    OK(dls_fill(s, dls_arg_buffer(out), 64, 4, &three));
+    OK(dls_stream_end_capture(s, &g));
+    for (int r = 0; r < replays; r++) {
+      OK(dls_graph_launch(g, s));
+      if (r == 0)
+        OK(dls_buffer_free(out)); /* after the first replay: later ones make it again */
+    }
+    if (replays == 0)
+      OK(dls_buffer_free(out));
+    OK(dls_stream_synchronize(s));
+    char when[32];
+    snprintf(when, sizeof when, "%d replays", replays);
+    capture_finish(g, b, s, base, when);
+  }
+}
