@@ -30,6 +30,12 @@ typedef struct cuda_api {
 
 extern cuda_api cu;
 
+/* The GPU backend dlstream's figures use: kDLCUDA ("CUDA"), or kDLROCM with
+ * --gpu rocm, for the HIP backend through tests/hip_on_cuda (its rows are
+ * labelled "HIP via HIP-on-CUDA stand-in"; the anchors stay raw CUDA). */
+extern DLDeviceType bench_gpu_type;
+extern const char *bench_gpu_label;
+
 double now_s(void);
 figure measure(bench_body body, bench_drain drain, void *ctx, int n);
 void bench_error(const char *fmt, ...);

@@ -7,7 +7,10 @@
  * anchors use their own dlopen of libcuda.so.1 and the same primary context,
  * streams and kernels as dlstream.
  *
- * Usage: bench_c [--json FILE] [--device N] [--launch-batch N] */
+ * Usage: bench_c [--json FILE] [--device N] [--launch-batch N] [--gpu cuda|rocm]
+ * --gpu rocm measures dlstream's HIP backend (kDLROCM) instead of its CUDA
+ * one; on an NVIDIA GPU that means through the HIP-on-CUDA stand-in
+ * (DLSTREAM_HIP_LIBRARY, DLSTREAM_HIP_BUILTINS: docs/hip.md). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -426,14 +429,17 @@ static int dls_event_create_destroy(void *p, int n) {
 
 /* Sets everything up, runs the CUDA rows and tears down. Returns NULL, or
  * why the CUDA figures were skipped. */
+DLDeviceType bench_gpu_type = kDLCUDA;
+const char *bench_gpu_label = "CUDA";
+
 static const char *run_cuda(int device, int launch_batch, char *device_name, size_t name_size) {
   static char why[600];
-  if (dls_backend_probe(kDLCUDA) != DLS_OK) {
+  if (dls_backend_probe(bench_gpu_type) != DLS_OK) {
     snprintf(why, sizeof why, "%s", dls_last_error());
     return why;
   }
   int count = 0;
-  dls_device_count(kDLCUDA, &count);
+  dls_device_count(bench_gpu_type, &count);
   if (device >= count) {
     snprintf(why, sizeof why, "cuda:%d requested but %d CUDA device(s) visible", device, count);
     return why;
@@ -445,7 +451,7 @@ static const char *run_cuda(int device, int launch_batch, char *device_name, siz
   }
   cuda_ctx c;
   memset(&c, 0, sizeof c);
-  c.device = dls_cuda(device);
+  c.device = dls_device(bench_gpu_type, device);
   c.n_elems = 256;
   c.a = 2.0f;
   dls__CUdevice cudev;
@@ -506,24 +512,24 @@ static const char *run_cuda(int device, int launch_batch, char *device_name, siz
   kernels = true;
 #endif
   if (kernels) {
-    add_row("CUDA", "launch empty kernel", "cuLaunchKernel", raw_launch_empty, dls_launch_empty, cuda_drain, &c,
+    add_row(bench_gpu_label, "launch empty kernel", "cuLaunchKernel", raw_launch_empty, dls_launch_empty, cuda_drain, &c,
             launch_batch);
-    add_row("CUDA", "launch axpy_f32, 4 args (raw pointers)", "cuLaunchKernel", raw_launch_axpy, dls_launch_axpy_ptr,
+    add_row(bench_gpu_label, "launch axpy_f32, 4 args (raw pointers)", "cuLaunchKernel", raw_launch_axpy, dls_launch_axpy_ptr,
             cuda_drain, &c, launch_batch);
-    add_row("CUDA", "launch axpy_f32, 4 args (buffers)", "cuLaunchKernel", raw_launch_axpy, dls_launch_axpy_buf,
+    add_row(bench_gpu_label, "launch axpy_f32, 4 args (buffers)", "cuLaunchKernel", raw_launch_axpy, dls_launch_axpy_buf,
             cuda_drain, &c, launch_batch);
   } else {
     fprintf(stderr, "bench: launch rows skipped: CUDA built-in kernels were not compiled in (no nvcc)\n");
   }
-  add_row("CUDA", "stream: pooled acquire+destroy", "cuStreamCreate+cuStreamDestroy", raw_stream_create,
+  add_row(bench_gpu_label, "stream: pooled acquire+destroy", "cuStreamCreate+cuStreamDestroy", raw_stream_create,
           dls_stream_pooled, cuda_drain, &c, 500);
-  add_row("CUDA", "alloc+free 1 MiB, stream-ordered", "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free,
+  add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered", "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free,
           dls_alloc_free, cuda_drain, &c, 1000);
-  add_row("CUDA", "alloc+use on 2nd stream+free 1 MiB", "cuMemAllocAsync+cuEventRecord+cuStreamWaitEvent+cuMemFreeAsync",
+  add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB", "cuMemAllocAsync+cuEventRecord+cuStreamWaitEvent+cuMemFreeAsync",
           raw_alloc_use_free, dls_alloc_use_free, cuda_drain, &c, 1000);
-  add_row("CUDA", "event record+wait", "cuEventRecord+cuStreamWaitEvent", raw_record_wait, dls_record_wait,
+  add_row(bench_gpu_label, "event record+wait", "cuEventRecord+cuStreamWaitEvent", raw_record_wait, dls_record_wait,
           cuda_drain, &c, 2000);
-  add_row("CUDA", "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
+  add_row(bench_gpu_label, "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
   run_groups(c.device, c.ctx, kernels);
   static const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20,
@@ -535,7 +541,7 @@ static const char *run_cuda(int device, int launch_batch, char *device_name, siz
       snprintf(op, sizeof op, "scaling: alloc+free %zu MiB, stream-ordered", sizes[i] >> 20);
     else
       snprintf(op, sizeof op, "scaling: alloc+free %zu KiB, stream-ordered", sizes[i] >> 10);
-    add_row("CUDA", op, "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free_n, dls_alloc_free_n, cuda_drain, &c, 500);
+    add_row(bench_gpu_label, op, "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free_n, dls_alloc_free_n, cuda_drain, &c, 500);
   }
 
   cuda_drain(&c);
@@ -721,8 +727,14 @@ int main(int argc, char **argv) {
       device = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--launch-batch") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       launch_batch = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc &&
+               (strcmp(argv[i + 1], "cuda") == 0 || strcmp(argv[i + 1], "rocm") == 0)) {
+      if (strcmp(argv[++i], "rocm") == 0) {
+        bench_gpu_type = kDLROCM;
+        bench_gpu_label = "HIP via HIP-on-CUDA stand-in";
+      }
     } else {
-      fprintf(stderr, "usage: %s [--json FILE] [--device N] [--launch-batch N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--json FILE] [--device N] [--launch-batch N] [--gpu cuda|rocm]\n", argv[0]);
       return 2;
     }
   }
@@ -731,7 +743,8 @@ int main(int argc, char **argv) {
   if (cuda_skipped != NULL)
     printf("CUDA: skipped: %s\n", cuda_skipped);
   else
-    printf("CUDA device: %s\n", cuda_device);
+    printf("CUDA device: %s (dlstream's figures: %s backend)\n", cuda_device,
+           bench_gpu_type == kDLROCM ? "HIP, through the HIP-on-CUDA stand-in" : "CUDA");
   const char *cpu_skipped = run_cpu();
   if (cpu_skipped != NULL)
     printf("CPU: skipped: %s\n", cpu_skipped);

@@ -166,9 +166,9 @@ void run_groups(DLDevice device, dls__CUcontext ctx, bool kernels) {
     return;
   }
   g.k = 4;
-  add_row("CUDA", "fork/join of 4 empty kernels on 4 streams, per group", "events + 4 streams (raw driver)",
+  add_row(bench_gpu_label, "fork/join of 4 empty kernels on 4 streams, per group", "events + 4 streams (raw driver)",
           raw_groups, dls_groups, group_drain, &g, 200);
-  add_row("CUDA", "4 empty kernels on one stream (no fork/join), per group", "cuLaunchKernel x4", serial_empty,
+  add_row(bench_gpu_label, "4 empty kernels on one stream (no fork/join), per group", "cuLaunchKernel x4", serial_empty,
           serial_empty, group_drain, &g, 200);
   static const int ks[] = {2, 4, 8, 16, 32};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {

@@ -109,6 +109,7 @@ def gpu_rows(args):
 
         rows.append(("CuPy RawKernel, CuPy arrays", measure_loop(cupy_loop, calls, reps, cupy.cuda.Device().synchronize),
                      None))
+        rows.extend(cupy_stream_rows(args, k, cx, cy, N))
 
         def cupy_torch_loop(n):
             for _ in range(n):
@@ -381,6 +382,35 @@ def cuda_core_row(x, y, N, calls, reps, sync):
             launch(stream, cfg, ker, n, a, px, py)
 
     return ("cuda.core launch with int pointers", measure_loop(loop, calls, reps, sync), None)
+
+
+def cupy_stream_rows(args, k, cx, cy, N):
+    """Inside `with cupy.cuda.Stream():`, a dlstream launch on CuPy arrays (it runs on CuPy's current stream) beside
+    CuPy's RawKernel on the same arrays and stream. Target: dlstream not slower than RawKernel."""
+    import cupy
+    import dlstream
+    calls, reps = args.calls, args.reps
+    launch = dlstream.builtin_function("dls_axpy_f32", "cuda:0").launch
+    a32, n64 = cupy.float32(1.0), cupy.uint64(N)
+    s = cupy.cuda.Stream(non_blocking=True)
+
+    def dls_loop(n):
+        with s:
+            for _ in range(n):
+                launch(4, 256, N, 1.0, cx, cy)
+
+    def raw_loop(n):
+        with s:
+            for _ in range(n):
+                k((4,), (256,), (n64, a32, cx, cy))
+
+    t_dls = measure_loop(dls_loop, calls, reps, s.synchronize)
+    t_raw = measure_loop(raw_loop, calls, reps, s.synchronize)
+    print(f"CuPy current stream: dlstream launch {t_dls:.2f} µs, RawKernel {t_raw:.2f} µs, "
+          f"ratio {t_dls / t_raw:.2f} (target <= 1.0)")
+    return [("dlstream launch: axpy on 2 CuPy arrays inside `with cupy.cuda.Stream()` (runs on it)", t_dls,
+             "cupy_stream"),
+            ("CuPy RawKernel, same arrays, inside the same `with cupy.cuda.Stream()`", t_raw, "cupy_stream_raw")]
 
 
 def cpu_rows(args):

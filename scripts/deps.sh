@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what `make demo` and `make test` need and is missing, saying what it installs:
-# Criterion and pkg-config from Debian (apt-get), NumPy and pytest from PyPI (pip).
+# Criterion and pkg-config from Debian (apt-get), NumPy, pytest and hypothesis from PyPI (pip).
 set -euo pipefail
 PYTHON="${1:-python3}"
 
@@ -22,9 +22,10 @@ fi
 need_pip=()
 "$PYTHON" -c "import numpy" 2>/dev/null || need_pip+=("numpy>=2")
 "$PYTHON" -c "import pytest" 2>/dev/null || need_pip+=(pytest)
+"$PYTHON" -c "import hypothesis" 2>/dev/null || need_pip+=(hypothesis)
 if [ ${#need_pip[@]} -gt 0 ]; then
   echo "deps: installing from PyPI: ${need_pip[*]}"
   "$PYTHON" -m pip install -q "${need_pip[@]}"
 else
-  echo "deps: Python packages present (numpy, pytest)"
+  echo "deps: Python packages present (numpy, pytest, hypothesis)"
 fi

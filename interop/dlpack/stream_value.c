@@ -6,7 +6,9 @@
  * ambiguous; ROCm 0 names the default stream, 1 and 2 are refused, other
  * values are hipStream_t; -1 asks for no synchronization; CPU consumers pass
  * None (-1 here). The stream handle {0} stands for "no synchronization" in
- * both directions. */
+ * both directions. Values that cannot be a pointer (below 4096, negative) are
+ * refused before any driver call; a plausible but dangling pointer cannot be
+ * told from a stream by any driver. */
 
 #include <inttypes.h>
 
@@ -107,6 +109,13 @@ dls_status_t dls_dlpack_stream_from_value(DLDevice device, int64_t value, dls_st
     if (value == 0)
       deflt = DLS_STREAM_LEGACY;
   }
+  if (deflt == 0 && value < 4096)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(device=%s, value=%" PRId64 "): no stream has this value; DLPack's values on %s are %s, -1 "
+                     "(no synchronization) and stream pointers (4096 and above)",
+                     call, dev, value, home.device_type == kDLCUDA ? "CUDA" : "ROCm",
+                     home.device_type == kDLCUDA ? "1 (legacy default stream), 2 (per-thread default stream)"
+                                                 : "0 (default stream)");
   if (deflt != 0) {
     /* Checked now, so that a missing backend or device fails here. */
     dls_status_t st;

@@ -138,6 +138,46 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   return finish(&c, rc);
 }
 
+/* copy(dst, src) with src on another device of the call's backend: a peer copy (through the host where the
+ * devices cannot reach each other), queued on the call's stream, which is on dst's device. */
+static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_view *d, dlspy_view *s) {
+  dlspy_state *st = c->st;
+  dls__device *dev = c->s->dev;
+  char x[32], y[32], z[32];
+  const char *why = NULL;
+  if (d->device.device_id != dev->device.device_id)
+    why = "the copy runs on a stream of dst's device";
+  else if (!d->has_meta || !s->has_meta || d->ndim != s->ndim ||
+           memcmp(d->shape, s->shape, (size_t)d->ndim * sizeof d->shape[0]) != 0)
+    why = "dst and src must have one shape";
+  else if (dls_dtype_size(d->dtype) != dls_dtype_size(s->dtype) || dls_dtype_size(d->dtype) == 0)
+    why = "dst and src must have elements of one size";
+  else if (!d->contiguous || !s->contiguous)
+    why = "a copy between devices takes contiguous tensors";
+  if (why != NULL) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "copy(dst on %s, src on %s, stream on %s): %s",
+                 dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y),
+                 dls_device_str(dev->device, z, sizeof z), why);
+    dlspy_call_end(c, false);
+    return NULL;
+  }
+  dls_status_t rc = DLS_OK;
+  size_t bytes = (size_t)d->count * dls_dtype_size(d->dtype);
+  if (dev->be->memcpy_peer_async == NULL)
+    rc = dls__fail(DLS_ERR_NOT_SUPPORTED, "copy(dst on %s, src on %s): the %s backend cannot copy between devices",
+                   dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y), dev->be->name);
+  else if (bytes > 0)
+    rc = dev->be->memcpy_peer_async(dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
+  if (rc == DLS_OK && dlspy_call_record_use(c, a[0]) != 0) {
+    dlspy_call_end(c, false);
+    return NULL;
+  }
+  if (rc != DLS_OK && rc != DLS_ERR_NOT_SUPPORTED)
+    (void)dls__fail_prefix(rc, "copy(%zu bytes from %s to %s)", bytes, dls_device_str(s->device, y, sizeof y),
+                           dls_device_str(d->device, x, sizeof x));
+  return finish(c, rc);
+}
+
 PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "copy";
   dlspy_state *st = dlspy_state_of_module(module);
@@ -151,10 +191,16 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 2) != 0)
     return NULL;
   dlspy_view d, s;
-  if (tensor_arg(&c, a[0], 0, "dst", false, &d) != 0 || tensor_arg(&c, a[1], 1, "src", true, &s) != 0) {
+  if (tensor_arg(&c, a[0], 0, "dst", false, &d) != 0 || dlspy_call_peer_tensor(&c, a[1], 1, &s) != 0) {
+    if (!PyErr_Occurred())
+      dlspy_type_error(st, "copy(src=%R): expected a tensor (any DLPack producer)", a[1]);
     dlspy_call_end(&c, false);
     return NULL;
   }
+  const DLDevice sdev = c.s->dev->device;
+  if (s.device.device_type == sdev.device_type &&
+      (s.device.device_id != sdev.device_id || d.device.device_id != sdev.device_id))
+    return copy_between_devices(&c, a, &d, &s);
   const char *why = NULL;
   if (!d.has_meta || !s.has_meta)
     why = "at most 8 dimensions";

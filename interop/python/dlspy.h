@@ -17,12 +17,15 @@
  * public entry guard, so they check the runtime state themselves. */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
-/* Per-type cache of the DLPack C exchange API (NULL api: the type has none). */
-typedef struct dlspy_xapi_entry {
-  PyTypeObject *type; /* strong reference */
-  const DLPackExchangeAPI *api;
-} dlspy_xapi_entry;
-#define DLSPY_XAPI_CACHE 16
+/* What dlstream knows of a tensor type (tensortypes.c), cached per type. */
+typedef struct dlspy_type_entry {
+  PyTypeObject *type;           /* strong reference */
+  const DLPackExchangeAPI *api; /* its DLPack C exchange API; NULL: none */
+  PyObject *provider;           /* its stream provider (strong reference); NULL: none */
+  bool cai_skip;                /* its __cuda_array_interface__ has no stream (version < 3) and it has
+                                   __dlpack__: the handshake orders it, so the interface is not read */
+} dlspy_type_entry;
+#define DLSPY_TYPE_CACHE 16
 
 /* Foreign native streams seen on the hot path, wrapped once. */
 typedef struct dlspy_stream_entry {
@@ -41,11 +44,12 @@ typedef struct dlspy_state {
   PyObject *stream_var;                   /* contextvars.ContextVar of use_stream */
   PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
   PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
-  PyObject *s_device_id, *s_type, *s_index, *s_name;
+  PyObject *s_device_id, *s_type, *s_index, *s_name, *s_module, *s_cai;
   PyObject *max_version;                  /* (1, 1) */
   PyObject *kw_stream_maxv, *kw_stream;   /* ("stream", "max_version"), ("stream",) */
-  dlspy_xapi_entry xapi[DLSPY_XAPI_CACHE];
-  int xapi_n, xapi_next;
+  PyObject *providers;                    /* register_stream_provider: {type or module name: fn} */
+  dlspy_type_entry types[DLSPY_TYPE_CACHE];
+  int types_n, types_next;
   dlspy_stream_entry scache[DLSPY_STREAM_CACHE];
   int scache_n, scache_next;
 } dlspy_state;
@@ -81,7 +85,9 @@ static inline bool dlspy_py_finalizing(void) {
 dlspy_state *dlspy_state_of(PyTypeObject *tp);
 static inline dlspy_state *dlspy_state_of_module(PyObject *m) { return (dlspy_state *)PyModule_GetState(m); }
 
-/* ---- errors (module.c) ---- */
+/* ---- errors (errors.c) ---- */
+/* Creates dlstream.Error, one class per status and ArgumentTypeError, and adds them to `m`. */
+int dlspy_errors_init(PyObject *m, dlspy_state *st);
 /* Raises the exception of `status` with "<pycall>: <dls_last_error()>"; returns NULL. */
 PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
 /* Raises the exception of `status` with a formatted message; returns NULL. */
@@ -91,16 +97,35 @@ PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
 int dlspy_check_runtime(dlspy_state *st, const char *pycall);
 
-/* ---- devices and dtypes (module.c) ---- */
+/* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
 int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
-/* cuda:0 when a CUDA device exists, else cpu:0. */
+/* cuda:0 when a CUDA device exists, else rocm:0 when a ROCm device does, else cpu:0. */
 DLDevice dlspy_default_device(void);
+/* Whether `obj` belongs to a ROCm build of torch (its type is of a torch module and torch.version.hip is set):
+ * such builds name HIP devices and streams 'cuda'. */
+bool dlspy_torch_hip(PyObject *obj);
 PyObject *dlspy_device_str(DLDevice d);
 int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLDataType *out);
 PyObject *dlspy_dtype_str(DLDataType dt);
+/* Module functions: device_count, backend_available, default_device. */
+PyObject *dlspy_mod_device_count(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_mod_backend_available(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_mod_default_device(PyObject *m, PyObject *unused);
 
-/* ---- streams (stream.c) ---- */
+/* ---- module functions about the runtime (runtime.c) ---- */
+PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
+/* The atexit hook: runs the pending releases, then tears the runtime down. */
+PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+/* _readable(addr): dlspy_addr_readable, for tests. */
+PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg);
+
+/* ---- streams (stream.c; stream arguments in streamarg.c) ---- */
 typedef struct StreamObject {
   PyObject_HEAD
   dls_stream_t handle;
@@ -137,8 +162,26 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
 void dlspy_stream_cache_clear(dlspy_state *st);
 /* The use_stream() stream of this context as a handle, or {0}. */
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
-/* Validates a __cuda_stream__ result; sets *out_native. */
-int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, void **out_native);
+/* Calls obj.__cuda_stream__() and checks the result (version 0, a handle that can be a stream); sets *out_native. */
+int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, const char *arg,
+                               void **out_native);
+/* The native stream an int names (0 and 1 legacy, 2 per-thread, else a pointer); refuses with
+ * InvalidArgumentError, before anything reads it, values that cannot be a stream: negative, 3 to 4095, 2**63
+ * and above. `shown` is what the message shows as the argument `arg` (the int itself, or the object it came
+ * from). */
+int dlspy_native_of_int(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, const char *arg,
+                        void **out);
+/* The stream a DLPack `stream` integer names on `device` (-1: {0}); values below 4096 follow DLPack's rules for
+ * the device type (dls_dlpack_stream_from_value), larger ones are pointers wrapped through the cache. */
+int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, const char *pycall, const char *arg,
+                                 dls_stream_t *out);
+/* Whether this process can read the byte at `addr`, asked of the kernel (nothing faults). A GPU driver's
+ * stream or event pointer points at readable host memory; any other would crash the driver that reads it. A
+ * readable address may still be no stream: no driver can validate a plausible but dangling pointer. */
+bool dlspy_addr_readable(uintptr_t addr);
+/* Refuses (InvalidArgumentError) a native stream pointer of a GPU device that this process cannot read: the
+ * driver would crash reading it. Every path that hands a native stream to dls_stream_wrap calls this first. */
+int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const char *pycall);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
 
@@ -174,15 +217,43 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
 
 /* ---- the argument handshake (handshake.c) ---- */
 
+/* ---- tensor types (tensortypes.c) ---- */
+/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup). */
+const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp);
 /* The exchange API of a type, from the per-type cache (NULL: none). */
 const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp);
-void dlspy_xapi_cache_clear(dlspy_state *st);
+/* Remembers that `tp`'s __cuda_array_interface__ is not worth reading (see dlspy_type_entry.cai_skip). */
+void dlspy_type_skip_cai(dlspy_state *st, PyTypeObject *tp);
+void dlspy_type_cache_clear(dlspy_state *st);
+/* Calls `provider(obj)` and resolves its result (a stream-like or None: *out {0}) on `home`; a stream of
+ * another device is refused. Returns 0, or -1 with an exception. */
+int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DLDevice home, const char *pycall,
+                          int index, dls_stream_t *out);
+PyObject *dlspy_mod_register_stream_provider(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                             PyObject *kwnames);
+PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused);
+
+/* ---- __cuda_array_interface__ (cai.c) ---- */
+typedef struct dlspy_cai {
+  DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
+  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  bool read_only;
+  int version;
+  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
+} dlspy_cai;
+/* Reads an interface dict `d` of args[index] into `out` (dlspy_cai_clear releases it, also after a failure).
+ * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
+ * stream before version 3 or not a stream value. Returns 0, or -1 with an exception. */
+int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
+void dlspy_cai_clear(dlspy_cai *cai);
 
 /* What to do once a launch was queued (or failed) for one argument. */
-enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE };
+enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE, DLSPY_POST_USE };
 typedef struct dlspy_post {
   int kind;
   PyObject *obj;        /* KEEP: strong reference held until the stream passes */
+  dls__buffer *buf;     /* USE: a dlstream buffer used by raw-pointer work on the stream (reference held) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -223,15 +294,20 @@ typedef struct dlspy_call {
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
-  PyObject *first_obj;      /* the exchange-API tensor read by dlspy_call_begin ... */
+  PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
+  int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
+  dlspy_cai first_cai;
+  uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
 } dlspy_call;
+enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI };
 
-/* Picks the stream of a call: explicit `stream` (may be NULL/None), the
- * use_stream context, the exchange-API framework of the first tensor among
- * `args`, else the legacy default stream of `device` (or, with
- * `device_from_args`, of the first tensor's device). Takes a reference on
- * the resolved stream (dlspy_call_end drops it). */
+/* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
+ * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
+ * tensor its framework's current stream (the DLPack C exchange API, else a registered stream provider, else a
+ * version-3 __cuda_array_interface__'s stream); else the legacy default stream of `device` (NULL: of the first
+ * tensor's device). Host arrays decide only when no argument lives on a device. Takes a reference on the
+ * resolved stream (dlspy_call_end drops it); on failure nothing is held. */
 int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
                      PyObject *const *args, Py_ssize_t nargs);
 /* Resolves one tensor-like argument (a dlstream.Tensor, an exchange-API
@@ -240,6 +316,15 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
  * `want_meta` fills shape and strides. Returns 0, 1 when `obj` is not
  * tensor-like (nothing raised), or -1 with an exception. */
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out);
+/* Like dlspy_call_tensor, for the source of a copy that may live on another device of the call's backend (a
+ * peer copy reads it): the call's stream waits for the source's producer on its own device, and the source is
+ * kept (or its use recorded) until the call's stream passes. A source on the call's device, or in host memory
+ * for a GPU call, goes through dlspy_call_tensor. out->device is where the memory lives. */
+int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out);
+/* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
+ * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
+int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
+
 /* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
@@ -257,6 +342,27 @@ void dlspy_managed_release(void *managed, bool versioned);
 /* obj.__dlpack_device__(); returns 1 (nothing raised) when obj has none. */
 int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out);
 
+/* ---- what handshake.c, tensorarg.c and cai.c share ---- */
+static inline bool dlspy_same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b) {
+  return a == b || (a->dev == b->dev && a->native == b->native);
+}
+/* Fills dtype, ndim, count, contiguity and (with want_meta, up to DLS_COPY_MAX_DIMS) shape and strides. */
+void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
+/* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
+int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
+/* An exchange-API framework's current stream of `dev` (cached for the call). */
+int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
+/* The call stream's DLPack value as a new int. */
+int dlspy_launch_value(dlspy_call *c, PyObject **out);
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a
+ * stream-less one while __dlpack__ orders it), -1 with an exception. */
+int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out);
+/* Where an interface's memory lives: __dlpack_device__, else the call's GPU, else the default GPU. */
+int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out);
+
 /* Keeps `obj` (a new reference is taken) alive until work queued on `s` so far has passed. */
 int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj);
 
@@ -272,11 +378,16 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
 PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
-/* ---- small argument-parsing helpers (module.c) ---- */
+/* ---- small argument-parsing helpers (args.c) ---- */
 /* Splits FASTCALL keywords into `out` slots named by `names` (NULL-terminated);
  * positional arguments beyond `npos_max` are an error. */
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out);
+/* A shape: an int or a sequence of ints (NumPy integers too), at most DLS__DLPACK_MAX_NDIM extents of 0 to
+ * 2**63 - 1 whose elements of `dtype` fit in 2**63 - 1 bytes. Refusals are InvalidArgumentError (a ValueError,
+ * as in NumPy) or ArgumentTypeError. */
+int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
+                      int32_t *ndim);
 
 /* ---- kernels from source (compile.c) ---- */
 /* A Module object owning `handle` (unloaded if the object cannot be made). */

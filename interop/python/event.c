@@ -85,6 +85,12 @@ static int foreign_native(dlspy_state *st, PyObject *obj, void **out) {
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Event.wrap(obj=%R): an event handle is a non-negative pointer", obj);
     return -1;
   }
+  if (p != 0 && (p < 4096 || p >> 63)) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
+                 "Event.wrap(obj=%R): 0x%llx is not an event: no event lives below 4096 or at 2**63 and above", obj,
+                 p);
+    return -1;
+  }
   if (p == 0) {
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
                  "Event.wrap(obj=%R): the event handle is 0 (torch creates its event at the first record(): record "
@@ -111,6 +117,11 @@ static PyObject *event_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t nar
   if (dlspy_check_runtime(st, "Event.wrap") != 0 || foreign_native(st, a[0], &native) != 0 ||
       dlspy_parse_device(st, a[1], "Event.wrap", &dev) != 0)
     return NULL;
+  if ((dev.device_type == kDLCUDA || dev.device_type == kDLROCM) && !dlspy_addr_readable((uintptr_t)native))
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
+                        "Event.wrap(obj=%R): %p is not an event: this process cannot read memory there (a freed or "
+                        "made-up pointer)",
+                        a[0], native);
   EventObject *e = event_alloc((PyTypeObject *)cls);
   if (e == NULL)
     return NULL;

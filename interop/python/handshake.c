@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The argument handshake: which stream a call runs on, tensor arguments through the DLPack C exchange API or
- * __dlpack__, host arrays staged through stream-ordered temporaries, and borrowed objects kept alive until
- * every stream that used them has passed. */
+ * __dlpack__ (arguments themselves: tensorarg.c), and borrowed objects kept alive until every stream that used
+ * them has passed. */
 #include "dlspy.h"
 
 #include <string.h>
@@ -63,68 +63,6 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
   Py_INCREF(obj);
   keep_release(s, release_pyobject, obj);
   return 0;
-}
-
-/* ---- the exchange API, cached per type ---- */
-
-static const DLPackExchangeAPI *xapi_from_value(PyObject *v) {
-  const DLPackExchangeAPIHeader *h = NULL;
-  if (PyCapsule_CheckExact(v)) {
-    if (!PyCapsule_IsValid(v, "dlpack_exchange_api"))
-      return NULL;
-    h = PyCapsule_GetPointer(v, "dlpack_exchange_api");
-  } else if (PyLong_Check(v)) {
-    h = PyLong_AsVoidPtr(v);
-  }
-  if (h == NULL) {
-    PyErr_Clear();
-    return NULL;
-  }
-  /* A newer table chains the older ones it still serves. */
-  while (h != NULL && h->version.major != DLPACK_MAJOR_VERSION)
-    h = h->prev_api;
-  if (h == NULL)
-    return NULL;
-  const DLPackExchangeAPI *api = (const DLPackExchangeAPI *)h;
-  if (api->current_work_stream == NULL || api->dltensor_from_py_object_no_sync == NULL)
-    return NULL;
-  return api;
-}
-
-const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp) {
-  for (int i = 0; i < st->xapi_n; i++)
-    if (st->xapi[i].type == tp)
-      return st->xapi[i].api;
-  const DLPackExchangeAPI *api = NULL;
-  PyObject *names[] = {st->s_xapi, st->s_xapi_old};
-  for (int k = 0; k < 2 && api == NULL; k++) {
-    PyObject *v = NULL;
-    if (dlspy_getattr_opt((PyObject *)tp, names[k], &v) < 0)
-      PyErr_Clear();
-    if (v != NULL) {
-      api = xapi_from_value(v);
-      Py_DECREF(v);
-    }
-  }
-  int slot;
-  if (st->xapi_n < DLSPY_XAPI_CACHE) {
-    slot = st->xapi_n++;
-  } else {
-    slot = st->xapi_next;
-    st->xapi_next = (st->xapi_next + 1) % DLSPY_XAPI_CACHE;
-    Py_CLEAR(st->xapi[slot].type);
-  }
-  Py_INCREF(tp);
-  st->xapi[slot].type = tp;
-  st->xapi[slot].api = api;
-  return api;
-}
-
-void dlspy_xapi_cache_clear(dlspy_state *st) {
-  for (int i = 0; i < st->xapi_n; i++)
-    Py_CLEAR(st->xapi[i].type);
-  st->xapi_n = 0;
-  st->xapi_next = 0;
 }
 
 /* ---- the DLPack Python protocol ---- */
@@ -209,46 +147,9 @@ int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDe
   return 0;
 }
 
-/* ---- views ---- */
-
-static void view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
-  v->dtype = dl->dtype;
-  v->ndim = dl->ndim;
-  v->has_meta = false;
-  uint64_t count = 1;
-  for (int32_t i = 0; i < dl->ndim; i++)
-    count *= (uint64_t)(dl->shape[i] > 0 ? dl->shape[i] : 0);
-  v->count = count;
-  bool contiguous = true;
-  int64_t expect = 1;
-  for (int32_t i = dl->ndim - 1; i >= 0; i--) {
-    if (dl->strides != NULL && dl->shape[i] > 1 && dl->strides[i] != expect)
-      contiguous = false;
-    expect *= dl->shape[i];
-  }
-  v->contiguous = contiguous;
-  if (want_meta && dl->ndim <= DLS_COPY_MAX_DIMS) {
-    int64_t stride = 1;
-    for (int32_t i = dl->ndim - 1; i >= 0; i--) {
-      v->shape[i] = dl->shape[i];
-      v->strides[i] = dl->strides ? dl->strides[i] : stride;
-      stride *= dl->shape[i] > 0 ? dl->shape[i] : 1;
-    }
-    v->has_meta = true;
-  }
-}
-
-static inline bool same_device(DLDevice a, DLDevice b) {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
-}
-
-static inline bool same_stream(const dls__stream *a, const dls__stream *b) {
-  return a == b || (a->dev == b->dev && a->native == b->native);
-}
-
 /* ---- the call ---- */
 
-static int add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
+int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   if (c->nposts == DLSPY_MAX_POSTS) {
     dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments", c->pycall, DLSPY_MAX_POSTS);
     return -1;
@@ -258,12 +159,13 @@ static int add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->obj = obj;
   p->managed = managed;
   p->tmp = NULL;
+  p->buf = NULL;
   return 0;
 }
 
 /* The framework's current stream for a device, as a core stream. */
-static int framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  if (c->cur_api == api && same_device(c->cur_dev, dev)) {
+int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
+  if (c->cur_api == api && dlspy_same_device(c->cur_dev, dev)) {
     *out = c->cur_stream;
     return 0;
   }
@@ -294,6 +196,148 @@ static int framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevic
   return 0;
 }
 
+/* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
+ * live, else a temporary one that dlspy_call_end frees (the call holds a reference on `s` meanwhile). */
+static int handle_of(dlspy_call *c, dls__stream *s) {
+  dls__device *dev = s->dev;
+  if (s->kind == DLS__STREAM_DEFAULT) {
+    int kind = s == dev->defaults[DLS_STREAM_PER_THREAD] ? DLS_STREAM_PER_THREAD : DLS_STREAM_LEGACY;
+    c->stream = dls_stream_default(dev->device, kind);
+    return 0;
+  }
+  if (s->id != 0 && dls__handle_peek(DLS_HANDLE_STREAM, s->id) == s) {
+    c->stream.id = s->id;
+    return 0;
+  }
+  uint64_t id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  if (id == 0) {
+    dlspy_raisef(c->st, DLS_ERR_OUT_OF_MEMORY, "%s: %s", c->pycall, dls_last_error());
+    return -1;
+  }
+  c->temp_handle = id;
+  c->stream.id = id;
+  return 0;
+}
+
+enum { ARG_NEXT = 0, ARG_DONE = 1 };
+
+/* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
+ * memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE: the search ends (c->s,
+ * c->stream or nothing chosen). With `host_seen` NULL host memory decides like device memory. */
+static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool *dev_known, bool *host_seen) {
+  dlspy_state *st = c->st;
+  PyTypeObject *tp = Py_TYPE(o);
+  if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
+    return ARG_NEXT;
+  if (PyObject_TypeCheck(o, st->TensorType)) {
+    /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
+    DLDevice td = ((TensorObject *)o)->device;
+    if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
+      *host_seen = true;
+      return ARG_NEXT;
+    }
+    if (!*dev_known) {
+      *dev = td;
+      *dev_known = true;
+    }
+    dls__tensor *ti = ((TensorObject *)o)->handle.id ? dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)o)->handle.id)
+                                                     : NULL;
+    if (ti != NULL && dlspy_same_device(td, *dev)) {
+      dls__stream *s = ti->buf->stream;
+      if (s != NULL && s != s->dev->defaults[DLS__STREAM_NONE])
+        c->s = s;
+    }
+    return ARG_DONE;
+  }
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
+  if (api != NULL) {
+    DLTensor dl;
+    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+      if (!PyErr_Occurred())
+        dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%zd]): the framework could not describe the tensor",
+                     c->pycall, i);
+      return -1;
+    }
+    DLDevice home;
+    if (!dls__dlpack_home(dl.device, &home))
+      return ARG_DONE;
+    if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
+      *host_seen = true;
+      return ARG_NEXT;
+    }
+    /* The view stays valid while the caller holds the object (the whole call): dlspy_call_tensor reuses it. */
+    c->first_obj = o;
+    c->first_kind = DLSPY_FIRST_XAPI;
+    c->first_dl = dl;
+    if (!*dev_known) {
+      *dev = home;
+      *dev_known = true;
+    }
+    if (!dlspy_same_device(home, *dev))
+      return ARG_DONE; /* staged or refused later */
+    dls__stream *fs;
+    if (dlspy_framework_stream(c, api, dl.device, &fs) != 0)
+      return -1;
+    c->s = fs;
+    c->stream = c->cur_handle;
+    return ARG_DONE;
+  }
+  if (PyCapsule_CheckExact(o))
+    return ARG_DONE;
+  /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
+  dlspy_cai *cai = &c->first_cai;
+  int has_cai = dlspy_read_cai(c, o, (int)i, cai);
+  if (has_cai < 0)
+    return -1;
+  DLDevice d, home;
+  int rc = has_cai ? dlspy_cai_device(c, o, *dev_known ? dev : NULL, &d) : dlspy_dlpack_device(st, o, c->pycall, &d);
+  if (rc != 0) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    if (rc < 0)
+      return -1;
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(o, st->s_dlpack, &meth) < 0)
+      return -1;
+    Py_XDECREF(meth);
+    return meth == NULL ? ARG_NEXT : ARG_DONE; /* not a tensor / a producer that names no device */
+  }
+  if (!dls__dlpack_home(d, &home)) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    return ARG_DONE; /* refused later */
+  }
+  if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
+    if (has_cai)
+      dlspy_cai_clear(cai);
+    *host_seen = true;
+    return ARG_NEXT;
+  }
+  if (!*dev_known) {
+    *dev = home;
+    *dev_known = true;
+  }
+  if (has_cai) {
+    cai->dl.device = d;
+    c->first_obj = o;
+    c->first_kind = DLSPY_FIRST_CAI;
+  }
+  if (!dlspy_same_device(home, *dev))
+    return ARG_DONE;
+  PyObject *provider = dlspy_type_info(st, tp)->provider;
+  if (provider != NULL) {
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
+      return -1;
+    if (c->stream.id != 0)
+      return ARG_DONE;
+  }
+  if (has_cai && cai->stream != NULL &&
+      dlspy_stream_of_dlpack_value(st, home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
+                                   &c->stream) != 0)
+    return -1;
+  return ARG_DONE;
+}
+
 int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
                      PyObject *const *args, Py_ssize_t nargs) {
   c->st = st;
@@ -305,6 +349,9 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->nordered = 0;
   c->cur_api = NULL;
   c->first_obj = NULL;
+  c->first_kind = 0;
+  c->first_cai.stream = NULL;
+  c->temp_handle = 0;
   c->stream.id = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
@@ -317,79 +364,19 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     return -1;
   }
   if (c->stream.id == 0) {
-    /* The first tensor argument decides: its framework's current stream, or
-     * its device. Host memory decides only when no argument lives on a
-     * device: host arrays given to a GPU launch are staged (memory space
-     * decides blocking, not the device). */
+    /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host
+     * arrays given to a GPU launch are staged: memory space decides blocking, not the device); then a second
+     * pass lets the first host tensor decide. */
     bool host_seen = false;
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-      PyObject *o = args[i];
-      PyTypeObject *tp = Py_TYPE(o);
-      if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type)
-        continue;
-      if (PyObject_TypeCheck(o, st->TensorType)) {
-        DLDevice td = ((TensorObject *)o)->device;
-        if (!dev_known && td.device_type == kDLCPU) {
-          host_seen = true;
-          continue;
-        }
-        if (!dev_known) {
-          dev = td;
-          dev_known = true;
-        }
+    for (int pass = 0; pass < 2 && c->s == NULL && c->stream.id == 0; pass++) {
+      if (pass == 1 && (dev_known || !host_seen))
         break;
-      }
-      const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-      if (api != NULL) {
-        DLTensor dl;
-        if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
-          if (!PyErr_Occurred())
-            dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%zd]): the framework could not describe the tensor",
-                         pycall, i);
-          return -1;
-        }
-        /* The view stays valid while the caller holds the object (the
-         * whole call): dlspy_call_tensor reuses it. */
-        c->first_obj = o;
-        c->first_dl = dl;
-        DLDevice home;
-        if (!dls__dlpack_home(dl.device, &home))
+      for (Py_ssize_t i = 0; i < nargs; i++) {
+        int rc = decide(c, args[i], i, &dev, &dev_known, pass == 0 ? &host_seen : NULL);
+        if (rc < 0)
+          goto fail;
+        if (rc == ARG_DONE)
           break;
-        if (home.device_type == kDLCPU && !dev_known) {
-          host_seen = true;
-          c->first_obj = NULL;
-          continue;
-        }
-        if (!dev_known) {
-          dev = home;
-          dev_known = true;
-        }
-        if (!same_device(home, dev))
-          break; /* staged or refused later */
-        dls__stream *fs;
-        if (framework_stream(c, api, dl.device, &fs) != 0)
-          return -1;
-        c->stream.id = 0;
-        c->s = fs;
-        break;
-      }
-      if (PyCapsule_CheckExact(o))
-        break;
-      DLDevice d;
-      int rc = dlspy_dlpack_device(st, o, pycall, &d);
-      if (rc < 0)
-        return -1;
-      if (rc == 0) {
-        DLDevice home;
-        if (!dev_known && dls__dlpack_home(d, &home)) {
-          if (home.device_type == kDLCPU) {
-            host_seen = true;
-            continue;
-          }
-          dev = home;
-          dev_known = true;
-        }
-        break;
       }
     }
     if (!dev_known && host_seen) {
@@ -404,17 +391,23 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     c->s = dls__stream_get(c->stream, pycall, "stream", &rc);
     if (c->s == NULL) {
       dlspy_raise(st, rc, pycall);
-      return -1;
+      goto fail;
     }
-  } else {
-    c->stream = c->cur_handle; /* chosen through the exchange API */
+  } else if (c->stream.id == 0 && handle_of(c, c->s) != 0) {
+    c->s = NULL;
+    goto fail;
   }
   if (c->s->kind != DLS__STREAM_DEFAULT)
     dls__stream_ref(c->s); /* a reentrant call may drop the handle meanwhile */
   return 0;
+fail:
+  dlspy_cai_clear(&c->first_cai);
+  c->first_obj = NULL;
+  c->s = NULL;
+  return -1;
 }
 
-static int launch_value(dlspy_call *c, PyObject **out) {
+int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   if (!c->have_value) {
     dls_status_t rc = dls_dlpack_stream_value(c->stream, &c->dlpack_value);
     if (rc != DLS_OK) {
@@ -427,196 +420,12 @@ static int launch_value(dlspy_call *c, PyObject **out) {
   return *out ? 0 : -1;
 }
 
-/* Any __dlpack__ producer, or a bare capsule. */
-static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta,
-                          dlspy_view *out) {
-  dlspy_state *st = c->st;
-  const DLDevice sdev = c->s->dev->device;
-  PyObject *cap;
-  if (PyCapsule_CheckExact(obj)) {
-    cap = Py_NewRef(obj);
-  } else {
-    PyObject *sv = Py_NewRef(Py_None);
-    DLDevice d, home;
-    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
-    if (rc < 0) {
-      Py_DECREF(sv);
-      return -1;
-    }
-    if (rc == 0 && dls__dlpack_home(d, &home) && !same_device(home, sdev) &&
-        !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
-      char x[32], y[32];
-      Py_DECREF(sv);
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                   c->pycall, index, dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
-      return -1;
-    }
-    if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
-      Py_DECREF(sv);
-      if (launch_value(c, &sv) != 0)
-        return -1;
-    }
-    cap = dlspy_call_dlpack(st, obj, sv);
-    Py_DECREF(sv);
-    if (cap == NULL)
-      return -1;
-  }
-  void *managed;
-  bool versioned;
-  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
-    return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
-  uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
-  if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
-    dlspy_raisef(st, DLS_ERR_VERSION, "%s(args[%d]): DLPack version %u.%u; dlstream reads major version %d",
-                 c->pycall, index, ((DLManagedTensorVersioned *)managed)->version.major,
-                 ((DLManagedTensorVersioned *)managed)->version.minor, DLPACK_MAJOR_VERSION);
-    goto fail;
-  }
-  char prefix[32];
-  snprintf(prefix, sizeof prefix, "args[%d].", index);
-  dls__layout lay;
-  dls_status_t st_rc = dls__dlpack_check(dl, flags, 0, c->pycall, prefix, &lay);
-  if (st_rc != DLS_OK) {
-    dlspy_raisef(st, st_rc, "%s", dls_last_error());
-    goto fail;
-  }
-  bool read_only = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-  if (read_only && !readonly_ok) {
-    dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                 "%s(args[%d]): the tensor is read-only but the kernel may write it (declare the argument 'cp' "
-                 "in the signature for inputs)",
-                 c->pycall, index);
-    goto fail;
-  }
-  view_meta(out, dl, want_meta);
-  char *first = dl->data == NULL ? NULL : (char *)dl->data + dl->byte_offset;
-  if (same_device(lay.home, sdev)) {
-    out->ptr = first;
-    out->device = lay.home;
-    out->arg = dls_arg_ptr(first);
-    return add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed);
-  }
-  if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
-    /* Host memory, device execution: stage through a temporary; the call blocks. */
-    if (add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
-      goto fail;
-    dlspy_post *p = &c->posts[c->nposts - 1];
-    p->release_kind = versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L;
-    p->host_lo = (void *)lay.lo;
-    p->span = lay.span;
-    p->copy_back = !readonly_ok && lay.span > 0;
-    c->staged = true;
-    dls_status_t r = dls__buffer_alloc(c->s, lay.span, &p->tmp);
-    if (r == DLS_OK && lay.span > 0)
-      r = c->s->dev->be->memcpy_async(c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
-    if (r != DLS_OK) {
-      dlspy_raise(st, r, c->pycall);
-      return -1; /* the post releases `managed` */
-    }
-    char *dptr = lay.span ? (char *)p->tmp->ptr + ((uintptr_t)first - lay.lo) : NULL;
-    out->ptr = dptr;
-    out->device = sdev;
-    out->arg = dls_arg_ptr(dptr);
-    return 0;
-  }
-  {
-    char a[32], b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
-  }
-fail:
-  dlspy_managed_release(managed, versioned);
-  return -1;
-}
-
-int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
-  dlspy_state *st = c->st;
-  PyTypeObject *tp = Py_TYPE(obj);
-  if (PyObject_TypeCheck(obj, st->TensorType)) {
-    TensorObject *t = (TensorObject *)obj;
-    dls_status_t rc;
-    dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
-    if (ti == NULL) {
-      if (t->handle.id == 0)
-        dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(args[%d]): the tensor was released", c->pycall, index);
-      else
-        dlspy_raise(st, rc, c->pycall);
-      return -1;
-    }
-    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY)) {
-      dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                   "%s(args[%d]): the tensor is read-only but the kernel may write it (declare it 'cp')", c->pycall,
-                   index);
-      return -1;
-    }
-    view_meta(out, &ti->dl, want_meta);
-    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
-    out->device = ti->buf->dev->device;
-    out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
-    return 0;
-  }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-  if (api != NULL) {
-    DLTensor dl;
-    if (obj == c->first_obj) {
-      dl = c->first_dl;
-    } else if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
-      if (!PyErr_Occurred())
-        dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
-                     c->pycall, index);
-      return -1;
-    }
-    DLDevice home;
-    if (dls__dlpack_home(dl.device, &home) && same_device(home, c->s->dev->device)) {
-      dls__stream *producer;
-      if (framework_stream(c, api, dl.device, &producer) != 0)
-        return -1;
-      if (!same_stream(producer, c->s)) {
-        /* The framework ordered its work before its own stream: make ours wait for it, once. */
-        bool done = false;
-        for (int i = 0; i < c->nordered && !done; i++)
-          done = c->ordered[i] == producer;
-        if (!done) {
-          dls_status_t rc = dls__stream_order(c->s, producer);
-          if (rc != DLS_OK) {
-            dlspy_raise(st, rc, c->pycall);
-            return -1;
-          }
-          if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
-            c->ordered[c->nordered++] = producer;
-        }
-        /* The framework frees in order on its stream, not ours: hold the object until ours passes. */
-        if (add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-          Py_DECREF(obj);
-          return -1;
-        }
-      }
-      view_meta(out, &dl, want_meta);
-      out->ptr = dl.data ? (char *)dl.data + dl.byte_offset : NULL;
-      out->device = home;
-      out->arg = dls_arg_ptr(out->ptr);
-      return 0;
-    }
-    /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
-  }
-  if (!PyCapsule_CheckExact(obj)) {
-    PyObject *meth = NULL;
-    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
-      return -1;
-    if (meth == NULL)
-      return 1;
-    Py_DECREF(meth);
-  }
-  return generic_tensor(c, obj, index, readonly_ok, want_meta, out);
-}
-
 int dlspy_call_end(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;
+  dlspy_cai_clear(&c->first_cai);
+  c->first_obj = NULL;
   if (s == NULL)
     return 0;
   /* Staged host arrays: copy back, then block until the stream has passed. */
@@ -663,9 +472,19 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
         dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
       dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
+    case DLSPY_POST_USE:
+      if (ok && dls__buffer_use(p->buf, s) != DLS_OK && result == 0) {
+        dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
+        result = -1;
+      }
+      dls__buffer_unref(p->buf);
+      break;
     }
   }
   c->nposts = 0;
+  if (c->temp_handle != 0)
+    (void)dls__handle_free(DLS_HANDLE_STREAM, c->temp_handle); /* the stream itself: our reference, below */
+  c->temp_handle = 0;
   if (s->kind != DLS__STREAM_DEFAULT)
     dls__stream_unref(s);
   c->s = NULL;

@@ -2,6 +2,7 @@
 /* dlstream.Stream: owned, pooled, foreign and default streams; stream arguments and the wrapper cache. */
 #include "dlspy.h"
 
+#include <limits.h>
 #include <string.h>
 
 static const char *kind_name(int kind) {
@@ -17,160 +18,6 @@ static const char *kind_name(int kind) {
 }
 
 static bool is_gpu(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLROCM; }
-
-/* ---- the wrapper cache ---- */
-
-int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out) {
-  uintptr_t v = (uintptr_t)native;
-  if (v == 0 || v == DLS_STREAM_LEGACY) {
-    *out = dls_stream_default(device, DLS_STREAM_LEGACY);
-    return 0;
-  }
-  if (v == DLS_STREAM_PER_THREAD) {
-    *out = dls_stream_default(device, DLS_STREAM_PER_THREAD);
-    return 0;
-  }
-  for (int i = 0; i < st->scache_n; i++) {
-    dlspy_stream_entry *e = &st->scache[i];
-    if (e->native == native && e->device.device_type == device.device_type && e->device.device_id == device.device_id) {
-      *out = e->handle;
-      return 0;
-    }
-  }
-  dls_stream_t h;
-  dls_status_t rc = dls_stream_wrap(device, native, &h);
-  if (rc != DLS_OK) {
-    dlspy_raise(st, rc, pycall);
-    return -1;
-  }
-  int slot;
-  if (st->scache_n < DLSPY_STREAM_CACHE) {
-    slot = st->scache_n++;
-  } else {
-    slot = st->scache_next;
-    st->scache_next = (st->scache_next + 1) % DLSPY_STREAM_CACHE;
-    /* Uses recorded on it hold the stream object itself; only the handle goes. */
-    (void)dls_stream_destroy(st->scache[slot].handle);
-  }
-  st->scache[slot].device = device;
-  st->scache[slot].native = native;
-  st->scache[slot].handle = h;
-  *out = h;
-  return 0;
-}
-
-void dlspy_stream_cache_clear(dlspy_state *st) {
-  if (!atomic_load(&dlspy_dead) && atomic_load(&dls__state) == 1)
-    for (int i = 0; i < st->scache_n; i++)
-      (void)dls_stream_destroy(st->scache[i].handle);
-  st->scache_n = 0;
-  st->scache_next = 0;
-}
-
-/* ---- the __cuda_stream__ protocol ---- */
-
-int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, void **out_native) {
-  PyObject *r = PyObject_CallMethodNoArgs(obj, st->s_cuda_stream);
-  if (r == NULL)
-    return -1;
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
-    dlspy_type_error(st, "%s: %R.__cuda_stream__() returned %R; the protocol asks for a (version, handle) tuple",
-                     pycall, obj, r);
-    Py_DECREF(r);
-    return -1;
-  }
-  PyObject *ver = PyTuple_GET_ITEM(r, 0), *handle = PyTuple_GET_ITEM(r, 1);
-  if (!PyLong_Check(ver) || !PyLong_Check(handle)) {
-    dlspy_type_error(st, "%s: %R.__cuda_stream__() returned %R; version and handle must both be ints", pycall, obj,
-                     r);
-    Py_DECREF(r);
-    return -1;
-  }
-  long version = PyLong_AsLong(ver);
-  if (version != 0) {
-    if (!PyErr_Occurred())
-      dlspy_raisef(st, DLS_ERR_VERSION, "%s: %R.__cuda_stream__() has protocol version %ld; dlstream reads version 0",
-                   pycall, obj, version);
-    Py_DECREF(r);
-    return -1;
-  }
-  unsigned long long v = PyLong_AsUnsignedLongLong(handle);
-  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                 "%s: %R.__cuda_stream__() returned handle %R; a stream handle is a non-negative pointer value", pycall,
-                 obj, handle);
-    Py_DECREF(r);
-    return -1;
-  }
-  Py_DECREF(r);
-  *out_native = (void *)(uintptr_t)v;
-  return 0;
-}
-
-/* ---- stream arguments ---- */
-
-int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const char *pycall, const char *arg,
-                         dls_stream_t *out) {
-  out->id = 0;
-  if (obj == NULL || obj == Py_None)
-    return 0;
-  if (PyObject_TypeCheck(obj, st->StreamType)) {
-    StreamObject *s = (StreamObject *)obj;
-    if (s->handle.id == 0) {
-      dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(%s=%R): the stream was closed", pycall, arg, obj);
-      return -1;
-    }
-    *out = s->handle;
-    return 0;
-  }
-  void *native;
-  if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(%s=%R): a stream pointer must be a non-negative int", pycall, arg,
-                   obj);
-      return -1;
-    }
-    native = (void *)(uintptr_t)v;
-  } else {
-    PyObject *meth = NULL;
-    if (dlspy_getattr_opt(obj, st->s_cuda_stream, &meth) < 0)
-      return -1;
-    if (meth == NULL) {
-      dlspy_type_error(st, "%s(%s=%R): expected a dlstream.Stream, an object with __cuda_stream__ or an int pointer",
-                       pycall, arg, obj);
-      return -1;
-    }
-    Py_DECREF(meth);
-    if (dlspy_cuda_stream_protocol(st, obj, pycall, &native) != 0)
-      return -1;
-  }
-  return dlspy_stream_cached(st, device, native, pycall, out);
-}
-
-int dlspy_context_stream(dlspy_state *st, dls_stream_t *out) {
-  out->id = 0;
-  PyObject *cur = NULL;
-  if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0)
-    return -1;
-  if (cur == NULL)
-    return 0;
-  if (PyObject_TypeCheck(cur, st->StreamType)) {
-    StreamObject *s = (StreamObject *)cur;
-    int rc = 0;
-    if (s->handle.id == 0) {
-      dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "use_stream(%R): the stream was closed inside its block", cur);
-      rc = -1;
-    }
-    *out = s->handle;
-    Py_DECREF(cur);
-    return rc;
-  }
-  Py_DECREF(cur);
-  return 0;
-}
 
 /* ---- the type ---- */
 
@@ -215,10 +62,23 @@ PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch) {
 static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"device", "priority", "blocking", NULL};
-  PyObject *dev_obj = Py_None;
-  int priority = 0, blocking = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oi$p:Stream", kwlist, &dev_obj, &priority, &blocking))
+  PyObject *dev_obj = Py_None, *prio_obj = NULL;
+  int blocking = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$p:Stream", kwlist, &dev_obj, &prio_obj, &blocking))
     return NULL;
+  int priority = 0;
+  if (prio_obj != NULL) {
+    int overflow = 0;
+    long p = PyLong_Check(prio_obj) ? PyLong_AsLongAndOverflow(prio_obj, &overflow) : 0;
+    if (!PyLong_Check(prio_obj))
+      return dlspy_type_error(st, "Stream(priority=%R): expected an int", prio_obj);
+    if (p == -1 && !overflow && PyErr_Occurred())
+      return NULL;
+    if (overflow || p < INT_MIN || p > INT_MAX)
+      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Stream(priority=%R): out of the device's priority range",
+                          prio_obj);
+    priority = (int)p;
+  }
   if (dlspy_check_runtime(st, "Stream") != 0)
     return NULL;
   DLDevice dev;
@@ -257,7 +117,8 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
       long id = PyLong_AsLong(v);
       Py_DECREF(v);
       if (id >= 0) {
-        *out = dls_cuda((int32_t)id);
+        /* torch's ROCm builds report HIP streams through torch.cuda */
+        *out = dls_device(dlspy_torch_hip(obj) ? kDLROCM : kDLCUDA, (int32_t)id);
         return 0;
       }
       PyErr_Clear();
@@ -305,13 +166,8 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
   DLDevice dev;
   PyObject *owner = NULL;
   if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Stream.wrap(obj=%R): a stream pointer must be a non-negative int",
-                          obj);
-    }
-    native = (void *)(uintptr_t)v;
+    if (dlspy_native_of_int(st, obj, obj, "Stream.wrap", "obj", &native) != 0)
+      return NULL;
     if (dlspy_parse_device(st, a[1], "Stream.wrap", &dev) != 0)
       return NULL;
   } else {
@@ -324,7 +180,7 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
                               "an int pointer or a dlstream.Stream",
                               obj);
     Py_DECREF(meth);
-    if (dlspy_cuda_stream_protocol(st, obj, "Stream.wrap", &native) != 0)
+    if (dlspy_cuda_stream_protocol(st, obj, "Stream.wrap", "obj", &native) != 0)
       return NULL;
     if (a[1] != NULL && a[1] != Py_None) {
       if (dlspy_parse_device(st, a[1], "Stream.wrap", &dev) != 0)
@@ -340,6 +196,8 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
                                                                                  : DLS_STREAM_LEGACY);
     return r;
   }
+  if (dlspy_native_readable(st, dev, native, "Stream.wrap") != 0)
+    return NULL;
   StreamObject *s = stream_alloc(st, (PyTypeObject *)cls);
   if (s == NULL)
     return NULL;
@@ -486,9 +344,10 @@ static PyObject *stream_record(StreamObject *s, PyTypeObject *cls, PyObject *con
 static PyObject *stream_cuda_stream(StreamObject *s, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
-  if (s->device.device_type != kDLCUDA) {
+  if (!is_gpu(s->device)) {
     char dev[32];
-    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "Stream.__cuda_stream__: the stream is on %s, not a CUDA device",
+    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED,
+                        "Stream.__cuda_stream__: the stream is on %s, not a CUDA device (nor a ROCm one: a hipStream_t)",
                         dls_device_str(s->device, dev, sizeof dev));
   }
   if (live(st, s, "Stream.__cuda_stream__") != 0)

@@ -71,8 +71,11 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
       *host_sync = true;
       return 0;
     }
-    if (PyLong_Check(v) && PyLong_AsLongLong(v) == DLS_DLPACK_STREAM_NO_SYNC)
-      return 0;
+    if (PyLong_Check(v) && !PyBool_Check(v)) {
+      int overflow = 0;
+      if (PyLong_AsLongLongAndOverflow(v, &overflow) == DLS_DLPACK_STREAM_NO_SYNC && !overflow)
+        return 0;
+    }
     PyErr_Clear();
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
                  "%s(stream=%R): host memory is exchanged synchronously; CPU consumers pass stream=None", pycall, v);
@@ -87,19 +90,7 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
     dlspy_type_error(st, "%s(stream=%R): a DLPack stream is an int or None", pycall, v);
     return -1;
   }
-  long long value = PyLong_AsLongLong(v);
-  if (value == -1 && PyErr_Occurred())
-    return -1;
-  bool special = value == DLS_DLPACK_STREAM_NO_SYNC || value < 0 || value <= 2;
-  if (special) {
-    dls_status_t rc = dls_dlpack_stream_from_value(dev, value, out);
-    if (rc != DLS_OK) {
-      dlspy_raise(st, rc, pycall);
-      return -1;
-    }
-    return 0;
-  }
-  return dlspy_stream_cached(st, dev, (void *)(uintptr_t)value, pycall, out);
+  return dlspy_stream_of_dlpack_value(st, dev, v, pycall, "stream", out);
 }
 
 static int parse_dl_device(dlspy_state *st, PyObject *v, DLDevice own, const char *pycall) {
@@ -398,42 +389,6 @@ PyType_Spec dlspy_tensor_spec = {
 
 /* ---- module functions ---- */
 
-static int parse_shape(dlspy_state *st, PyObject *obj, int64_t *shape, int32_t *ndim) {
-  if (PyLong_Check(obj)) {
-    shape[0] = PyLong_AsLongLong(obj);
-    *ndim = 1;
-    return PyErr_Occurred() ? -1 : 0;
-  }
-  PyObject *seq = PySequence_Fast(obj, "");
-  if (seq == NULL) {
-    PyErr_Clear();
-    dlspy_type_error(st, "empty(shape=%R): expected an int or a sequence of ints", obj);
-    return -1;
-  }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  if (n > DLS__DLPACK_MAX_NDIM) {
-    Py_DECREF(seq);
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "empty(shape=%R): at most %d dimensions", obj, DLS__DLPACK_MAX_NDIM);
-    return -1;
-  }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
-    if (!PyLong_Check(v)) {
-      Py_DECREF(seq);
-      dlspy_type_error(st, "empty(shape=%R): extent %zd is not an int", obj, i);
-      return -1;
-    }
-    shape[i] = PyLong_AsLongLong(v);
-    if (shape[i] == -1 && PyErr_Occurred()) {
-      Py_DECREF(seq);
-      return -1;
-    }
-  }
-  *ndim = (int32_t)n;
-  Py_DECREF(seq);
-  return 0;
-}
-
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "empty";
   dlspy_state *st = dlspy_state_of_module(module);
@@ -446,8 +401,8 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   int64_t shape[DLS__DLPACK_MAX_NDIM];
   int32_t ndim;
   DLDataType dt;
-  if (dlspy_check_runtime(st, pycall) != 0 || parse_shape(st, a[0], shape, &ndim) != 0 ||
-      dlspy_parse_dtype(st, a[1], pycall, &dt) != 0)
+  if (dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_dtype(st, a[1], pycall, &dt) != 0 ||
+      dlspy_parse_shape(st, a[0], dt, pycall, shape, &ndim) != 0)
     return NULL;
   bool have_dev = a[2] != NULL && a[2] != Py_None;
   DLDevice dev = dls_cpu();
@@ -479,6 +434,26 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, pycall);
   return dlspy_tensor_wrap(st, t);
+}
+
+/* The current stream of the framework that made `obj` on device `d` (the exchange API's current work stream, or
+ * a registered stream provider), or {0} when it names none. */
+static int framework_current(dlspy_state *st, PyObject *obj, DLDevice d, DLDevice home, const char *pycall,
+                             dls_stream_t *out) {
+  out->id = 0;
+  const dlspy_type_entry *ti = dlspy_type_info(st, Py_TYPE(obj));
+  if (ti->api != NULL) {
+    void *native = NULL;
+    if (ti->api->current_work_stream(d.device_type, d.device_id, &native) != 0) {
+      if (!PyErr_Occurred())
+        dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream failed", pycall);
+      return -1;
+    }
+    return dlspy_stream_cached(st, home, native, pycall, out);
+  }
+  if (ti->provider != NULL)
+    return dlspy_provider_stream(st, ti->provider, obj, home, pycall, 0, out);
+  return 0;
 }
 
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -516,6 +491,9 @@ PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (dlspy_stream_resolve(st, a[1], home, pycall, "stream", &producer) != 0)
       return NULL;
     if (producer.id == 0 && dlspy_context_stream(st, &producer) != 0)
+      return NULL;
+    /* As for a launch: the producing framework's current stream (inside torch.cuda.graph, the capturing one). */
+    if (producer.id == 0 && home.device_type != kDLCPU && framework_current(st, obj, d, home, pycall, &producer) != 0)
       return NULL;
     if (producer.id != 0) {
       DLDevice sd;

@@ -18,7 +18,7 @@
 
 #include "dlstream/dlstream.h"
 
-#define DLS__BACKEND_VERSION 2
+#define DLS__BACKEND_VERSION 3
 
 /* Capture states of a native stream (the values of CUDA's CUstreamCaptureStatus). */
 enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED = 2 };
@@ -121,6 +121,11 @@ typedef struct dls__backend {
    * (memory of `dev`, or host), queued on `stream`, a stream of `dev`. The
    * driver copies directly where peer access works, else through the host. */
   dls_status_t (*memcpy_peer_async)(int dev, void *dst, int src_dev, const void *src, size_t size, void *stream);
+
+  /* ---- code from source (version 3) ---- */
+  /* The device's compile target, NUL-terminated in out_arch: "sm_90" on
+   * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */
+  dls_status_t (*device_arch)(int dev, char *out_arch, size_t size);
 } dls__backend;
 
 /* The backends compiled into this library. Each is always present: an

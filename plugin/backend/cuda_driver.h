@@ -31,6 +31,8 @@ typedef unsigned int dls__CUmemPool_attribute;
 typedef unsigned int dls__CUjit_option;
 typedef unsigned int dls__CUfunction_attribute;
 typedef unsigned int dls__CUdriverProcAddressQueryResult;
+typedef unsigned int dls__CUstreamCaptureStatus;
+typedef unsigned int dls__CUstreamCaptureMode;
 typedef int dls__CUdevice;                   /* CUdevice_v1 */
 typedef unsigned long long dls__CUdeviceptr; /* CUdeviceptr_v2 (64-bit hosts) */
 typedef uint64_t dls__cuuint64_t;
@@ -42,6 +44,8 @@ typedef struct CUfunc_st *dls__CUfunction;
 typedef struct CUstream_st *dls__CUstream;
 typedef struct CUevent_st *dls__CUevent;
 typedef struct CUmemPoolHandle_st *dls__CUmemoryPool;
+typedef struct CUgraph_st *dls__CUgraph;
+typedef struct CUgraphExec_st *dls__CUgraphExec;
 
 /* Host function queued by cuLaunchHostFunc (CUhostFn). */
 typedef void (*dls__CUhostFn)(void *user_data);
@@ -61,6 +65,7 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CUDA_ERROR_INVALID_IMAGE, 200)                         \
   X(CUDA_ERROR_INVALID_CONTEXT, 201)                       \
   X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209)                     \
+  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, 217)               \
   X(CUDA_ERROR_INVALID_PTX, 218)                           \
   X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, 221)                \
   X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)               \
@@ -70,10 +75,22 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CUDA_ERROR_NOT_READY, 600)                             \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, 700)                       \
   X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701)               \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704)           \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705)               \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719)                         \
   X(CUDA_ERROR_NOT_PERMITTED, 800)                         \
   X(CUDA_ERROR_NOT_SUPPORTED, 801)                         \
   X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803)                \
   X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)        \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900)            \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901)            \
+  X(CUDA_ERROR_STREAM_CAPTURE_MERGE, 902)                  \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, 903)              \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, 904)               \
+  X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, 905)              \
+  X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906)               \
+  X(CUDA_ERROR_CAPTURED_EVENT, 907)                        \
+  X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, 908)           \
   X(CUDA_ERROR_UNKNOWN, 999)                               \
   X(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 16)          \
   X(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 19)           \
@@ -99,7 +116,14 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CU_GET_PROC_ADDRESS_LEGACY_STREAM, 1)                  \
   X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                        \
   X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)               \
-  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)
+  X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)         \
+  X(CU_STREAM_CAPTURE_STATUS_NONE, 0)                      \
+  X(CU_STREAM_CAPTURE_STATUS_ACTIVE, 1)                    \
+  X(CU_STREAM_CAPTURE_STATUS_INVALIDATED, 2)               \
+  X(CU_STREAM_CAPTURE_MODE_GLOBAL, 0)                      \
+  X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1)                \
+  X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)                     \
+  X(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, 1)
 
 enum {
 #define DLS__CUDA_CONSTANT_ENUM(name, value) DLS__##name = (value),
@@ -115,25 +139,8 @@ enum {
 #define DLS__CU_FATBIN_MAGIC 0xBA55ED50u /* little-endian, at offset 0 */
 #define DLS__CU_ELF_MAGIC "\x7f" "ELF"
 
-/* ---- structs (layouts checked against CUmemLocation / CUmemPoolProps) ---- */
-
-typedef struct dls__CUmemLocation {
-  unsigned int type; /* CUmemLocationType: DLS__CU_MEM_LOCATION_TYPE_DEVICE */
-  int id;            /* device ordinal */
-} dls__CUmemLocation;
-
-typedef struct dls__CUmemPoolProps {
-  unsigned int alloc_type;           /* DLS__CU_MEM_ALLOCATION_TYPE_PINNED */
-  unsigned int handle_types;         /* DLS__CU_MEM_HANDLE_TYPE_NONE */
-  dls__CUmemLocation location;       /* where the pool's memory lives */
-  void *win32_security_attributes;   /* must be NULL off Windows */
-  size_t max_size;                   /* 0: the system's default */
-  unsigned short usage;              /* 0 */
-  unsigned char reserved[54];        /* must be zero */
-} dls__CUmemPoolProps;
-
-/* cuMemPoolCreate takes the toolkit's struct; ours has its layout and is
- * passed through a cast. */
+/* cuMemPoolCreate takes the toolkit's CUmemPoolProps: dlstream passes a
+ * dls__gpu_pool_props (gpu_pool_props.h), which has its layout. */
 struct CUmemPoolProps_st;
 
 /* ---- entry points ----
@@ -141,7 +148,11 @@ struct CUmemPoolProps_st;
  * REQUIRED: the backend refuses to start without them.
  * OPTIONAL: features that degrade (no pools: cuMemAlloc; no cuFuncLoad:
  *           cuFuncGetAttribute loads the function; no cuStreamGetDevice: a
- *           vaguer wrong-device message).
+ *           vaguer wrong-device message; no graph entry points: capture is
+ *           refused with DLS_ERR_NOT_SUPPORTED).
+ * OLD_ABI:  optional, asked for at an older ABI than cuda.h's prototype of
+ *           the name now declares (cuStreamGetCaptureInfo is _v3 in cuda.h
+ *           13; its 10.1 ABI is all we need and every driver serves it).
  * TOOLS:    not used by the backend; resolved by bench/bench_c.c for its
  *           raw-driver anchors. */
 #define DLS__CUDA_REQUIRED_SYMBOLS(X)                                                                 \
@@ -186,7 +197,11 @@ struct CUmemPoolProps_st;
   X(cuLaunchKernel, 4000, (dls__CUfunction f, unsigned int grid_x, unsigned int grid_y,               \
                            unsigned int grid_z, unsigned int block_x, unsigned int block_y,           \
                            unsigned int block_z, unsigned int shared_mem_bytes, dls__CUstream stream, \
-                           void **params, void **extra))
+                           void **params, void **extra))                                          \
+  X(cuDeviceCanAccessPeer, 4000, (int *out_can, dls__CUdevice device, dls__CUdevice peer))            \
+  X(cuCtxEnablePeerAccess, 4000, (dls__CUcontext peer_ctx, unsigned int flags))                       \
+  X(cuMemcpyPeerAsync, 4000, (dls__CUdeviceptr dst, dls__CUcontext dst_ctx, dls__CUdeviceptr src,     \
+                              dls__CUcontext src_ctx, size_t size, dls__CUstream stream))
 
 #define DLS__CUDA_OPTIONAL_SYMBOLS(X)                                                                 \
   X(cuMemPoolCreate, 11020, (dls__CUmemoryPool *out_pool, const struct CUmemPoolProps_st *props))    \
@@ -196,20 +211,48 @@ struct CUmemPoolProps_st;
                                      dls__CUstream stream))                                           \
   X(cuMemFreeAsync, 11020, (dls__CUdeviceptr ptr, dls__CUstream stream))                              \
   X(cuFuncLoad, 12040, (dls__CUfunction f))                                                           \
-  X(cuStreamGetDevice, 12080, (dls__CUstream stream, dls__CUdevice *out_device))
+  X(cuStreamGetDevice, 12080, (dls__CUstream stream, dls__CUdevice *out_device))                      \
+  X(cuMemAllocAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUstream stream))           \
+  X(cuStreamBeginCapture, 10010, (dls__CUstream stream, dls__CUstreamCaptureMode mode))               \
+  X(cuStreamEndCapture, 10000, (dls__CUstream stream, dls__CUgraph *out_graph))                       \
+  X(cuGraphInstantiateWithFlags, 11040, (dls__CUgraphExec *out_exec, dls__CUgraph graph,              \
+                                         unsigned long long flags))                                   \
+  X(cuGraphLaunch, 10000, (dls__CUgraphExec exec, dls__CUstream stream))                              \
+  X(cuGraphExecDestroy, 10000, (dls__CUgraphExec exec))                                               \
+  X(cuGraphDestroy, 10000, (dls__CUgraph graph))                                                      \
+  X(cuThreadExchangeStreamCaptureMode, 10010, (dls__CUstreamCaptureMode *mode))
 
+#define DLS__CUDA_OLD_ABI_SYMBOLS(X)                                                                  \
+  X(cuStreamGetCaptureInfo, 10010, (dls__CUstream stream, dls__CUstreamCaptureStatus *out_status,     \
+                                    dls__cuuint64_t *out_id))
+
+/* Also used by tests/hip_on_cuda, the HIP-on-CUDA stand-in. */
 #define DLS__CUDA_TOOLS_SYMBOLS(X)                                                                    \
   X(cuStreamCreate, 2000, (dls__CUstream *out_stream, unsigned int flags))                            \
-  X(cuMemAllocAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUstream stream))           \
   X(cuDeviceGetDefaultMemPool, 11020, (dls__CUmemoryPool *out_pool, dls__CUdevice device))           \
-  X(cuCtxSynchronize, 2000, (void))
+  X(cuCtxSynchronize, 2000, (void))                                                                   \
+  X(cuCtxGetDevice, 2000, (dls__CUdevice *out_device))
 
 /* dls__PFN_<name>: the function pointer type of each entry point. */
 #define DLS__CUDA_PFN_TYPEDEF(name, version, params) typedef dls__CUresult (*dls__PFN_##name) params;
 DLS__CUDA_REQUIRED_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
 DLS__CUDA_OPTIONAL_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
+DLS__CUDA_OLD_ABI_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
 DLS__CUDA_TOOLS_SYMBOLS(DLS__CUDA_PFN_TYPEDEF)
 #undef DLS__CUDA_PFN_TYPEDEF
+
+/* cuStreamGetCaptureInfo at CUDA 12.3's ABI (what cuda.h 13 declares):
+ * besides the state and id, optional (NULL) outputs for the graph, its
+ * dependencies and their edge data. Resolved as well as the 10.1 ABI of
+ * DLS__CUDA_OLD_ABI_SYMBOLS; either serves, the newest the driver has wins. */
+struct CUgraphNode_st;
+struct CUgraphEdgeData_st;
+typedef dls__CUresult (*dls__PFN_cuStreamGetCaptureInfo_v12030)(dls__CUstream stream,
+                                                                dls__CUstreamCaptureStatus *out_status,
+                                                                dls__cuuint64_t *out_id, dls__CUgraph *out_graph,
+                                                                struct CUgraphNode_st *const **out_dependencies,
+                                                                const struct CUgraphEdgeData_st **out_edge_data,
+                                                                size_t *out_ndependencies);
 
 /* The two entry points found with dlsym: cuGetProcAddress_v2 (CUDA 12.0,
  * exported under that name) and the original cuGetProcAddress (11.3). */

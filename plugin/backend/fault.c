@@ -53,7 +53,8 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
   X(I, thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev), BACKEND)                  \
   X(I, peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can), BACKEND)                            \
   X(I, memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t n, void *s),                 \
-    (dev, dst, src_dev, src, n, s), BACKEND)
+    (dev, dst, src_dev, src, n, s), BACKEND)                                                                      \
+  X(I, device_arch, (int dev, char *out, size_t n), (dev, out, n), BACKEND)
 
 /* X(I, method, parameters, arguments): methods that make or release a native
  * object (a replay remakes its graph's memory), written out below as

@@ -171,17 +171,39 @@ static void forget_finished(void) {
   }
 }
 
-bool dls__capture_polling_allowed(void) {
+/* The id and mode of a known capture that forbids this thread's unsafe
+ * calls, or 0 when none does. */
+static uint64_t forbidding(int *out_mode) {
   if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0))
-    return true;
+    return 0;
   pthread_mutex_lock(&g_mu);
   forget_finished();
-  bool allowed = true;
+  uint64_t id = 0;
   pthread_t self = pthread_self();
-  for (dls__capture *c = g_captures; c != NULL && allowed; c = c->next)
-    allowed = c->mode == DLS_CAPTURE_RELAXED || (c->mode == DLS_CAPTURE_THREAD_LOCAL && !pthread_equal(c->thread, self));
+  for (dls__capture *c = g_captures; c != NULL && id == 0; c = c->next) {
+    if (c->mode == DLS_CAPTURE_GLOBAL || (c->mode == DLS_CAPTURE_THREAD_LOCAL && pthread_equal(c->thread, self))) {
+      id = c->id;
+      *out_mode = c->mode;
+    }
+  }
   pthread_mutex_unlock(&g_mu);
-  return allowed;
+  return id;
+}
+
+bool dls__capture_polling_allowed(void) {
+  int mode;
+  return forbidding(&mode) == 0;
+}
+
+dls_status_t dls__capture_check_host_wait(const char *call) {
+  int mode = DLS_CAPTURE_GLOBAL;
+  uint64_t id = forbidding(&mode);
+  if (DLS__LIKELY(id == 0))
+    return DLS_OK;
+  return dls__fail(DLS_ERR_STATE,
+                   "%s: capture %" PRIu64 " (%s mode) is underway and forbids this thread's synchronizing calls: the "
+                   "driver would invalidate it; wait after the capture ends, or capture in relaxed mode",
+                   call, id, mode == DLS_CAPTURE_GLOBAL ? "global" : "thread-local");
 }
 
 bool dls__capture_underway(uint64_t id) {

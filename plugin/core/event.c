@@ -120,7 +120,7 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
  * nothing outside that capture may wait for it, query it or block on it. */
 static dls_status_t refuse_captured(const char *call, const dls__event *e) {
   if (DLS__LIKELY(e->cap_id == 0))
-    return DLS_OK;
+    return dls__capture_check_host_wait(call);
   return dls__fail(DLS_ERR_STATE,
                    "%s: the event was last recorded in capture %llu: that record is a node of its graph and never "
                    "completes outside a replay; record the event again outside the capture",

@@ -319,6 +319,9 @@ DLS__INTERNAL dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t
 /* Whether dlstream may poll on its own initiative (query events, run
  * deferred releases) on this thread now: no capture it knows of forbids it. */
 DLS__INTERNAL bool dls__capture_polling_allowed(void);
+/* DLS_OK unless a known capture forbids this thread's synchronizing and
+ * querying calls (the driver would invalidate it): DLS_ERR_STATE naming it. */
+DLS__INTERNAL dls_status_t dls__capture_check_host_wait(const char *call);
 DLS__INTERNAL extern _Atomic int dls__captures_known;
 /* Whether a capture is still underway as far as dlstream can tell. */
 DLS__INTERNAL bool dls__capture_underway(uint64_t id);

@@ -272,6 +272,18 @@ dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_st
   if (out_stream == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
   out_stream->id = 0;
+  /* Values no stream can have are refused before a driver reads them as a
+   * pointer: the first page is never mapped, and user-space pointers are
+   * never negative. NULL, 1 and 2 name the GPU default streams. */
+  uintptr_t v = (uintptr_t)native;
+  bool gpu = device.device_type == kDLCUDA || device.device_type == kDLROCM;
+  if (v != 0 && !(gpu && (v == 1 || v == 2)) && (v < 4096 || (intptr_t)v < 0)) {
+    char dev_name[32];
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(device=%s, native=%p): not a stream: values below 4096 other than NULL, 1 "
+                     "(legacy) and 2 (per-thread) and values with the sign bit set name no stream",
+                     call, dls_device_str(device, dev_name, sizeof dev_name), native);
+  }
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
@@ -304,7 +316,7 @@ static dls_status_t refuse_capturing(const char *call, dls__stream *s) {
   uint64_t id;
   int status = dls__stream_capture(s, &id);
   if (DLS__LIKELY(status == DLS__CAPTURE_NONE))
-    return DLS_OK;
+    return dls__capture_check_host_wait(call);
   char d[128];
   return dls__fail(DLS_ERR_STATE,
                    "%s: %s: its work is being recorded, not run, so there is nothing to wait for (the driver would "

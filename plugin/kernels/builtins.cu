@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA built-in kernels (fill, axpy, strided copy, spin, latch, empty), embedded as one fatbin.
+// The GPU built-in kernels (fill, axpy, strided copy, spin, latch, empty): nvcc embeds them as one fatbin, hipcc as one code object bundle.
 //
 // Plain extern "C" kernels so the backend finds them by name with
-// cuModuleGetFunction; argument lists are those of dls_builtin_function in
-// include/dlstream/builtin.h. Every loop is grid-stride, so any grid the
-// runtime picks covers the whole range.
+// cuModuleGetFunction / hipModuleGetFunction; argument lists are those of
+// dls_builtin_function in include/dlstream/builtin.h. Every loop is
+// grid-stride, so any grid the runtime picks covers the whole range. The
+// only vendor differences are the clock and the back-off of the waits
+// (__HIP_PLATFORM_AMD__ below); cmake/DlsHipKernels.cmake compiles this
+// file with hip_runtime.h included first.
 #include <stdint.h>
 
 // builtin.h declares the host API under the kernels' own names (dls_fill ...);
@@ -34,11 +37,21 @@ __device__ __forceinline__ unsigned long long dls_thread_stride() {
   return (unsigned long long)gridDim.x * blockDim.x;
 }
 
+// Nanoseconds of a clock that runs at a constant rate whatever the shader clock does.
+#if defined(__HIP_PLATFORM_AMD__)
+// AMD: the real-time counter (s_memrealtime), 100 MHz on the gfx9 and gfx10
+// targets of DLS_HIP_ARCHS. ROCm 5.2 offers it up to gfx10.3 (gfx11 has no
+// s_memrealtime there), which is why the embedded targets stop at gfx1030.
+__device__ __forceinline__ unsigned long long dls_globaltimer() {
+  return (unsigned long long)wall_clock64() * 10ull;
+}
+#else
 __device__ __forceinline__ unsigned long long dls_globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+#endif
 
 __device__ __forceinline__ bool dls_first_thread() {
   return blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 && threadIdx.y == 0 &&
@@ -156,7 +169,11 @@ __global__ void dls_latch(volatile unsigned int *flag, unsigned long long timeou
       __threadfence_system();
       return;
     }
+#if defined(__HIP_PLATFORM_AMD__)
+    __builtin_amdgcn_s_sleep(8);  // about 8 x 64 clocks; the argument must be a constant
+#else
     __nanosleep(backoff);  // sm_70+; the fatbin starts at sm_75
+#endif
     if (backoff < 4096)
       backoff *= 2;
   }

@@ -18,7 +18,7 @@ if(DLS_CUDA_INCLUDE_DIR AND _dls_cuda_h_version LESS 12080)
 elseif(DLS_CUDA_INCLUDE_DIR AND EXISTS "${DLS_CUDA_INCLUDE_DIR}/cudaTypedefs.h")
   add_executable(test_cuda_decls ${CMAKE_CURRENT_LIST_DIR}/test_cuda_decls.c)
   target_include_directories(test_cuda_decls PRIVATE
-    ${PROJECT_SOURCE_DIR}/plugin ${PROJECT_SOURCE_DIR}/include ${DLS_CUDA_INCLUDE_DIR})
+    ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/plugin ${PROJECT_SOURCE_DIR}/include ${DLS_CUDA_INCLUDE_DIR})
   if(COMMAND dls_warnings)
     dls_warnings(test_cuda_decls)
   endif()

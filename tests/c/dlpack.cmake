@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The DLPack interop suites (test_dlpack), included by tests/c/CMakeLists.txt, with the ABI layout comparison against other dlpack.h headers.
+# The DLPack interop suites (test_dlpack*), included by tests/c/CMakeLists.txt, with the ABI layout comparison against other dlpack.h headers.
 #
 # DLS_SYSTEM_DLPACK_HEADER: a distribution's dlpack.h (Debian's libdlpack-dev
 #   puts 0.6 at /usr/include/dlpack/dlpack.h); compared when the file exists.
@@ -13,15 +13,23 @@ set(DLS_SYSTEM_DLPACK_HEADER "/usr/include/dlpack/dlpack.h" CACHE FILEPATH
 set(DLS_EXTRA_DLPACK_HEADER "" CACHE FILEPATH
   "Another dlpack.h (torch's, CuPy's) whose ABI test_dlpack compares with ours")
 
-if(COMMAND dls_add_suite)
-  dls_add_suite(dlpack) # test_dlpack from test_dlpack.c, registered as CTest "dlpack"
-else()
-  add_executable(test_dlpack ${CMAKE_CURRENT_LIST_DIR}/test_dlpack.c)
-  target_link_libraries(test_dlpack PRIVATE dlstream criterion)
-  target_include_directories(test_dlpack PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-  target_compile_definitions(test_dlpack PRIVATE _GNU_SOURCE)
-  add_test(NAME dlpack COMMAND test_dlpack --jobs 2 --timeout 120)
-endif()
+# One executable per concern, each a CTest test of the same name; dlpack_fixtures.c is shared.
+#   dlpack            accepted tensors and the ABI layout comparison (test_dlpack.c)
+#   dlpack_reject     refused tensors          dlpack_roundtrip  import/export round trips
+#   dlpack_deferred   stream-ordered release   dlpack_stream     DLPack stream values
+set(_dls_dlpack_suites dlpack dlpack_reject dlpack_roundtrip dlpack_deferred dlpack_stream)
+foreach(suite ${_dls_dlpack_suites})
+  set(_srcs ${CMAKE_CURRENT_LIST_DIR}/test_${suite}.c ${CMAKE_CURRENT_LIST_DIR}/dlpack_fixtures.c)
+  if(COMMAND dls_add_suite)
+    dls_add_suite(${suite} ${_srcs})
+  else()
+    add_executable(test_${suite} ${_srcs})
+    target_link_libraries(test_${suite} PRIVATE dlstream criterion)
+    target_include_directories(test_${suite} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+    target_compile_definitions(test_${suite} PRIVATE _GNU_SOURCE)
+    add_test(NAME ${suite} COMMAND test_${suite} --jobs 2 --timeout 120)
+  endif()
+endforeach()
 
 # One object per header: each dlpack.h must sit alone in its translation unit.
 function(dls_dlpack_layout fn header)

@@ -376,10 +376,13 @@ BACKEND_TEST(capture, deferred_release_pending_at_capture_start) {
   for (int i = 0; i < 130; i++)
     OK(dls_axpy_f32(s, N, 1.0f, dls_arg_buffer(x), dls_arg_buffer(y)));
   OK(dls_latch_open(l));
-  OK(dls_stream_synchronize(held));
   cr_assert_eq(dls_deferred_poll(), 1, "no polling while a global capture is underway");
+  /* A global capture forbids this thread's synchronizing calls, even on other streams. */
+  FAILS(dls_stream_synchronize(held), DLS_ERR_STATE, "forbids this thread's synchronizing calls");
+  FAILS(dls_stream_query(held, &(int){0}), DLS_ERR_STATE, "global mode");
   cr_assert_eq(atomic_load(&g_released), 0);
   end_and_replay(s, 1);
+  OK(dls_stream_synchronize(held));
   cr_assert_eq(dls_deferred_poll(), 0);
   cr_assert_eq(atomic_load(&g_released), 1, "released exactly once, after the capture");
   float v[N];

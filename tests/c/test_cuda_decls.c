@@ -7,21 +7,22 @@
 #include <cudaTypedefs.h>
 
 #include "backend/cuda_driver.h"
+#include "decls_check.h"
 
 /* Every constant has the toolkit's value. */
-#define CHECK_CONSTANT(name, value) \
-  _Static_assert((long long)DLS__##name == (long long)(name), #name " differs from cuda.h");
+#define CHECK_CONSTANT(name, value) DECLS_SAME_VALUE(DLS__##name, name)
 DLS__CUDA_CONSTANTS(CHECK_CONSTANT)
 
 /* Scalar and handle types are the toolkit's (or compatible with them). */
-#define SAME_TYPE(ours, theirs) \
-  _Static_assert(__builtin_types_compatible_p(ours, theirs), #ours " is not compatible with " #theirs);
+#define SAME_TYPE DECLS_SAME_TYPE
 SAME_TYPE(dls__CUresult, CUresult)
 SAME_TYPE(dls__CUdevice_attribute, CUdevice_attribute)
 SAME_TYPE(dls__CUmemPool_attribute, CUmemPool_attribute)
 SAME_TYPE(dls__CUjit_option, CUjit_option)
 SAME_TYPE(dls__CUfunction_attribute, CUfunction_attribute)
 SAME_TYPE(dls__CUdriverProcAddressQueryResult, CUdriverProcAddressQueryResult)
+SAME_TYPE(dls__CUstreamCaptureStatus, CUstreamCaptureStatus)
+SAME_TYPE(dls__CUstreamCaptureMode, CUstreamCaptureMode)
 SAME_TYPE(dls__CUdevice, CUdevice)
 SAME_TYPE(dls__CUdeviceptr, CUdeviceptr)
 SAME_TYPE(dls__cuuint64_t, cuuint64_t)
@@ -31,24 +32,12 @@ SAME_TYPE(dls__CUfunction, CUfunction)
 SAME_TYPE(dls__CUstream, CUstream)
 SAME_TYPE(dls__CUevent, CUevent)
 SAME_TYPE(dls__CUmemoryPool, CUmemoryPool)
+SAME_TYPE(dls__CUgraph, CUgraph)
+SAME_TYPE(dls__CUgraphExec, CUgraphExec)
 SAME_TYPE(dls__CUhostFn, CUhostFn)
 
-/* Struct layouts match field by field. */
-#define SAME_FIELD(ours, of, theirs, tf)                                                  \
-  _Static_assert(offsetof(ours, of) == offsetof(theirs, tf), #ours "." #of " offset");    \
-  _Static_assert(sizeof(((ours *)0)->of) == sizeof(((theirs *)0)->tf), #ours "." #of " size");
-_Static_assert(sizeof(dls__CUmemLocation) == sizeof(CUmemLocation), "CUmemLocation size");
-SAME_FIELD(dls__CUmemLocation, type, CUmemLocation, type)
-SAME_FIELD(dls__CUmemLocation, id, CUmemLocation, id)
-_Static_assert(sizeof(dls__CUmemPoolProps) == sizeof(CUmemPoolProps), "CUmemPoolProps size");
-_Static_assert(_Alignof(dls__CUmemPoolProps) == _Alignof(CUmemPoolProps), "CUmemPoolProps alignment");
-SAME_FIELD(dls__CUmemPoolProps, alloc_type, CUmemPoolProps, allocType)
-SAME_FIELD(dls__CUmemPoolProps, handle_types, CUmemPoolProps, handleTypes)
-SAME_FIELD(dls__CUmemPoolProps, location, CUmemPoolProps, location)
-SAME_FIELD(dls__CUmemPoolProps, win32_security_attributes, CUmemPoolProps, win32SecurityAttributes)
-SAME_FIELD(dls__CUmemPoolProps, max_size, CUmemPoolProps, maxSize)
-SAME_FIELD(dls__CUmemPoolProps, usage, CUmemPoolProps, usage)
-SAME_FIELD(dls__CUmemPoolProps, reserved, CUmemPoolProps, reserved)
+/* The pool properties we pass have CUmemPoolProps's layout. */
+DECLS_POOL_PROPS(CUmemPoolProps, allocType, handleTypes, location, win32SecurityAttributes, maxSize)
 SAME_TYPE(const struct CUmemPoolProps_st *, const CUmemPoolProps *)
 
 /* Each entry point's type equals cudaTypedefs.h's PFN_<name>_v<version>:
@@ -59,6 +48,7 @@ SAME_TYPE(const struct CUmemPoolProps_st *, const CUmemPoolProps *)
                  #name " at version " #version " has another signature than dls__PFN_" #name);
 DLS__CUDA_REQUIRED_SYMBOLS(CHECK_PFN_VERSION)
 DLS__CUDA_OPTIONAL_SYMBOLS(CHECK_PFN_VERSION)
+DLS__CUDA_OLD_ABI_SYMBOLS(CHECK_PFN_VERSION)
 DLS__CUDA_TOOLS_SYMBOLS(CHECK_PFN_VERSION)
 _Static_assert(__builtin_types_compatible_p(dls__PFN_cuGetProcAddress_v12000, PFN_cuGetProcAddress_v12000),
                "cuGetProcAddress_v2");
@@ -66,21 +56,23 @@ _Static_assert(__builtin_types_compatible_p(dls__PFN_cuGetProcAddress_v11030, PF
                "cuGetProcAddress");
 
 /* ... and is compatible with the prototype cuda.h declares for the name
- * (the name is macro-expanded first, so cuMemAlloc checks cuMemAlloc_v2). */
-#define CHECK_PROTOTYPE(name, version, params)                                           \
-  _Static_assert(__builtin_types_compatible_p(dls__PFN_##name, __typeof__(&name)),       \
-                 #name ": dls__PFN_" #name " differs from cuda.h's prototype");
+ * (the name is macro-expanded first, so cuMemAlloc checks cuMemAlloc_v2).
+ * DLS__CUDA_OLD_ABI_SYMBOLS are exempt by definition: cuda.h's name now
+ * means a newer ABI than the one asked for (the PFN check above holds). */
+#define CHECK_PROTOTYPE(name, version, params) DECLS_SAME_PROTOTYPE(dls__PFN_##name, name)
 DLS__CUDA_REQUIRED_SYMBOLS(CHECK_PROTOTYPE)
 DLS__CUDA_OPTIONAL_SYMBOLS(CHECK_PROTOTYPE)
 DLS__CUDA_TOOLS_SYMBOLS(CHECK_PROTOTYPE)
-_Static_assert(__builtin_types_compatible_p(dls__PFN_cuGetProcAddress_v12000, __typeof__(&cuGetProcAddress_v2)),
-               "cuGetProcAddress_v2 prototype");
+DECLS_SAME_PROTOTYPE(dls__PFN_cuGetProcAddress_v12000, cuGetProcAddress_v2)
+SAME_TYPE(dls__PFN_cuStreamGetCaptureInfo_v12030, PFN_cuStreamGetCaptureInfo_v12030)
+DECLS_SAME_PROTOTYPE(dls__PFN_cuStreamGetCaptureInfo_v12030, cuStreamGetCaptureInfo)
 
 /* No version is newer than the toolkit that checked it. */
 #define CHECK_NOT_NEWER(name, version, params) \
   _Static_assert((version) <= CUDA_VERSION, #name ": version newer than this cuda.h");
 DLS__CUDA_REQUIRED_SYMBOLS(CHECK_NOT_NEWER)
 DLS__CUDA_OPTIONAL_SYMBOLS(CHECK_NOT_NEWER)
+DLS__CUDA_OLD_ABI_SYMBOLS(CHECK_NOT_NEWER)
 DLS__CUDA_TOOLS_SYMBOLS(CHECK_NOT_NEWER)
 
 int main(void) {
@@ -93,6 +85,7 @@ int main(void) {
 #define COUNT(name, version, params) ++n;
   DLS__CUDA_REQUIRED_SYMBOLS(COUNT)
   DLS__CUDA_OPTIONAL_SYMBOLS(COUNT)
+  DLS__CUDA_OLD_ABI_SYMBOLS(COUNT)
   DLS__CUDA_TOOLS_SYMBOLS(COUNT)
 #undef COUNT
   printf("cuda_driver.h matches cuda.h %d.%d: %d entry points checked\n", CUDA_VERSION / 1000,

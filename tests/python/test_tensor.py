@@ -35,7 +35,7 @@ def test_empty_errors():
         dlstream.empty(3, "float8x")
     with pytest.raises(TypeError, match="shape"):
         dlstream.empty("abc", device=CPU)
-    with pytest.raises(dlstream.InvalidTensorError, match="negative"):
+    with pytest.raises(dlstream.InvalidArgumentError, match="negative dimensions are not allowed"):
         dlstream.empty((-1,), device=CPU)
     with pytest.raises(TypeError):
         dlstream.empty()

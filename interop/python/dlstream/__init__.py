@@ -3,8 +3,10 @@
 through DLPack, ordered like the frameworks' own work: no hidden host sync, no use-after-free across streams.
 
 Which stream a call runs on, first that applies: its ``stream=`` argument; the stream of the innermost
-``with dlstream.use_stream(s):``; the current stream of the framework that made the first tensor argument
-(through the DLPack C exchange API, e.g. ``torch.cuda.current_stream()``); the legacy default stream.
+``with dlstream.use_stream(s):``; what the first tensor argument says: a ``dlstream.Tensor`` its allocation
+stream, another framework's tensor that framework's current stream (the DLPack C exchange API, e.g.
+``torch.cuda.current_stream()``; a stream provider, e.g. ``cupy.cuda.get_current_stream()``; a version-3
+``__cuda_array_interface__``'s ``stream``); the legacy default stream.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ from ._dlstream import (
     kDLCUDA,
     kDLCUDAHost,
     kDLROCM,
+    register_stream_provider,
     spin,
 )
 from ._capture import capture
@@ -96,6 +99,13 @@ class use_stream:
         _stream_var.reset(self._token)
         self._token = None
 
+
+# CuPy's and torch's current streams, for their tensors without the DLPack C exchange API (registered by module
+# name: neither is imported here).
+from ._providers import register_builtin as _register_builtin_providers  # noqa: E402
+
+_register_builtin_providers(register_stream_provider)
+__all__ += ["register_stream_provider"]
 
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
 # runtime down so nothing touches Python after finalization.

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dlstream kernels feeding torch.distributed collectives: two processes, one GPU each, NCCL.
+
+Each rank fills a tensor and runs axpy with dlstream's built-ins, then all_reduce sums the results across the
+ranks. Nothing synchronizes in between: the dlstream launches run on torch's current stream of the rank's device
+(the DLPack C exchange API tells dlstream which it is), and NCCL's all_reduce is queued on that same stream, so it
+runs after them, exactly as if they were torch ops.
+
+    python examples/python/distributed.py            # needs 2 GPUs; prints "all_reduce results match"
+"""
+import os
+import socket
+import sys
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast (NVLS) off: see the project's KINDS notes
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+import dlstream  # noqa: E402
+
+N = 1 << 20
+WORLD = 2
+
+
+def run(rank, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank)
+    dist.init_process_group("nccl", rank=rank, world_size=WORLD, device_id=device)
+    try:
+        x = torch.empty(N, device=device)
+        y = torch.empty(N, device=device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):  # a side stream, to show the work follows torch's current stream
+            dlstream.fill(x, float(rank + 1))  # x = rank + 1
+            dlstream.fill(y, 1.0)  # y = 1
+            dlstream.axpy(2.0, x, y)  # y = 2 * (rank + 1) + 1, on `side`
+            dist.all_reduce(y)  # queued on `side` too: after the axpy, no sync in between
+            dist.all_reduce(x)
+        torch.cuda.current_stream(device).wait_stream(side)
+        want_y = sum(2.0 * (r + 1) + 1.0 for r in range(WORLD))
+        want_x = sum(float(r + 1) for r in range(WORLD))
+        ok = torch.equal(y, torch.full_like(y, want_y)) and torch.equal(x, torch.full_like(x, want_x))
+        flags = torch.tensor([1 if ok else 0], device=device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        if rank == 0:
+            print("all_reduce results match" if flags.item() == 1 else f"MISMATCH: y[0] = {y[0].item()}, "
+                  f"want {want_y}; x[0] = {x[0].item()}, want {want_x}")
+        if flags.item() != 1:
+            sys.exit(1)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    if not torch.cuda.is_available() or torch.cuda.device_count() < WORLD:
+        print(f"needs {WORLD} GPUs; this machine has {torch.cuda.device_count()}")
+        return 2
+    mp.spawn(run, args=(free_port(),), nprocs=WORLD, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Argument parsing shared by the extension's functions: FASTCALL keywords, shapes. */
+#include "dlspy.h"
+
+int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                   const char *const *names, Py_ssize_t npos_max, PyObject **out) {
+  Py_ssize_t nnames = 0;
+  while (names[nnames] != NULL)
+    out[nnames++] = NULL;
+  if (nargs > npos_max) {
+    dlspy_type_error(st, "%s() takes at most %zd positional argument%s (%zd given)", pycall, npos_max,
+                     npos_max == 1 ? "" : "s", nargs);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < nargs; i++)
+    out[i] = args[i];
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; k++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t j = 0;
+    for (; j < nnames; j++)
+      if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0)
+        break;
+    if (j == nnames) {
+      dlspy_type_error(st, "%s() got an unexpected keyword argument '%U'", pycall, key);
+      return -1;
+    }
+    if (out[j] != NULL) {
+      dlspy_type_error(st, "%s() got multiple values for argument '%s'", pycall, names[j]);
+      return -1;
+    }
+    out[j] = args[nargs + k];
+  }
+  return 0;
+}
+
+/* ---- shapes ---- */
+
+/* One extent: an int or an object with __index__ (NumPy integers), 0 to 2**63 - 1. */
+static int parse_extent(dlspy_state *st, PyObject *shown, PyObject *v, Py_ssize_t i, const char *pycall,
+                        int64_t *out) {
+  if (PyFloat_Check(v) || !PyIndex_Check(v)) {
+    if (i < 0)
+      dlspy_type_error(st, "%s(shape=%R): expected an int or a sequence of ints", pycall, shown);
+    else
+      dlspy_type_error(st, "%s(shape=%R): extent %zd is %R, not an int", pycall, shown, i, v);
+    return -1;
+  }
+  PyObject *n = PyNumber_Index(v);
+  if (n == NULL)
+    return -1;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
+  Py_DECREF(n);
+  if (x == -1 && !overflow && PyErr_Occurred())
+    return -1;
+  if (overflow || x < 0) {
+    Py_ssize_t at = i < 0 ? 0 : i;
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): extent %zd is %R; extents are 0 to 2**63 - 1%s", pycall,
+                 shown, at, v, x < 0 && !overflow ? " (negative dimensions are not allowed)" : "");
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
+                      int32_t *ndim) {
+  if (PyLong_Check(obj) || (PyIndex_Check(obj) && !PySequence_Check(obj))) {
+    if (parse_extent(st, obj, obj, -1, pycall, &shape[0]) != 0)
+      return -1;
+    *ndim = 1;
+  } else {
+    PyObject *seq = PyUnicode_Check(obj) || PyBytes_Check(obj) ? NULL : PySequence_Fast(obj, "");
+    if (seq == NULL) {
+      PyErr_Clear();
+      dlspy_type_error(st, "%s(shape=%R): expected an int or a sequence of ints", pycall, obj);
+      return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > DLS__DLPACK_MAX_NDIM) {
+      Py_DECREF(seq);
+      dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): %zd dimensions; at most %d", pycall, obj, n,
+                   DLS__DLPACK_MAX_NDIM);
+      return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      if (parse_extent(st, obj, PySequence_Fast_GET_ITEM(seq, i), i, pycall, &shape[i]) != 0) {
+        Py_DECREF(seq);
+        return -1;
+      }
+    }
+    *ndim = (int32_t)n;
+    Py_DECREF(seq);
+  }
+  /* The byte size must fit (NumPy: "array is too big"); zero extents are left out of the product, as the
+   * strides of the other dimensions must still be representable. */
+  uint64_t bytes = (dtype.bits * (uint64_t)dtype.lanes + 7u) / 8u;
+  bool over = false;
+  for (int32_t i = 0; i < *ndim; i++)
+    if (shape[i] != 0)
+      over |= __builtin_mul_overflow(bytes, (uint64_t)shape[i], &bytes);
+  if (over || bytes > (uint64_t)INT64_MAX) {
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): the tensor would take more than 2**63 - 1 bytes", pycall,
+                 obj);
+    return -1;
+  }
+  return 0;
+}

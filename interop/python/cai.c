@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The __cuda_array_interface__ (version 3, as numba-cuda, CuPy and PyCUDA export it) read into a DLTensor view,
+ * with the producer's `stream` for the handshake to wait on. */
+#include "dlspy.h"
+
+#include <string.h>
+
+#define CAI_FAIL(status, ...)              \
+  do {                                     \
+    dlspy_raisef(st, (status), __VA_ARGS__); \
+    return -1;                             \
+  } while (0)
+
+/* "<f4", "|u1", "<c8", "|b1" ... into a DLPack dtype. */
+static int parse_typestr(dlspy_state *st, PyObject *v, const char *pycall, int index, DLDataType *out) {
+  const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+  if (s == NULL) {
+    PyErr_Clear();
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['typestr'] = %R is not a string",
+             pycall, index, v);
+  }
+  char order = s[0], kind = s[0] ? s[1] : '\0';
+  char *end = NULL;
+  long size = kind ? strtol(s + 2, &end, 10) : 0;
+  if (order == '\0' || kind == '\0' || end == s + 2 || *end != '\0' || size <= 0 || size > 16)
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR,
+             "%s(args[%d]): __cuda_array_interface__['typestr'] = %R is not a type string such as '<f4'", pycall,
+             index, v);
+  if (order == '>' && size > 1)
+    CAI_FAIL(DLS_ERR_NOT_SUPPORTED, "%s(args[%d]): __cuda_array_interface__['typestr'] = %R is big-endian", pycall,
+             index, v);
+  if (order != '<' && order != '>' && order != '|' && order != '=')
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['typestr'] = %R: unknown byte order",
+             pycall, index, v);
+  uint8_t code;
+  bool ok;
+  switch (kind) {
+  case 'b': code = kDLBool; ok = size == 1; break;
+  case 'i': code = kDLInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
+  case 'u': code = kDLUInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
+  case 'f': code = kDLFloat; ok = size == 2 || size == 4 || size == 8; break;
+  case 'c': code = kDLComplex; ok = size == 8 || size == 16; break;
+  default: code = 0; ok = false; break;
+  }
+  if (!ok)
+    CAI_FAIL(DLS_ERR_NOT_SUPPORTED,
+             "%s(args[%d]): __cuda_array_interface__['typestr'] = %R: dlstream reads bool (b1), int and uint (1, 2, 4, "
+             "8 bytes), float (2, 4, 8) and complex (8, 16) elements",
+             pycall, index, v);
+  *out = (DLDataType){code, (uint8_t)(size * 8), 1};
+  return 0;
+}
+
+/* A tuple of ints (shape, or byte strides) into `dims`; `what` names the key. */
+static int parse_ints(dlspy_state *st, PyObject *v, const char *what, bool non_negative, const char *pycall,
+                      int index, int64_t *dims, int32_t *out_n) {
+  if (!PyTuple_Check(v))
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['%s'] = %R is not a tuple of ints",
+             pycall, index, what, v);
+  Py_ssize_t n = PyTuple_GET_SIZE(v);
+  if (n > DLS__DLPACK_MAX_NDIM)
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['%s'] has %zd dimensions; at most %d",
+             pycall, index, what, n, DLS__DLPACK_MAX_NDIM);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *d = PyTuple_GET_ITEM(v, i);
+    int overflow = 0;
+    long long x = PyLong_Check(d) && !PyBool_Check(d) ? PyLong_AsLongLongAndOverflow(d, &overflow) : 0;
+    if (!PyLong_Check(d) || PyBool_Check(d) || overflow || (non_negative && x < 0)) {
+      PyErr_Clear();
+      CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['%s'] = %R: entry %zd is not %s",
+               pycall, index, what, v, i, non_negative ? "an int >= 0" : "an int");
+    }
+    dims[i] = x;
+  }
+  *out_n = (int32_t)n;
+  return 0;
+}
+
+void dlspy_cai_clear(dlspy_cai *cai) { Py_CLEAR(cai->stream); }
+
+int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out) {
+  memset(out, 0, sizeof *out);
+  if (!PyDict_Check(d))
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__ is %R, not a dict", pycall, index, d);
+  /* Borrowed; absent keys are NULL (PyDict_GetItemString never raises). */
+  PyObject *version = PyDict_GetItemString(d, "version"), *shape = PyDict_GetItemString(d, "shape");
+  PyObject *typestr = PyDict_GetItemString(d, "typestr"), *data = PyDict_GetItemString(d, "data");
+  PyObject *strides = PyDict_GetItemString(d, "strides"), *mask = PyDict_GetItemString(d, "mask");
+  PyObject *stream = PyDict_GetItemString(d, "stream");
+  if (version == NULL || shape == NULL || typestr == NULL || data == NULL)
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR,
+             "%s(args[%d]): __cuda_array_interface__ lacks %s (it needs 'version', 'shape', 'typestr' and 'data')",
+             pycall, index,
+             version == NULL ? "'version'" : shape == NULL ? "'shape'" : typestr == NULL ? "'typestr'" : "'data'");
+  long ver = PyLong_Check(version) && !PyBool_Check(version) ? PyLong_AsLong(version) : -1;
+  if (ver < 0 || ver > 3) {
+    PyErr_Clear();
+    CAI_FAIL(DLS_ERR_VERSION, "%s(args[%d]): __cuda_array_interface__['version'] = %R; dlstream reads versions 0 to 3",
+             pycall, index, version);
+  }
+  out->version = (int)ver;
+  if (mask != NULL && mask != Py_None)
+    CAI_FAIL(DLS_ERR_NOT_SUPPORTED, "%s(args[%d]): __cuda_array_interface__['mask'] is set; masked arrays are not "
+             "supported", pycall, index);
+  if (parse_typestr(st, typestr, pycall, index, &out->dl.dtype) != 0 ||
+      parse_ints(st, shape, "shape", true, pycall, index, out->shape, &out->dl.ndim) != 0)
+    return -1;
+  /* data: (pointer, read-only) */
+  PyObject *ptr = PyTuple_Check(data) && PyTuple_GET_SIZE(data) == 2 ? PyTuple_GET_ITEM(data, 0) : NULL;
+  PyObject *ro = ptr ? PyTuple_GET_ITEM(data, 1) : NULL;
+  unsigned long long p = ptr && PyLong_Check(ptr) ? PyLong_AsUnsignedLongLong(ptr) : (unsigned long long)-1;
+  if (ptr == NULL || !PyLong_Check(ptr) || (p == (unsigned long long)-1 && PyErr_Occurred()) || !PyBool_Check(ro)) {
+    PyErr_Clear();
+    CAI_FAIL(DLS_ERR_INVALID_TENSOR,
+             "%s(args[%d]): __cuda_array_interface__['data'] = %R is not a (pointer, read_only) pair of an int >= 0 "
+             "and a bool",
+             pycall, index, data);
+  }
+  out->dl.data = (void *)(uintptr_t)p;
+  out->read_only = ro == Py_True;
+  out->dl.shape = out->shape;
+  out->dl.device = device;
+  out->dl.byte_offset = 0;
+  if (strides != NULL && strides != Py_None) {
+    int32_t n;
+    if (parse_ints(st, strides, "strides", false, pycall, index, out->strides, &n) != 0)
+      return -1;
+    if (n != out->dl.ndim)
+      CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__ has %d strides for %d dimensions",
+               pycall, index, (int)n, (int)out->dl.ndim);
+    int64_t size = out->dl.dtype.bits / 8;
+    for (int32_t i = 0; i < n; i++) {
+      if (out->strides[i] % size != 0)
+        CAI_FAIL(DLS_ERR_NOT_SUPPORTED,
+                 "%s(args[%d]): __cuda_array_interface__['strides'] = %R: stride %d is not a multiple of the %lld-byte "
+                 "element",
+                 pycall, index, strides, (int)i, (long long)size);
+      out->strides[i] /= size;
+    }
+    out->dl.strides = out->strides;
+  }
+  /* stream (version 3): the stream the producer's work on the data is queued on; None: nothing to wait for. */
+  if (stream != NULL && stream != Py_None) {
+    if (ver < 3)
+      CAI_FAIL(DLS_ERR_VERSION, "%s(args[%d]): __cuda_array_interface__ version %ld gives a 'stream'; streams came "
+               "with version 3", pycall, index, ver);
+    int overflow = 0;
+    long long sv = PyLong_Check(stream) && !PyBool_Check(stream) ? PyLong_AsLongLongAndOverflow(stream, &overflow) : 0;
+    if (!PyLong_Check(stream) || PyBool_Check(stream) || overflow || sv <= 0) {
+      PyErr_Clear();
+      CAI_FAIL(DLS_ERR_INVALID_ARGUMENT,
+               "%s(args[%d]): __cuda_array_interface__['stream'] = %R is not a stream: the interface gives None, 1 "
+               "(legacy default stream), 2 (per-thread default stream) or a stream pointer (0 is disallowed)",
+               pycall, index, stream);
+    }
+    out->stream = Py_NewRef(stream);
+  }
+  return 0;
+}
+
+/* ---- reading it for a call ---- */
+
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
+ * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
+int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
+  dlspy_state *st = c->st;
+  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
+    return 0;
+  PyObject *d = NULL;
+  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
+    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"). */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  if (d == NULL)
+    return 0;
+  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, index, out);
+  Py_DECREF(d);
+  if (rc != 0) {
+    dlspy_cai_clear(out);
+    return -1;
+  }
+  if (out->version < 3) {
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
+      PyErr_Clear();
+    if (meth != NULL) {
+      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
+      Py_DECREF(meth);
+      dlspy_type_skip_cai(st, Py_TYPE(obj));
+      dlspy_cai_clear(out);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
+ * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
+int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
+  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
+  if (rc <= 0)
+    return rc;
+  DLDevice dflt = dlspy_default_device();
+  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
+    *out = *call_dev;
+  else
+    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
+  return 0;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Module functions about the runtime: leak counters, deferred releases, caches, the atexit shutdown and
+ * current_stream. */
+#include "dlspy.h"
+
+PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
+  static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",
+                                      "latch",  "graph"};
+  _Static_assert(sizeof names / sizeof names[0] == DLS_HANDLE_KIND_COUNT_, "a name for every handle kind");
+  PyObject *d = PyDict_New();
+  if (d == NULL)
+    return NULL;
+  for (int k = 1; k < DLS_HANDLE_KIND_COUNT_; k++) {
+    PyObject *v = PyLong_FromSize_t(dls_live_handles((dls_handle_kind_t)k));
+    if (v == NULL || PyDict_SetItemString(d, names[k], v) != 0) {
+      Py_XDECREF(v);
+      Py_DECREF(d);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  return d;
+}
+
+PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused) { return PyLong_FromSize_t(dls_deferred_pending()); }
+PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
+  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || atomic_load(&dls__state) != 1)
+    return PyLong_FromLong(0);
+  return PyLong_FromSize_t(dls_deferred_poll());
+}
+
+PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  dlspy_stream_cache_clear(st);
+  dlspy_type_cache_clear(st);
+  Py_RETURN_NONE;
+}
+
+PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  int xapi = 0;
+  for (int i = 0; i < st->types_n; i++)
+    xapi += st->types[i].api != NULL;
+  return Py_BuildValue("{sisisi}", "streams", st->scache_n, "types", st->types_n, "exchange_types", xapi);
+}
+
+/* The atexit hook: runs every deferred release while Python can still take
+ * them (they drop references), then tears the C runtime down. Afterwards
+ * deallocators and release callbacks leave the runtime alone. */
+PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE)
+    Py_RETURN_NONE;
+  /* The wrappers first, so that shutdown finds nothing of ours. */
+  dlspy_stream_cache_clear(st);
+  atomic_store(&dlspy_dead, DLSPY_CLOSING);
+  /* Leave the runtime be (the process is ending; nothing is freed) when a
+   * daemon thread is still inside a GIL-free call, or when exported tensors
+   * are alive: their memory holds streams whose CPU workers dls_shutdown()
+   * would wait for forever (see the report on interop/dlpack). */
+  if (atomic_load(&dls__state) == 1 && atomic_load(&dlspy_nogil_calls) == 0 &&
+      atomic_load(&dls__exports_live) == 0)
+    (void)dls_shutdown();
+  atomic_store(&dlspy_dead, DLSPY_DEAD);
+  dlspy_type_cache_clear(st);
+  Py_RETURN_NONE;
+}
+
+PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  PyObject *cur = NULL;
+  if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0)
+    return NULL;
+  if (cur != NULL && cur != Py_None)
+    return cur;
+  Py_XDECREF(cur);
+  DLDevice dev;
+  if (dlspy_parse_device(st, nargs > 0 ? args[0] : NULL, "current_stream", &dev) != 0)
+    return NULL;
+  return dlspy_stream_new_default(st, dev, DLS_STREAM_LEGACY);
+}
+
+PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg) {
+  unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+  if (v == (unsigned long long)-1 && PyErr_Occurred())
+    return NULL;
+  return PyBool_FromLong(dlspy_addr_readable((uintptr_t)v));
+}

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tensor arguments of a call, as the kernel sees them: dlstream tensors, tensors of exchange-API frameworks,
+ * __cuda_array_interface__ producers and any __dlpack__ producer; host arrays staged through stream-ordered
+ * temporaries; sources on another device for copies. */
+#include "dlspy.h"
+
+#include <string.h>
+
+void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
+  v->dtype = dl->dtype;
+  v->ndim = dl->ndim;
+  v->has_meta = false;
+  uint64_t count = 1;
+  for (int32_t i = 0; i < dl->ndim; i++)
+    count *= (uint64_t)(dl->shape[i] > 0 ? dl->shape[i] : 0);
+  v->count = count;
+  bool contiguous = true;
+  int64_t expect = 1;
+  for (int32_t i = dl->ndim - 1; i >= 0; i--) {
+    if (dl->strides != NULL && dl->shape[i] > 1 && dl->strides[i] != expect)
+      contiguous = false;
+    expect *= dl->shape[i];
+  }
+  v->contiguous = contiguous;
+  if (want_meta && dl->ndim <= DLS_COPY_MAX_DIMS) {
+    int64_t stride = 1;
+    for (int32_t i = dl->ndim - 1; i >= 0; i--) {
+      v->shape[i] = dl->shape[i];
+      v->strides[i] = dl->strides ? dl->strides[i] : stride;
+      stride *= dl->shape[i] > 0 ? dl->shape[i] : 1;
+    }
+    v->has_meta = true;
+  }
+}
+
+/* Any __dlpack__ producer, or a bare capsule. */
+static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta,
+                          dlspy_view *out) {
+  dlspy_state *st = c->st;
+  const DLDevice sdev = c->s->dev->device;
+  PyObject *cap;
+  if (PyCapsule_CheckExact(obj)) {
+    cap = Py_NewRef(obj);
+  } else {
+    PyObject *sv = Py_NewRef(Py_None);
+    DLDevice d, home;
+    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
+    if (rc < 0) {
+      Py_DECREF(sv);
+      return -1;
+    }
+    if (rc == 0 && dls__dlpack_home(d, &home) && !dlspy_same_device(home, sdev) &&
+        !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
+      char x[32], y[32];
+      Py_DECREF(sv);
+      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
+                   c->pycall, index, dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
+      return -1;
+    }
+    if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
+      Py_DECREF(sv);
+      if (dlspy_launch_value(c, &sv) != 0)
+        return -1;
+    }
+    cap = dlspy_call_dlpack(st, obj, sv);
+    Py_DECREF(sv);
+    if (cap == NULL)
+      return -1;
+  }
+  void *managed;
+  bool versioned;
+  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
+  Py_DECREF(cap);
+  if (rc != 0)
+    return -1;
+  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+  uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
+  if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
+    dlspy_raisef(st, DLS_ERR_VERSION, "%s(args[%d]): DLPack version %u.%u; dlstream reads major version %d",
+                 c->pycall, index, ((DLManagedTensorVersioned *)managed)->version.major,
+                 ((DLManagedTensorVersioned *)managed)->version.minor, DLPACK_MAJOR_VERSION);
+    goto fail;
+  }
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "args[%d].", index);
+  dls__layout lay;
+  dls_status_t st_rc = dls__dlpack_check(dl, flags, 0, c->pycall, prefix, &lay);
+  if (st_rc != DLS_OK) {
+    dlspy_raisef(st, st_rc, "%s", dls_last_error());
+    goto fail;
+  }
+  bool read_only = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if (read_only && !readonly_ok) {
+    dlspy_raisef(st, DLS_ERR_READ_ONLY,
+                 "%s(args[%d]): the tensor is read-only but the kernel may write it (declare the argument 'cp' "
+                 "in the signature for inputs)",
+                 c->pycall, index);
+    goto fail;
+  }
+  dlspy_view_meta(out, dl, want_meta);
+  char *first = dl->data == NULL ? NULL : (char *)dl->data + dl->byte_offset;
+  if (dlspy_same_device(lay.home, sdev)) {
+    out->ptr = first;
+    out->device = lay.home;
+    out->arg = dls_arg_ptr(first);
+    return dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed);
+  }
+  if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
+    /* Host memory, device execution: stage through a temporary; the call blocks.
+     * Not in a capture: the blocking copy back would wait for work that is only recorded. */
+    uint64_t capture = 0;
+    if (dls__stream_capture(c->s, &capture) != DLS__CAPTURE_NONE) {
+      dlspy_raisef(st, DLS_ERR_STATE,
+                   "%s(args[%d]): a host array would be staged through the device and the call would block, but "
+                   "the stream is capturing (capture %llu): pass a device tensor inside a capture",
+                   c->pycall, index, (unsigned long long)capture);
+      goto fail;
+    }
+    if (dlspy_add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
+      goto fail;
+    dlspy_post *p = &c->posts[c->nposts - 1];
+    p->release_kind = versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L;
+    p->host_lo = (void *)lay.lo;
+    p->span = lay.span;
+    p->copy_back = !readonly_ok && lay.span > 0;
+    c->staged = true;
+    dls_status_t r = dls__buffer_alloc(c->s, lay.span, &p->tmp);
+    if (r == DLS_OK && lay.span > 0)
+      r = c->s->dev->be->memcpy_async(c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
+    if (r != DLS_OK) {
+      dlspy_raise(st, r, c->pycall);
+      return -1; /* the post releases `managed` */
+    }
+    char *dptr = lay.span ? (char *)p->tmp->ptr + ((uintptr_t)first - lay.lo) : NULL;
+    out->ptr = dptr;
+    out->device = sdev;
+    out->arg = dls_arg_ptr(dptr);
+    return 0;
+  }
+  {
+    char a[32], b[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
+                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+  }
+fail:
+  dlspy_managed_release(managed, versioned);
+  return -1;
+}
+
+/* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
+static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
+  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
+    *dl = c->first_dl;
+    return 0;
+  }
+  if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
+    return 0;
+  if (!PyErr_Occurred())
+    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
+                 c->pycall, index);
+  return -1;
+}
+
+/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
+ * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
+ * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
+static int order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
+  if (producer != NULL && dlspy_same_stream(producer, c->s))
+    return 0;
+  bool done = producer == NULL;
+  for (int i = 0; i < c->nordered && !done; i++)
+    done = c->ordered[i] == producer;
+  if (!done) {
+    dls_status_t rc = dls__stream_order(c->s, producer);
+    if (rc != DLS_OK) {
+      dlspy_raise(c->st, rc, c->pycall);
+      return -1;
+    }
+    if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
+      c->ordered[c->nordered++] = producer;
+  }
+  if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  return 0;
+}
+
+/* An exchange-API tensor `dl` whose memory the call's stream reaches (its own device, or a peer for copies):
+ * ordered after its framework's stream, passed as a pointer. */
+static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, const DLTensor *dl, DLDevice home,
+                       bool want_meta, dlspy_view *out) {
+  dls__stream *producer;
+  if (dlspy_framework_stream(c, api, dl->device, &producer) != 0 || order_after(c, producer, obj) != 0)
+    return -1;
+  dlspy_view_meta(out, dl, want_meta);
+  out->ptr = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+  out->device = home;
+  out->arg = dls_arg_ptr(out->ptr);
+  return 0;
+}
+
+/* A tensor read through its __cuda_array_interface__ (`cai`, its device set): validated, ordered after the
+ * interface's stream (CUDA Array Interface v3: the consumer's stream waits for the producer's `stream`). */
+static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, bool readonly_ok, bool want_meta,
+                      dlspy_view *out, bool peer) {
+  dlspy_state *st = c->st;
+  const DLDevice sdev = c->s->dev->device;
+  char prefix[48];
+  snprintf(prefix, sizeof prefix, "args[%d].__cuda_array_interface__.", index);
+  dls__layout lay;
+  dls_status_t rc = dls__dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, 0, c->pycall,
+                                      prefix, &lay);
+  if (rc != DLS_OK) {
+    dlspy_raisef(st, rc, "%s", dls_last_error());
+    return -1;
+  }
+  if (!dlspy_same_device(lay.home, sdev) && !(peer && lay.home.device_type == sdev.device_type)) {
+    char a[32], b[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
+                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    return -1;
+  }
+  if (cai->read_only && !readonly_ok) {
+    dlspy_raisef(st, DLS_ERR_READ_ONLY,
+                 "%s(args[%d]): the tensor is read-only (__cuda_array_interface__['data'][1]) but the kernel may "
+                 "write it (declare it 'cp')",
+                 c->pycall, index);
+    return -1;
+  }
+  dls__stream *producer = NULL;
+  if (cai->stream != NULL) {
+    dls_stream_t h;
+    if (dlspy_stream_of_dlpack_value(st, lay.home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
+                                     &h) != 0)
+      return -1;
+    producer = dls__stream_get(h, c->pycall, "__cuda_array_interface__['stream']", &rc);
+    if (producer == NULL) {
+      dlspy_raise(st, rc, c->pycall);
+      return -1;
+    }
+  }
+  if (order_after(c, producer, obj) != 0)
+    return -1;
+  dlspy_view_meta(out, &cai->dl, want_meta);
+  out->ptr = cai->dl.data;
+  out->device = lay.home;
+  out->arg = dls_arg_ptr(out->ptr);
+  return 0;
+}
+
+int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
+  dlspy_state *st = c->st;
+  PyTypeObject *tp = Py_TYPE(obj);
+  if (PyObject_TypeCheck(obj, st->TensorType)) {
+    TensorObject *t = (TensorObject *)obj;
+    dls_status_t rc;
+    dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
+    if (ti == NULL) {
+      if (t->handle.id == 0)
+        dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(args[%d]): the tensor was released", c->pycall, index);
+      else
+        dlspy_raise(st, rc, c->pycall);
+      return -1;
+    }
+    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY)) {
+      dlspy_raisef(st, DLS_ERR_READ_ONLY,
+                   "%s(args[%d]): the tensor is read-only but the kernel may write it (declare it 'cp')", c->pycall,
+                   index);
+      return -1;
+    }
+    dlspy_view_meta(out, &ti->dl, want_meta);
+    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
+    out->device = ti->buf->dev->device;
+    out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
+    return 0;
+  }
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
+  if (api != NULL) {
+    DLTensor dl;
+    if (xapi_read(c, api, obj, index, &dl) != 0)
+      return -1;
+    DLDevice home;
+    if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device))
+      return xapi_tensor(c, api, obj, &dl, home, want_meta, out);
+    /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
+  }
+  if (!PyCapsule_CheckExact(obj)) {
+    if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
+      return cai_tensor(c, obj, index, &c->first_cai, readonly_ok, want_meta, out, false);
+    if (api == NULL) {
+      dlspy_cai cai;
+      int has = dlspy_read_cai(c, obj, index, &cai);
+      if (has < 0)
+        return -1;
+      if (has > 0) {
+        int rc = dlspy_cai_device(c, obj, &c->s->dev->device, &cai.dl.device);
+        if (rc == 0)
+          rc = cai_tensor(c, obj, index, &cai, readonly_ok, want_meta, out, false);
+        dlspy_cai_clear(&cai);
+        return rc;
+      }
+    }
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0)
+      return -1;
+    if (meth == NULL)
+      return 1;
+    Py_DECREF(meth);
+  }
+  return generic_tensor(c, obj, index, readonly_ok, want_meta, out);
+}
+
+int dlspy_call_record_use(dlspy_call *c, PyObject *obj) {
+  if (!PyObject_TypeCheck(obj, c->st->TensorType))
+    return 0;
+  dls__tensor *ti = dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)obj)->handle.id);
+  if (ti == NULL)
+    return 0; /* refused earlier by dlspy_call_tensor */
+  if (dlspy_add_post(c, DLSPY_POST_USE, NULL, NULL) != 0)
+    return -1;
+  dls__buffer_ref(ti->buf);
+  c->posts[c->nposts - 1].buf = ti->buf;
+  return 0;
+}
+
+/* The device a tensor argument lives on (its home), without reading it twice later. 1: not tensor-like. */
+static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
+  dlspy_state *st = c->st;
+  if (PyObject_TypeCheck(obj, st->TensorType)) {
+    *out = ((TensorObject *)obj)->device;
+    return 0;
+  }
+  DLDevice d;
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, Py_TYPE(obj));
+  if (api != NULL) {
+    DLTensor dl;
+    if (xapi_read(c, api, obj, index, &dl) != 0)
+      return -1;
+    d = dl.device;
+  } else if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI) {
+    d = c->first_cai.dl.device;
+  } else if (PyCapsule_CheckExact(obj)) {
+    return 1;
+  } else {
+    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
+    if (rc != 0)
+      return rc;
+  }
+  return dls__dlpack_home(d, out) ? 0 : 1;
+}
+
+int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out) {
+  dlspy_state *st = c->st;
+  const DLDevice sdev = c->s->dev->device;
+  DLDevice home;
+  int rc = home_of(c, obj, index, &home);
+  if (rc < 0)
+    return -1;
+  if (rc > 0 || dlspy_same_device(home, sdev) || home.device_type != sdev.device_type ||
+      (home.device_type == kDLCPU) != (sdev.device_type == kDLCPU))
+    return dlspy_call_tensor(c, obj, index, true, true, out);
+  /* Another device of the call's backend. */
+  if (PyObject_TypeCheck(obj, st->TensorType)) {
+    dls_status_t r;
+    dls__tensor *ti = dls__tensor_get(((TensorObject *)obj)->handle, c->pycall, "src", &r);
+    if (ti == NULL || (r = dls__buffer_order_before(ti->buf, c->s)) != DLS_OK) {
+      dlspy_raise(st, r, c->pycall);
+      return -1;
+    }
+    dlspy_view_meta(out, &ti->dl, true);
+    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
+    out->device = home;
+    out->arg = dls_arg_ptr(out->ptr);
+    return dlspy_call_record_use(c, obj);
+  }
+  const DLPackExchangeAPI *api = dlspy_xapi_of(st, Py_TYPE(obj));
+  if (api != NULL) {
+    DLTensor dl;
+    if (xapi_read(c, api, obj, index, &dl) != 0)
+      return -1;
+    return xapi_tensor(c, api, obj, &dl, home, true, out);
+  }
+  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
+    return cai_tensor(c, obj, index, &c->first_cai, true, true, out, true);
+  dlspy_cai cai;
+  int has = dlspy_read_cai(c, obj, index, &cai);
+  if (has < 0)
+    return -1;
+  if (has > 0) {
+    cai.dl.device = home;
+    rc = cai_tensor(c, obj, index, &cai, true, true, out, true);
+    dlspy_cai_clear(&cai);
+    return rc;
+  }
+  /* The DLPack protocol: the producer orders its work before the legacy default stream of its own device,
+   * and the call's stream waits for that stream. */
+  dls_stream_t legacy = dls_stream_default(home, DLS_STREAM_LEGACY);
+  dls_status_t r;
+  dls__stream *ls = dls__stream_get(legacy, c->pycall, "the source's default stream", &r);
+  if (ls == NULL) {
+    dlspy_raise(st, r, c->pycall);
+    return -1;
+  }
+  int64_t value;
+  if ((r = dls_dlpack_stream_value(legacy, &value)) != DLS_OK) {
+    dlspy_raise(st, r, c->pycall);
+    return -1;
+  }
+  PyObject *sv = PyLong_FromLongLong(value);
+  if (sv == NULL)
+    return -1;
+  PyObject *cap = PyCapsule_CheckExact(obj) ? Py_NewRef(obj) : dlspy_call_dlpack(st, obj, sv);
+  Py_DECREF(sv);
+  if (cap == NULL)
+    return -1;
+  void *managed;
+  bool versioned;
+  rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
+  Py_DECREF(cap);
+  if (rc != 0)
+    return -1;
+  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "args[%d].", index);
+  dls__layout lay;
+  r = dls__dlpack_check(dl, versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0, 0, c->pycall, prefix, &lay);
+  if (r == DLS_OK && !dlspy_same_device(lay.home, home))
+    r = dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%d]): __dlpack_device__ and the tensor disagree", c->pycall, index);
+  if (r == DLS_OK)
+    r = dls__stream_order(c->s, ls);
+  if (r != DLS_OK) {
+    dlspy_raisef(st, r, "%s", dls_last_error());
+    dlspy_managed_release(managed, versioned);
+    return -1;
+  }
+  dlspy_view_meta(out, dl, true);
+  out->ptr = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+  out->device = home;
+  out->arg = dls_arg_ptr(out->ptr);
+  if (dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed) != 0) {
+    dlspy_managed_release(managed, versioned);
+    return -1;
+  }
+  return 0;
+}
