@@ -311,6 +311,7 @@ BACKEND_TEST(capture, bad_calls_say_what_is_wrong) {
   OK(dls_stream_end_capture(s, &g));
   dls_stream_t t;
   OK(dls_stream_create(d, NULL, &t));
+  OK(dls_stream_wait_stream(t, s)); /* t's replays use y, filled on s */
   OK(dls_stream_begin_capture(t, DLS_CAPTURE_GLOBAL));
   FAILS(dls_graph_launch(g, t), DLS_ERR_STATE, "inside a capture");
   capture_still_valid(t, y, 0.0f);
