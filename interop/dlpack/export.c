@@ -29,7 +29,7 @@ static void export_drop(dls__export *e) {
   /* After dls_shutdown() the devices these objects name are gone: only the
    * block can be freed (exports must be deleted before shutdown). */
   if (atomic_load_explicit(&dls__state, memory_order_acquire) != 1) {
-    free(e);
+    dls__free(e);
     return;
   }
   if (e->consumer != NULL) {
@@ -39,7 +39,7 @@ static void export_drop(dls__export *e) {
     dls__stream_unref(e->consumer);
   }
   dls__buffer_unref(e->buf);
-  free(e);
+  dls__free(e);
   /* Runs releases whose streams have passed, as dls_tensor_release does. */
   (void)dls_deferred_poll();
 }
@@ -96,14 +96,18 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
   DLS__TRY(resolve_consumer(call, t, consumer, &cs));
 
   const int32_t ndim = t->dl.ndim;
-  dls__export *e = (dls__export *)calloc(1, sizeof *e + 2u * (size_t)ndim * sizeof(int64_t));
+  dls__export *e = (dls__export *)dls__calloc(1, sizeof *e + 2u * (size_t)ndim * sizeof(int64_t));
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for the export of a %d-dimensional tensor", call,
                      (int)ndim);
   if (cs != NULL) {
-    st = dls__buffer_order_before(t->buf, cs);
+    /* The deleter records the consumer's use: make its entry now, so that
+     * recording it then needs no memory (a deleter cannot fail). */
+    st = dls__buffer_reserve(t->buf, cs);
+    if (st == DLS_OK)
+      st = dls__buffer_order_before(t->buf, cs);
     if (st != DLS_OK) {
-      free(e);
+      dls__free(e);
       return dls__fail_prefix(st, "%s(tensor=%#llx)", call, (unsigned long long)tensor.id);
     }
   }

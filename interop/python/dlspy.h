@@ -208,6 +208,9 @@ PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t);
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
+/* ---- fault injection (fault.c): _fault_* in fault-injection builds, else empty ---- */
+extern PyMethodDef dlspy_fault_methods[];
+
 /* ---- benchmark hooks (benchhooks.c) ---- */
 PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs);

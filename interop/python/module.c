@@ -122,7 +122,7 @@ static int module_exec(PyObject *m) {
       PyModule_AddIntConstant(m, "kDLCUDAHost", kDLCUDAHost) != 0 ||
       PyModule_AddIntConstant(m, "kDLROCM", kDLROCM) != 0)
     return -1;
-  return 0;
+  return PyModule_AddFunctions(m, dlspy_fault_methods);
 }
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg) {

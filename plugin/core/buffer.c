@@ -28,6 +28,7 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   b->id = 0;
   b->cap_id = 0;
   b->graph = NULL;
+  b->spare = NULL;
   return b;
 }
 
@@ -53,9 +54,17 @@ dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
 
 dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                 dls_release_fn release, void *user_data, dls__buffer **out) {
-  dls__buffer *b = buffer_new(dev, ptr, size, producer);
-  if (b == NULL)
+  /* The entry a deferred release will need: made now, so that releasing
+   * never needs memory. */
+  dls__deferred *spare = NULL;
+  if (release != NULL && (spare = dls__deferred_entry()) == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  dls__buffer *b = buffer_new(dev, ptr, size, producer);
+  if (b == NULL) {
+    dls__deferred_entry_free(spare);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
+  }
+  b->spare = spare;
   b->borrowed = true;
   /* A GPU framework frees in stream order on its producer stream; host
    * memory is freed by its owner at once, while CPU streams may still run
@@ -73,53 +82,89 @@ static bool same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || (a->dev == b->dev && a->native == b->native);
 }
 
-/* Records work queued on `s` so far as a use, whatever stream it is. A use
- * in a capture gets its own record: re-recording an eager use's event in a
- * capture would lose the eager work it marks. */
+/* The use entry of `s` in capture `in_cap` (0: eager), added with a pooled
+ * event when missing. A use in a capture gets its own entry: re-recording an
+ * eager use's event in a capture would lose the eager work it marks. b->mu
+ * held. */
+static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, dls__use **out) {
+  for (int i = 0; i < b->nuses; i++) {
+    if (same_stream(b->uses[i].stream, s) && b->uses[i].cap_id == in_cap) {
+      *out = &b->uses[i];
+      return DLS_OK;
+    }
+  }
+  if (b->nuses == b->cap) {
+    int cap = b->cap * 2;
+    dls__use *p = dls__malloc((size_t)cap * sizeof *p);
+    if (p == NULL)
+      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
+    memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
+    if (b->uses != b->uses_inline)
+      dls__free(b->uses);
+    b->uses = p;
+    b->cap = cap;
+  }
+  void *ev; /* from the use stream's device: a record must be made in its context */
+  DLS__TRY(dls__event_pool_get(s->dev, &ev));
+  dls__use *u = &b->uses[b->nuses++];
+  u->stream = s;
+  u->event = ev;
+  u->cap_id = in_cap;
+  u->ordered = false;
+  u->stale = false;
+  dls__stream_ref(s);
+  *out = u;
+  return DLS_OK;
+}
+
+/* Records work queued on `s` so far as a use, whatever stream it is. */
 static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
-  dls_status_t st = DLS_OK;
   uint64_t in_cap = 0;
   (void)dls__stream_capture(s, &in_cap);
   dls__spin_lock(&b->mu);
-  dls__use *u = NULL;
-  for (int i = 0; i < b->nuses; i++) {
-    if (same_stream(b->uses[i].stream, s) && b->uses[i].cap_id == in_cap) {
-      u = &b->uses[i];
-      break;
-    }
+  dls__use *u;
+  dls_status_t st = use_entry(b, s, in_cap, &u);
+  if (st == DLS_OK) {
+    /* Re-recording moves the marker past this use; the earlier uses on the
+     * same stream are before it in stream order. */
+    st = s->dev->be->event_record(s->dev->id, u->event, s->native);
+    u->stale = st != DLS_OK;
   }
-  if (u == NULL) {
-    if (b->nuses == b->cap) {
-      int cap = b->cap * 2;
-      dls__use *p = malloc((size_t)cap * sizeof *p);
-      if (p == NULL) {
-        dls__spin_unlock(&b->mu);
-        return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
-      }
-      memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
-      if (b->uses != b->uses_inline)
-        free(b->uses);
-      b->uses = p;
-      b->cap = cap;
-    }
-    void *ev; /* from the use stream's device: a record must be made in its context */
-    st = dls__event_pool_get(s->dev, &ev);
-    if (st != DLS_OK) {
-      dls__spin_unlock(&b->mu);
-      return st;
-    }
-    u = &b->uses[b->nuses++];
-    u->stream = s;
-    u->event = ev;
-    u->cap_id = in_cap;
-    u->ordered = false;
-    dls__stream_ref(s);
-  }
-  /* Re-recording moves the marker past this use; the earlier uses on the
-   * same stream are before it in stream order. */
-  st = s->dev->be->event_record(s->dev->id, u->event, s->native);
   dls__spin_unlock(&b->mu);
   return st;
+}
+
+dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s) {
+  if (same_stream(b->stream, s))
+    return DLS_OK;
+  uint64_t in_cap = 0;
+  (void)dls__stream_capture(s, &in_cap);
+  dls__spin_lock(&b->mu);
+  dls__use *u;
+  dls_status_t st = use_entry(b, s, in_cap, &u);
+  dls__spin_unlock(&b->mu);
+  return st;
+}
+
+/* A stale use's event missed its latest record: recording it now covers
+ * everything queued on its stream so far. A stale use of a capture that is
+ * over needs none (its graph orders its own nodes); an eager one whose
+ * stream captures now cannot get one (the record would join the capture). */
+static dls_status_t use_refresh(dls__use *u) {
+  if (DLS__LIKELY(!u->stale))
+    return DLS_OK;
+  uint64_t now = 0;
+  (void)dls__stream_capture(u->stream, &now);
+  if (now != u->cap_id) {
+    if (u->cap_id == 0)
+      return dls__fail(DLS_ERR_STATE, "a use of the buffer missed its record and its stream captures now");
+    u->stale = false;
+    return DLS_OK;
+  }
+  dls__device *ud = u->stream->dev;
+  DLS__TRY(ud->be->event_record(ud->id, u->event, u->stream->native));
+  u->stale = false;
+  return DLS_OK;
 }
 
 /* Whether `s` was already made to wait for the producer (spinlock held). */
@@ -174,9 +219,13 @@ dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
     DLS__TRY(dls__stream_order(consumer, b->stream));
   dls_status_t st = DLS_OK;
   dls__spin_lock(&b->mu);
-  for (int i = 0; i < b->nuses && st == DLS_OK; i++)
-    if (!same_stream(b->uses[i].stream, consumer) && b->uses[i].cap_id == cc)
-      st = consumer->dev->be->stream_wait_event(consumer->dev->id, consumer->native, b->uses[i].event);
+  for (int i = 0; i < b->nuses && st == DLS_OK; i++) {
+    if (!same_stream(b->uses[i].stream, consumer) && b->uses[i].cap_id == cc) {
+      st = use_refresh(&b->uses[i]);
+      if (st == DLS_OK)
+        st = consumer->dev->be->stream_wait_event(consumer->dev->id, consumer->native, b->uses[i].event);
+    }
+  }
   dls__spin_unlock(&b->mu);
   return st;
 }
@@ -218,8 +267,33 @@ static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
 /* Returns a use's event to its device's pool. */
 static void use_done(const dls__use *u) { dls__event_pool_put(u->stream->dev, u->event); }
 
-/* Owned memory allocated eagerly but freed while its stream captures: the
- * free runs once that capture is over. */
+/* Hands the use events to the deferred queue, which runs `release` once the
+ * eager ones completed and capture `cap` is over. A borrowed buffer's entry
+ * was made with it, so deferring its release needs no memory (unless more
+ * streams used it than the entry holds inline); out of memory, waits here
+ * rather than release early. */
+static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
+  dls__deferred *d = b->spare != NULL ? b->spare : dls__deferred_entry();
+  b->spare = NULL;
+  dls__marker *marks = d != NULL ? dls__deferred_marks(d, b->nuses) : NULL;
+  if (marks == NULL) {
+    for (int i = 0; i < b->nuses; i++) {
+      if (b->uses[i].cap_id == 0)
+        dls__event_wait(b->uses[i].stream->dev, b->uses[i].event);
+      use_done(&b->uses[i]);
+    }
+    dls__deferred_entry_free(d);
+    if (release)
+      release(user_data);
+    return;
+  }
+  uint64_t used_cap = 0;
+  int nwait = sort_uses(b, marks, &used_cap);
+  dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
+}
+
+/* Owned memory whose free must wait for more than its stream's order: it
+ * runs from the deferred queue. */
 typedef struct dls__late_free {
   dls__device *dev;
   void *ptr;
@@ -230,30 +304,35 @@ static void late_free(void *user_data) {
   dls__late_free *f = user_data;
   (void)f->dev->be->mem_free(f->dev->id, f->ptr, f->stream->native);
   dls__stream_unref(f->stream);
-  free(f);
+  dls__free(f);
 }
 
-/* Hands the use events to the deferred queue, which runs `release` once the
- * eager ones completed and capture `cap` is over; waits here when out of
- * memory rather than release early. */
-static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
-  dls__marker *marks = b->nuses > 0 ? malloc((size_t)b->nuses * sizeof *marks) : NULL;
-  uint64_t used_cap = 0;
-  int nwait = marks != NULL ? sort_uses(b, marks, &used_cap) : 0;
-  if (cap == 0)
-    cap = used_cap;
-  if ((b->nuses > 0 && marks == NULL) ||
-      dls__deferred_push(marks, nwait, b->nuses, cap, release, user_data) != DLS_OK) {
-    for (int i = 0; i < b->nuses; i++) {
-      dls__device *ud = b->uses[i].stream->dev;
-      if (b->uses[i].cap_id == 0)
-        ud->be->event_synchronize(ud->id, b->uses[i].event);
-      use_done(&b->uses[i]);
-    }
-    free(marks);
-    if (release)
-      release(user_data);
+/* Frees `ptr` on `s` once the buffer's eager uses completed and capture
+ * `cap` (0: none) is over, taking the use events. false: no memory for that
+ * (nothing was done). */
+static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
+  dls__late_free *f = dls__malloc(sizeof *f);
+  if (f == NULL)
+    return false;
+  f->dev = s->dev;
+  f->ptr = ptr;
+  f->stream = s;
+  dls__stream_ref(s);
+  defer_release(b, cap, late_free, f);
+  return true;
+}
+
+/* The allocation stream could not be made to wait on a use: the free waits
+ * for the use events in the deferred queue, or here when out of memory. */
+static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
+  if (free_later(b, ptr, s, 0))
+    return;
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].cap_id == 0)
+      dls__event_wait(b->uses[i].stream->dev, b->uses[i].event);
+    use_done(&b->uses[i]);
   }
+  (void)s->dev->be->mem_free(s->dev->id, ptr, s->native);
 }
 
 /* Frees owned memory by the rule; nothing here blocks the host. */
@@ -261,31 +340,44 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
-    /* A graph allocation whose capture is over: its graph frees it. */
-    if (b->graph != NULL)
-      dls__graph_release_output(b);
+    /* A graph allocation whose capture is over: its graph frees it. Should
+     * dlstream still know the capture (the driver could not say that a
+     * stream that joined it still captures), the memory is left to it. */
+    if (b->graph == NULL)
+      dls__capture_orphan_alloc(b->cap_id, b);
+    dls__stream *last = b->graph != NULL ? dls__graph_release_output(b) : NULL;
+    if (last != NULL) {
+      free_unordered(b, b->ptr, last);
+      dls__stream_unref(last);
+      return;
+    }
     for (int i = 0; i < b->nuses; i++)
       use_done(&b->uses[i]);
     return;
   }
   if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
-    dls__late_free *f = malloc(sizeof *f);
-    if (f != NULL) {
-      f->dev = dev;
-      f->ptr = b->ptr;
-      f->stream = a;
-      dls__stream_ref(a);
-      defer_release(b, a_cap, late_free, f);
+    if (free_later(b, b->ptr, a, a_cap))
       return;
-    }
     (void)dev->be->stream_synchronize(dev->id, a->native); /* fails while capturing: the memory then leaks */
   }
   /* Eager memory waits on eager uses; memory freed in its own capture waits on that capture's uses. */
-  for (int i = 0; i < b->nuses; i++) {
+  bool ordered = true;
+  for (int i = 0; i < b->nuses; i++)
     if (b->uses[i].cap_id == b->cap_id)
-      dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event);
-    use_done(&b->uses[i]);
+      ordered &= dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event) == DLS_OK;
+  if (!ordered && b->ptr != NULL) {
+    if (b->cap_id == 0) {
+      free_unordered(b, b->ptr, a);
+    } else {
+      /* Not freed in the capture: its graph owns the memory, like an output's. */
+      dls__capture_orphan_alloc(b->cap_id, b);
+      for (int i = 0; i < b->nuses; i++)
+        use_done(&b->uses[i]);
+    }
+    return;
   }
+  for (int i = 0; i < b->nuses; i++)
+    use_done(&b->uses[i]);
   if (b->ptr != NULL)
     dev->be->mem_free(dev->id, b->ptr, a->native);
   if (b->cap_id != 0)
@@ -301,11 +393,19 @@ static void buffer_release(dls__buffer *b) {
       dls__capture_polling_allowed() && dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle &&
       record_use(b, a) != DLS_OK)
     dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
+  /* A use whose latest record failed is recorded again now, covering its
+   * work; failing that, its stream is waited for rather than free early. */
+  for (int i = 0; i < b->nuses; i++) {
+    dls__stream *us = b->uses[i].stream;
+    if (use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
+      (void)us->dev->be->stream_synchronize(us->dev->id, us->native);
+  }
   if (!b->borrowed) {
     uint64_t a_cap = 0;
     int a_status = dls__stream_capture(a, &a_cap);
     release_owned(b, a_status, a_cap);
-  } else if (b->nuses == 0 || uses_complete(b)) {
+  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
+    /* No release to hold back: the use events go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
       use_done(&b->uses[i]);
     if (b->release)
@@ -318,7 +418,8 @@ static void buffer_release(dls__buffer *b) {
     dls__stream_unref(b->uses[i].stream);
   dls__stream_unref(a);
   if (b->uses != b->uses_inline)
-    free(b->uses);
+    dls__free(b->uses);
+  dls__deferred_entry_free(b->spare); /* not needed: released at once */
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
@@ -452,97 +553,4 @@ dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
                                     "buffer's free)", call);
   out_stream->id = b->stream->id;
   return DLS_OK;
-}
-
-static dls_status_t check_range(const char *call, const dls__buffer *b, size_t offset, size_t size) {
-  if (offset > b->size || size > b->size - offset)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(offset=%zu, size=%zu): out of the buffer's %zu bytes", call, offset,
-                     size, b->size);
-  return DLS_OK;
-}
-
-static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t offset, void *host, size_t size,
-                                dls_stream_t stream, bool to_device) {
-  DLS__ENTER(call);
-  if (host == NULL && size != 0)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(%s=NULL, size=%zu): host pointer is NULL", call,
-                     to_device ? "src" : "dst", size);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (s->dev != b->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
-                     s->dev->name);
-  DLS__TRY(check_range(call, b, offset, size));
-  if (size == 0)
-    return DLS_OK;
-  char *dev_ptr = (char *)b->ptr + offset;
-  DLS__TRY(dls__buffer_prepare(b, s));
-  dls_status_t st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
-                              : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
-  if (st == DLS_OK)
-    st = dls__buffer_use(b, s);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
-}
-
-dls_status_t dls_buffer_write(dls_buffer_t buffer, size_t offset, const void *src, size_t size, dls_stream_t stream) {
-  return buffer_copy("dls_buffer_write", buffer, offset, (void *)(uintptr_t)src, size, stream, true);
-}
-
-dls_status_t dls_buffer_read(dls_buffer_t buffer, size_t offset, void *dst, size_t size, dls_stream_t stream) {
-  return buffer_copy("dls_buffer_read", buffer, offset, dst, size, stream, false);
-}
-
-dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t size) {
-  static const char call[] = "dls_memcpy";
-  DLS__ENTER(call);
-  if ((dst == NULL || src == NULL) && size != 0)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(dst=%p, src=%p, size=%zu): NULL pointer", call, dst, src, size);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (size == 0)
-    return DLS_OK;
-  dls_status_t st = s->dev->be->memcpy_async(s->dev->id, dst, src, size, s->native);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
-}
-
-dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_offset, dls_buffer_t src,
-                             size_t src_offset, size_t size) {
-  static const char call[] = "dls_buffer_copy";
-  DLS__ENTER(call);
-  DLS__GET_BUFFER(d, dst, call, "dst");
-  DLS__GET_BUFFER(sb, src, call, "src");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (d->dev->be != s->dev->be || sb->dev->be != s->dev->be || (s->dev != d->dev && s->dev != sb->dev))
-    return dls__fail(DLS_ERR_INVALID_DEVICE,
-                     "%s: dst is on %s, src on %s and the stream on %s; the stream must be on the device of dst or "
-                     "of src, all of one backend",
-                     call, d->dev->name, sb->dev->name, s->dev->name);
-  if (dst_offset > d->size || size > d->size - dst_offset)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(dst_offset=%zu, size=%zu): out of dst's %zu bytes", call,
-                     dst_offset, size, d->size);
-  if (src_offset > sb->size || size > sb->size - src_offset)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(src_offset=%zu, size=%zu): out of src's %zu bytes", call,
-                     src_offset, size, sb->size);
-  if (size == 0)
-    return DLS_OK;
-  DLS__TRY(dls__buffer_prepare(d, s));
-  DLS__TRY(dls__buffer_prepare(sb, s));
-  char *to = (char *)d->ptr + dst_offset;
-  const char *from = (const char *)sb->ptr + src_offset;
-  dls_status_t st;
-  if (d->dev == sb->dev) {
-    st = s->dev->be->memcpy_async(s->dev->id, to, from, size, s->native);
-  } else {
-    /* Between devices: the driver copies peer to peer where it can, else through the host. */
-    const dls__backend *be = s->dev->be;
-    if (be->memcpy_peer_async == NULL)
-      return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot copy between devices", call, be->name);
-    st = s->dev == d->dev ? be->memcpy_peer_async(s->dev->id, to, sb->dev->id, from, size, s->native)
-                          : be->memcpy_peer_async(s->dev->id, to, d->dev->id, from, size, s->native);
-  }
-  /* The deallocation rule on both devices: each buffer's free waits for this copy. */
-  if (st == DLS_OK)
-    st = dls__buffer_use(d, s);
-  if (st == DLS_OK)
-    st = dls__buffer_use(sb, s);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
 }

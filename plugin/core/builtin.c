@@ -37,7 +37,7 @@ dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, 
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail_prefix(st, "%s(\"%s\" on %s)", call, name, dev->name);
     }
-    f = calloc(1, sizeof *f);
+    f = dls__calloc(1, sizeof *f);
     if (f == NULL) {
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -48,7 +48,7 @@ dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, 
     snprintf(f->name, sizeof f->name, "%s", name);
     f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
     if (f->id == 0) {
-      free(f);
+      dls__free(f);
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     }
@@ -66,7 +66,7 @@ static void drop_builtins(dls__device *dev) {
     if (f != NULL) {
       dls__handle_free(DLS_HANDLE_FUNCTION, f->id);
       atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
-      free(f);
+      dls__free(f);
       dev->builtins[k] = NULL;
     }
   }
@@ -265,7 +265,7 @@ typedef struct dls__mapped {
 static void mapped_release(void *user_data) {
   dls__mapped *m = user_data;
   m->dev->be->host_mapped_free(m->dev->id, m->host);
-  free(m);
+  dls__free(m);
 }
 
 dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
@@ -279,27 +279,30 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   if (dev == NULL)
     return st;
   dls__stream *none;
-  DLS__TRY(dls__stream_default(dev, DLS__STREAM_NONE, &none));
-  dls__latch *l = calloc(1, sizeof *l);
-  dls__mapped *m = calloc(1, sizeof *m);
+  st = dls__stream_default(dev, DLS__STREAM_NONE, &none);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+  dls__latch *l = dls__calloc(1, sizeof *l);
+  dls__mapped *m = dls__calloc(1, sizeof *m);
   if (l == NULL || m == NULL) {
-    free(l);
-    free(m);
+    dls__free(l);
+    dls__free(m);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
   void *host, *dptr;
   st = dev->be->host_mapped_alloc(dev->id, 2 * sizeof(uint32_t), &host, &dptr);
   if (st != DLS_OK) {
-    free(l);
-    free(m);
+    dls__free(l);
+    dls__free(m);
     return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   }
   m->dev = dev;
   m->host = host;
   st = dls__buffer_borrow(dev, dptr, 2 * sizeof(uint32_t), none, mapped_release, m, &l->mem);
   if (st != DLS_OK) {
+    st = dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
     mapped_release(m);
-    free(l);
+    dls__free(l);
     return st;
   }
   l->dev = dev;
@@ -310,7 +313,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   l->id = dls__handle_new(DLS_HANDLE_LATCH, l);
   if (l->id == 0) {
     dls__buffer_unref(l->mem);
-    free(l);
+    dls__free(l);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   out_latch->id = l->id;
@@ -341,9 +344,12 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
   DLS__TRY(dls__builtin(s->dev, "dls_latch", call, &f));
   dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};
   dls_launch_config_t cfg = dls_config_1d(1, 1);
+  dls_status_t st = dls__buffer_reserve(l->mem, s);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
   DLS__TRY(dls__launch(call, f, s, &cfg, args, 3));
   /* The flag memory is freed only after every stream that waited passes. */
-  dls_status_t st = dls__buffer_use(l->mem, s);
+  st = dls__buffer_use(l->mem, s);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -375,6 +381,6 @@ dls_status_t dls_latch_destroy(dls_latch_t latch) {
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(latch): destroyed concurrently", call);
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
   dls__buffer_unref(l->mem);
-  free(l);
+  dls__free(l);
   return DLS_OK;
 }

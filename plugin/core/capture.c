@@ -9,6 +9,13 @@
 
 #include "internal.h"
 
+/* Memory an own capture allocated and did not free: a buffer (no ref), or
+ * memory whose buffer is gone but could not be freed in the capture. */
+typedef struct dls__capture_alloc {
+  dls__buffer *b; /* NULL once orphaned */
+  void *ptr;
+} dls__capture_alloc;
+
 /* A capture underway: begun through dls_stream_begin_capture (own), or seen
  * on a stream passed to dlstream (foreign, e.g. torch.cuda.graph). */
 typedef struct dls__capture {
@@ -18,7 +25,7 @@ typedef struct dls__capture {
   bool own;
   pthread_t thread;      /* the thread that began it */
   dls__stream *origin;   /* ref held */
-  dls__buffer **allocs;  /* own: buffers allocated in it and not freed in it (no ref) */
+  dls__capture_alloc *allocs; /* own: memory allocated in it and not freed in it */
   int nallocs, cap_allocs;
   struct dls__capture *next;
 } dls__capture;
@@ -49,24 +56,32 @@ _Atomic int dls__captures_known;
 
 /* ---- what the driver says ---- */
 
-static int query(dls__stream *s, uint64_t *out_id) {
-  int status = DLS__CAPTURE_NONE;
+/* The driver's answer, or its failure. */
+static dls_status_t query(dls__stream *s, int *out_status, uint64_t *out_id) {
+  *out_status = DLS__CAPTURE_NONE;
   *out_id = 0;
   const dls__backend *be = s->dev->be;
   if (be->stream_capture_status == NULL || dls__stream_legacy(s))
-    return DLS__CAPTURE_NONE;
-  if (be->stream_capture_status(s->dev->id, s->native, &status, out_id) != DLS_OK) {
+    return DLS_OK;
+  dls_status_t st = be->stream_capture_status(s->dev->id, s->native, out_status, out_id);
+  if (st != DLS_OK || *out_status == DLS__CAPTURE_NONE) {
+    *out_status = DLS__CAPTURE_NONE;
     *out_id = 0;
-    return DLS__CAPTURE_NONE; /* a stream the driver cannot describe: the call itself will say why */
   }
-  if (status == DLS__CAPTURE_NONE)
-    *out_id = 0;
-  return status;
+  return st;
 }
 
 static dls__capture *find(uint64_t id) {
   dls__capture *c = g_captures;
   while (c != NULL && c->id != id)
+    c = c->next;
+  return c;
+}
+
+/* The capture begun on `s` that dlstream knows of, NULL when none (g_mu held). */
+static dls__capture *find_origin(const dls__stream *s) {
+  dls__capture *c = g_captures;
+  while (c != NULL && !(c->origin->dev == s->dev && c->origin->native == s->native))
     c = c->next;
   return c;
 }
@@ -84,14 +99,14 @@ static void unlink_capture(dls__capture *c) {
 
 static void capture_free(dls__capture *c) {
   dls__stream_unref(c->origin);
-  free(c->allocs);
-  free(c);
+  dls__free(c->allocs);
+  dls__free(c);
 }
 
 /* Registers a capture (g_mu held). NULL when out of memory: then it is only
  * unknown, and relaxed mode still keeps polling from invalidating it. */
 static dls__capture *note(dls__stream *s, uint64_t id, int mode, bool own) {
-  dls__capture *c = calloc(1, sizeof *c);
+  dls__capture *c = dls__calloc(1, sizeof *c);
   if (c == NULL)
     return NULL;
   c->id = id;
@@ -117,7 +132,18 @@ int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
     *out_id = 0;
     return DLS__CAPTURE_NONE;
   }
-  int status = query(s, out_id);
+  int status;
+  if (DLS__UNLIKELY(query(s, &status, out_id) != DLS_OK)) {
+    /* The driver could not tell: a capture dlstream knows was begun on this
+     * stream is still underway as far as it can tell (a stream that only
+     * joined a capture is not known and counts as eager; the call itself
+     * then meets the driver's refusal). */
+    pthread_mutex_lock(&g_mu);
+    dls__capture *c = find_origin(s);
+    *out_id = c != NULL ? c->id : 0;
+    pthread_mutex_unlock(&g_mu);
+    return c != NULL ? DLS__CAPTURE_ACTIVE : DLS__CAPTURE_NONE;
+  }
   if (DLS__LIKELY(status != DLS__CAPTURE_ACTIVE))
     return status;
   pthread_mutex_lock(&g_mu);
@@ -127,10 +153,12 @@ int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
   return status;
 }
 
-/* A foreign capture is over once its stream is no longer in it (g_mu held). */
+/* A foreign capture is over once its stream is no longer in it; while the
+ * driver cannot tell, it is not (g_mu held). */
 static bool foreign_over(dls__capture *c) {
+  int status;
   uint64_t id;
-  return query(c->origin, &id) != DLS__CAPTURE_ACTIVE || id != c->id;
+  return query(c->origin, &status, &id) == DLS_OK && (status != DLS__CAPTURE_ACTIVE || id != c->id);
 }
 
 static void forget_finished(void) {
@@ -245,7 +273,7 @@ void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
   if (c != NULL && c->own) {
     if (c->nallocs == c->cap_allocs) {
       int n = c->cap_allocs ? 2 * c->cap_allocs : 8;
-      dls__buffer **p = realloc(c->allocs, (size_t)n * sizeof *p);
+      dls__capture_alloc *p = dls__realloc(c->allocs, (size_t)n * sizeof *p);
       if (p != NULL) {
         c->allocs = p;
         c->cap_allocs = n;
@@ -254,7 +282,7 @@ void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
     /* Out of memory: the buffer stays unknown to the graph, whose replays
      * then keep its memory until the graph is destroyed. */
     if (c->nallocs < c->cap_allocs)
-      c->allocs[c->nallocs++] = b;
+      c->allocs[c->nallocs++] = (dls__capture_alloc){b, b->ptr};
   }
   pthread_mutex_unlock(&g_mu);
 }
@@ -263,8 +291,20 @@ void dls__capture_forget_alloc(uint64_t id, dls__buffer *b) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = find(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {
-    if (c->allocs[i] == b) {
+    if (c->allocs[i].b == b) {
       c->allocs[i] = c->allocs[--c->nallocs];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dls__capture_orphan_alloc(uint64_t id, dls__buffer *b) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = find(id);
+  for (int i = 0; c != NULL && i < c->nallocs; i++) {
+    if (c->allocs[i].b == b) {
+      c->allocs[i].b = NULL;
       break;
     }
   }
@@ -283,13 +323,14 @@ static void graph_unref(dls__graph *gr) {
   if (gr->last != NULL)
     dls__stream_unref(gr->last);
   pthread_mutex_destroy(&gr->mu);
-  free(gr->outs);
-  free(gr);
+  dls__free(gr->outs);
+  dls__free(gr);
 }
 
-void dls__graph_release_output(dls__buffer *b) {
+dls__stream *dls__graph_release_output(dls__buffer *b) {
   dls__graph *gr = b->graph;
   dls__device *dev = b->dev;
+  dls__stream *later = NULL;
   pthread_mutex_lock(&gr->mu);
   dls__stream *last = gr->last;
   if (last != NULL)
@@ -302,15 +343,20 @@ void dls__graph_release_output(dls__buffer *b) {
   if (last != NULL) {
     /* The latest replay's allocation is freed after that replay and after
      * every eager use of it; the next replay allocates it afresh. */
+    bool ordered = true;
     for (int i = 0; i < b->nuses; i++)
       if (b->uses[i].cap_id == 0)
-        (void)dev->be->stream_wait_event(dev->id, last->native, b->uses[i].event);
-    if (launches > 0)
+        ordered &= dev->be->stream_wait_event(dev->id, last->native, b->uses[i].event) == DLS_OK;
+    if (launches > 0 && !ordered)
+      later = last; /* the caller frees it once the eager uses completed */
+    else if (launches > 0)
       (void)dev->be->mem_free(dev->id, b->ptr, last->native);
-    dls__stream_unref(last);
+    if (later == NULL)
+      dls__stream_unref(last);
   }
   b->graph = NULL;
   graph_unref(gr);
+  return later;
 }
 
 /* ---- public API ---- */
@@ -368,11 +414,11 @@ static dls__capture *take_own(dls__stream *s) {
 
 static dls_status_t graph_publish(dls__capture *c, void *native, const char *call, dls_graph_t *out) {
   dls__device *dev = c->dev;
-  dls__graph *gr = calloc(1, sizeof *gr);
-  dls__graph_out *outs = c->nallocs > 0 ? calloc((size_t)c->nallocs, sizeof *outs) : NULL;
+  dls__graph *gr = dls__calloc(1, sizeof *gr);
+  dls__graph_out *outs = c->nallocs > 0 ? dls__calloc((size_t)c->nallocs, sizeof *outs) : NULL;
   if (gr == NULL || (c->nallocs > 0 && outs == NULL)) {
-    free(gr);
-    free(outs);
+    dls__free(gr);
+    dls__free(outs);
     (void)dev->be->graph_destroy(dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
   }
@@ -384,17 +430,19 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   gr->id = dls__handle_new(DLS_HANDLE_GRAPH, gr);
   if (gr->id == 0) {
     pthread_mutex_destroy(&gr->mu);
-    free(gr);
-    free(outs);
+    dls__free(gr);
+    dls__free(outs);
     (void)dev->be->graph_destroy(dev->id, native);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
-    dls__buffer *b = c->allocs[i];
-    b->graph = gr;
-    atomic_fetch_add(&gr->refs, 1);
-    gr->outs[gr->nouts].ptr = b->ptr;
+    dls__buffer *b = c->allocs[i].b;
+    if (b != NULL) {
+      b->graph = gr;
+      atomic_fetch_add(&gr->refs, 1);
+    }
+    gr->outs[gr->nouts].ptr = c->allocs[i].ptr;
     gr->outs[gr->nouts].freed_at = UINT64_MAX;
     gr->nouts++;
   }
@@ -422,8 +470,8 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
   dls_status_t st = s->dev->be->stream_end_capture(s->dev->id, s->native, &native);
   if (st == DLS_OK)
     st = graph_publish(c, native, call, out_graph);
-  else
-    st = dls__fail_prefix(st == DLS_ERR_BACKEND ? DLS_ERR_STATE : st, "%s(stream on %s)", call, s->dev->name);
+  else /* the backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin */
+    st = dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   capture_free(c);
   dls_deferred_poll(); /* releases that waited for the capture to be over */
   return st;

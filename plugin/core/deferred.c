@@ -2,28 +2,40 @@
 /* The deferred release queue: borrowed memory whose uses on other streams
  * have not completed yet is released by a later call, never by a driver
  * callback and never while a capture forbids polling. */
+#include <sched.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-typedef struct dls__deferred {
+struct dls__deferred {
   struct dls__deferred *next;
   dls__marker *marks; /* [0, nwait) eager records to wait on; [nwait, nevents) captured ones */
   int nwait, nevents;
   uint64_t cap_id; /* a capture that must be over first (0: none) */
   dls_release_fn release;
   void *user_data;
-} dls__deferred;
+  dls__marker marks_inline[DLS__USES_INLINE]; /* `marks` when they fit */
+};
 
 static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static dls__deferred *g_deferred;
 _Atomic size_t dls__deferred_count;
 
-dls_status_t dls__deferred_push(dls__marker *marks, int nwait, int nevents, uint64_t cap_id, dls_release_fn release,
-                                void *user_data) {
-  dls__deferred *d = malloc(sizeof *d);
-  if (d == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a deferred release");
+dls__deferred *dls__deferred_entry(void) { return dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof(dls__deferred)); }
+
+void dls__deferred_entry_free(dls__deferred *d) {
+  if (d != NULL)
+    dls__obj_free(DLS__OBJ_DEFERRED, d);
+}
+
+dls__marker *dls__deferred_marks(dls__deferred *d, int n) {
+  if (n <= DLS__USES_INLINE)
+    return d->marks_inline;
+  return dls__malloc((size_t)n * sizeof(dls__marker));
+}
+
+void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int nevents, uint64_t cap_id,
+                           dls_release_fn release, void *user_data) {
   d->marks = marks;
   d->nwait = nwait;
   d->nevents = nevents;
@@ -35,16 +47,16 @@ dls_status_t dls__deferred_push(dls__marker *marks, int nwait, int nevents, uint
   g_deferred = d;
   atomic_fetch_add(&dls__deferred_count, 1);
   pthread_mutex_unlock(&g_deferred_mu);
-  return DLS_OK;
 }
 
 static void deferred_finish(dls__deferred *d) {
   for (int i = 0; i < d->nevents; i++)
     dls__event_pool_put(d->marks[i].dev, d->marks[i].event);
-  free(d->marks);
+  if (d->marks != d->marks_inline)
+    dls__free(d->marks);
   if (d->release)
     d->release(d->user_data);
-  free(d);
+  dls__deferred_entry_free(d);
 }
 
 static bool deferred_ready(dls__deferred *d) {
@@ -93,6 +105,14 @@ size_t dls_deferred_poll(void) {
 
 size_t dls_deferred_pending(void) { return atomic_load(&dls__deferred_count); }
 
+void dls__event_wait(dls__device *dev, void *event) {
+  if (dev->be->event_synchronize(dev->id, event) == DLS_OK)
+    return;
+  int done = 0;
+  while (dev->be->event_query(dev->id, event, &done) == DLS_OK && !done)
+    sched_yield();
+}
+
 void dls__deferred_drain(void) {
   for (;;) {
     pthread_mutex_lock(&g_deferred_mu);
@@ -105,8 +125,7 @@ void dls__deferred_drain(void) {
     if (d == NULL)
       return;
     for (int i = 0; i < d->nwait; i++)
-      d->marks[i].dev->be->event_synchronize(d->marks[i].dev->id, d->marks[i].event);
+      dls__event_wait(d->marks[i].dev, d->marks[i].event);
     deferred_finish(d);
   }
 }
-

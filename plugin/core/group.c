@@ -27,13 +27,13 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_group=NULL): output pointer is NULL", call);
   out_group->id = 0;
   DLS__GET_STREAM(o, origin, call, "origin");
-  dls__group *g = calloc(1, sizeof *g);
+  dls__group *g = dls__calloc(1, sizeof *g);
   if (g == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   dls__device *dev = o->dev;
   uint64_t cap = 0;
   if (dls__stream_capture(o, &cap) == DLS__CAPTURE_INVALIDATED) {
-    free(g);
+    dls__free(g);
     return dls__fail(DLS_ERR_STATE, "%s: the origin's capture on %s was invalidated; end it first", call, dev->name);
   }
   /* In a capture the fork record is a node of it: each branch joins the
@@ -45,7 +45,7 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
       dls__event_pool_put(dev, g->fork);
   }
   if (st != DLS_OK) {
-    free(g);
+    dls__free(g);
     return dls__fail_prefix(st, "%s: recording the fork point", call);
   }
   g->origin = o;
@@ -56,7 +56,7 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   if (g->id == 0) {
     dls__event_pool_put(dev, g->fork);
     dls__stream_unref(o);
-    free(g);
+    dls__free(g);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   atomic_fetch_add(&o->open_groups, 1);
@@ -74,13 +74,13 @@ dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
   dls__device *dev = g->origin->dev;
   if (g->n == g->cap) {
     int cap = g->cap * 2;
-    dls__branch *p = malloc((size_t)cap * sizeof *p);
+    dls__branch *p = dls__malloc((size_t)cap * sizeof *p);
     if (p == NULL)
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
     for (int i = 0; i < g->n; i++)
       p[i] = g->branches[i];
     if (g->branches != g->inline_branches)
-      free(g->branches);
+      dls__free(g->branches);
     g->branches = p;
     g->cap = cap;
   }
@@ -129,8 +129,8 @@ dls_status_t dls_group_end(dls_group_t group) {
   atomic_fetch_sub(&o->open_groups, 1);
   dls__stream_unref(o);
   if (g->branches != g->inline_branches)
-    free(g->branches);
-  free(g);
+    dls__free(g->branches);
+  dls__free(g);
   return first;
 }
 

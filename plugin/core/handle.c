@@ -72,7 +72,7 @@ static uint32_t take_new(dls__table *t) {
   if (atomic_load_explicit(&t->chunks[c], memory_order_acquire) == NULL) {
     pthread_mutex_lock(&t->mu);
     if (atomic_load_explicit(&t->chunks[c], memory_order_relaxed) == NULL) {
-      dls__slot *chunk = calloc(DLS__CHUNK_SLOTS, sizeof *chunk);
+      dls__slot *chunk = dls__calloc(DLS__CHUNK_SLOTS, sizeof *chunk);
       if (chunk == NULL) {
         pthread_mutex_unlock(&t->mu);
         dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for %s handles", t->kind_name);
@@ -188,7 +188,7 @@ static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
 static void cache_drain(dls__obj_cache *c) {
   for (int k = 0; k < DLS__OBJ_KINDS; k++) {
     while (c->n[k] > 0)
-      free(c->items[k][--c->n[k]]);
+      dls__free(c->items[k][--c->n[k]]);
   }
 }
 
@@ -199,7 +199,7 @@ void *dls__obj_alloc(int kind, size_t size) {
   dls__obj_cache *c = &tls_cache;
   if (c->n[kind] > 0)
     return c->items[kind][--c->n[kind]];
-  return malloc(size);
+  return dls__malloc(size);
 }
 
 void dls__obj_free(int kind, void *obj) {
@@ -207,7 +207,7 @@ void dls__obj_free(int kind, void *obj) {
   if (obj == NULL)
     return;
   if (c->n[kind] == DLS__OBJ_CACHE) {
-    free(obj);
+    dls__free(obj);
     return;
   }
   if (!c->registered) {

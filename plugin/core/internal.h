@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "dlstream/dlstream.h"
 #include "error.h"
+#include "fault.h"
 
 /* A spinlock for short critical sections (a buffer's use set). */
 typedef struct dls__spin {
@@ -175,6 +176,7 @@ typedef struct dls__use {
   void *event;         /* pooled native event, recorded after the latest use */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
   bool ordered;        /* borrowed: the stream was made to wait for the producer */
+  bool stale;          /* the latest record failed: record it again before ordering on it */
 } dls__use;
 
 #define DLS__USES_INLINE 4
@@ -197,6 +199,8 @@ typedef struct dls__buffer {
   uint64_t id;          /* its handle, 0 if none */
   uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
   struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
+  struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
+                                  the buffer so that deferring the release needs no memory */
 } dls__buffer;
 
 /* A new owned buffer allocated on `s` (no handle; refs = 1). */
@@ -215,6 +219,11 @@ DLS__INTERNAL dls_status_t dls__buffer_prepare(dls__buffer *b, dls__stream *s);
 /* Records that work queued on `s` so far uses the buffer (no-op when `s` is
  * the allocation stream). */
 DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
+/* Makes room for the use of `s` (use set entry, pooled event) before work
+ * that uses the buffer is queued, so that recording the use afterwards
+ * needs no memory. A failed record after the work leaves the entry stale:
+ * the buffer's release records it again, covering that work. */
+DLS__INTERNAL dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s);
 /* Makes `consumer` wait for every queued use (producer stream included). */
 DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
 
@@ -223,12 +232,25 @@ typedef struct dls__marker {
   dls__device *dev;
   void *event;
 } dls__marker;
-/* Deferred releases: waits on the first `nwait` of `marks` (ownership of
- * the array and all `nevents` events moves in), and for capture `cap_id`
- * (0: none) to be over, then calls release. Events past `nwait` were
- * recorded in a capture: never queried, only returned to their pool. */
-DLS__INTERNAL dls_status_t dls__deferred_push(dls__marker *marks, int nwait, int nevents, uint64_t cap_id,
-                                              dls_release_fn release, void *user_data);
+/* Deferred releases. An entry is made first (NULL when out of memory), so
+ * that whoever must defer a release later (a borrowed buffer makes its entry
+ * with the buffer) needs no memory then. */
+typedef struct dls__deferred dls__deferred;
+DLS__INTERNAL dls__deferred *dls__deferred_entry(void);
+/* Frees an entry never enqueued (NULL: nothing). */
+DLS__INTERNAL void dls__deferred_entry_free(dls__deferred *d);
+/* Room for `n` markers: the entry's own when they fit, else the heap (NULL
+ * when out of memory). */
+DLS__INTERNAL dls__marker *dls__deferred_marks(dls__deferred *d, int n);
+/* Queues entry `d`: waits on the first `nwait` of `marks` (ownership of the
+ * array and all `nevents` events moves in), and for capture `cap_id` (0:
+ * none) to be over, then calls release. Events past `nwait` were recorded in
+ * a capture: never queried, only returned to their pool. Cannot fail. */
+DLS__INTERNAL void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int nevents,
+                                         uint64_t cap_id, dls_release_fn release, void *user_data);
+/* Blocks until `event` completes; should the driver fail to wait, polls it
+ * instead: a release must never run before the work it waits for. */
+DLS__INTERNAL void dls__event_wait(dls__device *dev, void *event);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;
@@ -310,9 +332,16 @@ DLS__INTERNAL bool dls__capture_underway(uint64_t id);
  * will own the memory), and its free inside that capture. */
 DLS__INTERNAL void dls__capture_note_alloc(uint64_t id, dls__buffer *b);
 DLS__INTERNAL void dls__capture_forget_alloc(uint64_t id, dls__buffer *b);
+/* A buffer allocated in capture `id` whose free in it could not be ordered
+ * after its uses there: its memory becomes the graph's, as an output's whose
+ * buffer is gone (freed after the graph's last replay). */
+DLS__INTERNAL void dls__capture_orphan_alloc(uint64_t id, dls__buffer *b);
 /* Frees a graph output after the capture: stream-ordered after the graph's
- * last replay and the buffer's eager uses; drops the buffer's graph ref. */
-DLS__INTERNAL void dls__graph_release_output(dls__buffer *b);
+ * last replay and the buffer's eager uses; drops the buffer's graph ref.
+ * Returns the stream of that replay (ref held) when the free could not be
+ * ordered after an eager use: the caller then frees the memory on it once
+ * those uses completed. NULL otherwise. */
+DLS__INTERNAL dls__stream *dls__graph_release_output(dls__buffer *b);
 /* Describes a stream for messages: "pooled stream 0x5f.. on cuda:0 (in capture 3)". */
 DLS__INTERNAL const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size);
 /* Driver queries dlstream makes on its own initiative run in relaxed capture
@@ -336,7 +365,7 @@ DLS__INTERNAL void dls__captures_shutdown(void);
 
 /* Per-thread caches of freed objects of one size class, so the hot paths
  * (buffers, events, streams) skip malloc/free. Objects come back uninitialized. */
-enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_KINDS };
+enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_DEFERRED, DLS__OBJ_KINDS };
 DLS__INTERNAL void *dls__obj_alloc(int kind, size_t size);
 DLS__INTERNAL void dls__obj_free(int kind, void *obj);
 /* Frees the calling thread's cached objects (shutdown). */

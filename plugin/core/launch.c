@@ -44,7 +44,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
   st = dev->be->module_load(dev->id, image, size, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s, size=%zu)", call, dev->name, size);
-  dls__module_full *m = calloc(1, sizeof *m);
+  dls__module_full *m = dls__calloc(1, sizeof *m);
   if (m == NULL) {
     dev->be->module_unload(dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -56,7 +56,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
   if (m->m.id == 0) {
     dev->be->module_unload(dev->id, native);
     pthread_mutex_destroy(&m->fns.mu);
-    free(m);
+    dls__free(m);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   out_module->id = m->m.id;
@@ -79,9 +79,9 @@ dls_status_t dls_module_load_file(DLDevice device, const char *path, dls_module_
   for (;;) {
     if (n == cap) {
       cap = cap ? cap * 2 : 65536;
-      char *p = realloc(data, cap + 1);
+      char *p = dls__realloc(data, cap + 1);
       if (p == NULL) {
-        free(data);
+        dls__free(data);
         fclose(f);
         return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s(path=\"%s\"): out of host memory", call, path);
       }
@@ -95,7 +95,7 @@ dls_status_t dls_module_load_file(DLDevice device, const char *path, dls_module_
   fclose(f);
   data[n] = '\0'; /* PTX must be NUL-terminated; binary images ignore it */
   dls_status_t st = dls_module_load(device, data, n + 1, out_module);
-  free(data);
+  dls__free(data);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(path=\"%s\")", call, path);
   return DLS_OK;
@@ -111,17 +111,17 @@ dls_status_t dls_module_unload(dls_module_t module) {
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
   dls__module_names_forget(module.id);
   for (size_t i = 0; i < m->fns.n; i++)
-    free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
-  free(m->fns.ids);
+    dls__free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
+  dls__free(m->fns.ids);
   pthread_mutex_destroy(&m->fns.mu);
   dls_status_t st = m->m.dev->be->module_unload(m->m.dev->id, m->m.native);
-  free(m);
+  dls__free(m);
   return st;
 }
 
 static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
                                      const char *call, dls__function **out_obj, dls_function_t *out) {
-  dls__function *f = calloc(1, sizeof *f);
+  dls__function *f = dls__calloc(1, sizeof *f);
   if (f == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   f->dev = dev;
@@ -130,7 +130,7 @@ static dls_status_t function_publish(dls__device *dev, void *native, dls__module
   snprintf(f->name, sizeof f->name, "%s", name);
   f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
   if (f->id == 0) {
-    free(f);
+    dls__free(f);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   if (out_obj)
@@ -157,7 +157,7 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   pthread_mutex_lock(&m->fns.mu);
   if (m->fns.n == m->fns.cap) {
     size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;
-    uint64_t *p = realloc(m->fns.ids, cap * sizeof *p);
+    uint64_t *p = dls__realloc(m->fns.ids, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&m->fns.mu);
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -219,7 +219,7 @@ dls_status_t dls_function_destroy(dls_function_t function) {
   if (dls__handle_free(DLS_HANDLE_FUNCTION, function.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(function): destroyed concurrently", call);
   f->dev->be->host_function_destroy(f->dev->id, f->native);
-  free(f);
+  dls__free(f);
   return DLS_OK;
 }
 
@@ -352,7 +352,13 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
                                 fn->name);
     }
   }
-  dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
+  dls_status_t st;
+  for (int i = 0; i < nused; i++) {
+    st = dls__buffer_reserve(used[i], s); /* recording the uses after the launch then needs no memory */
+    if (DLS__UNLIKELY(st != DLS_OK))
+      return dls__fail_prefix(st, "%s(args): recording a buffer's use", call);
+  }
+  st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
   for (int i = 0; i < nused; i++) {

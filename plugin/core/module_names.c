@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "module_names.h"
 
 typedef struct dls__names_rec {
@@ -34,7 +35,7 @@ static void dls__names_drop(uint64_t module_id) {
     if ((*pp)->module_id == module_id) {
       dls__names_rec *r = *pp;
       *pp = r->next;
-      free(r);
+      dls__free(r);
       atomic_fetch_sub(&dls__names_count, 1);
       return;
     }
@@ -46,7 +47,7 @@ dls_status_t dls__module_names_set(uint64_t module_id, size_t n, const char *con
   size_t bytes = sizeof(dls__names_rec) + 2 * n * sizeof(char *) + strlen(kernels) + 1;
   for (size_t i = 0; i < n; i++)
     bytes += strlen(expressions[i]) + strlen(lowered[i]) + 2;
-  dls__names_rec *r = malloc(bytes);
+  dls__names_rec *r = dls__malloc(bytes);
   if (r == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "recording the names of a module: out of host memory");
   r->module_id = module_id;

@@ -190,7 +190,7 @@ dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *ou
   if (!atomic_load(&bs->ready[id])) {
     dls__device *d = &bs->devices[id];
     memset(d, 0, sizeof *d);
-    d->be = g_backends[bi];
+    d->be = dls__fault_backend(g_backends[bi]);
     d->device = device;
     d->id = id;
     dls_device_str(device, d->name, sizeof d->name);
@@ -232,7 +232,7 @@ void dls__event_pool_put(dls__device *dev, void *event) {
   pthread_mutex_lock(&dev->mu);
   if (dev->event_pool_n == dev->event_pool_cap) {
     size_t cap = dev->event_pool_cap ? dev->event_pool_cap * 2 : 16;
-    void **p = realloc(dev->event_pool, cap * sizeof *p);
+    void **p = dls__realloc(dev->event_pool, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&dev->mu);
       dev->be->event_destroy(dev->id, event);
@@ -327,7 +327,7 @@ dls_status_t dls_shutdown(void) {
       dls__device *d = &bs->devices[i];
       for (size_t k = 0; k < d->event_pool_n; k++)
         d->be->event_destroy(d->id, d->event_pool[k]);
-      free(d->event_pool);
+      dls__free(d->event_pool);
       pthread_mutex_destroy(&d->mu);
       memset(d, 0, sizeof *d);
       atomic_store(&bs->ready[i], 0);

@@ -89,7 +89,7 @@ static void pool_put(dls__device *dev, void *native) {
   dev->pooled_out--;
   if (dev->stream_pool_n == dev->stream_pool_cap) {
     size_t cap = dev->stream_pool_cap ? dev->stream_pool_cap * 2 : 8;
-    void **p = realloc(dev->stream_pool, cap * sizeof *p);
+    void **p = dls__realloc(dev->stream_pool, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&dev->mu);
       dev->be->stream_destroy(dev->id, native);
@@ -130,7 +130,7 @@ static void *pool_take(dls__device *dev) {
     if (check && native_capturing(dev, native)) {
       if (dev->parked_n == dev->parked_cap) {
         size_t cap = dev->parked_cap ? dev->parked_cap * 2 : 8;
-        void **p = realloc(dev->parked, cap * sizeof *p);
+        void **p = dls__realloc(dev->parked, cap * sizeof *p);
         if (p == NULL) {
           dev->stream_pool[dev->stream_pool_n++] = native; /* keep it; make a new one instead */
           native = NULL;
@@ -197,7 +197,8 @@ dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
-  return dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+  st = dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
 }
 
 dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_options, dls_stream_t *out_stream) {
@@ -217,7 +218,9 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
                      call, flags, flags & ~DLS_STREAM_BLOCKING);
   if (priority != 0) {
     int least, greatest;
-    DLS__TRY(dev->be->stream_priority_range(dev->id, &least, &greatest));
+    st = dev->be->stream_priority_range(dev->id, &least, &greatest);
+    if (st != DLS_OK)
+      return dls__fail_prefix(st, "%s(device=%s, priority=%d)", call, dev->name, priority);
     if (priority > least || priority < greatest)
       return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                        "%s(priority=%d): out of range for %s: %d (most urgent) to %d (least urgent)", call, priority,
@@ -340,7 +343,8 @@ dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
-  return s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+  dls_status_t st = s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
 }
 
 dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
@@ -390,15 +394,15 @@ dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
 
 static void drop_stream_objects(dls__device *dev) {
   for (int k = 0; k < 3; k++) {
-    free(dev->defaults[k]);
+    dls__free(dev->defaults[k]);
     dev->defaults[k] = NULL;
   }
   for (size_t k = 0; k < dev->stream_pool_n; k++)
     dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
   for (size_t k = 0; k < dev->parked_n; k++)
     dev->be->stream_destroy(dev->id, dev->parked[k]);
-  free(dev->stream_pool);
-  free(dev->parked);
+  dls__free(dev->stream_pool);
+  dls__free(dev->parked);
   dev->stream_pool = NULL;
   dev->parked = NULL;
   dev->stream_pool_n = dev->stream_pool_cap = 0;

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t flags, dls_tensor_t *out) {
-  dls__tensor *t = calloc(1, sizeof *t);
+  dls__tensor *t = dls__calloc(1, sizeof *t);
   int32_t ndim = meta->ndim;
   if (t == NULL) {
     dls__buffer_unref(buf);
@@ -15,9 +15,9 @@ dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t fl
   }
   int64_t *shape = t->shape_inline, *strides = t->strides_inline;
   if (ndim > DLS__TENSOR_INLINE_DIMS) {
-    t->dims_heap = malloc(2 * (size_t)ndim * sizeof(int64_t));
+    t->dims_heap = dls__malloc(2 * (size_t)ndim * sizeof(int64_t));
     if (t->dims_heap == NULL) {
-      free(t);
+      dls__free(t);
       dls__buffer_unref(buf);
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a tensor's %d dimensions", (int)ndim);
     }
@@ -42,8 +42,8 @@ dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t fl
   t->dl.strides = strides;
   t->id = dls__handle_new(DLS_HANDLE_TENSOR, t);
   if (t->id == 0) {
-    free(t->dims_heap);
-    free(t);
+    dls__free(t->dims_heap);
+    dls__free(t);
     dls__buffer_unref(buf);
     return DLS_ERR_OUT_OF_MEMORY;
   }
@@ -66,8 +66,8 @@ dls_status_t dls_tensor_release(dls_tensor_t tensor) {
   if (dls__handle_free(DLS_HANDLE_TENSOR, tensor.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(tensor): tensor handle released concurrently", call);
   dls__buffer_unref(t->buf);
-  free(t->dims_heap);
-  free(t);
+  dls__free(t->dims_heap);
+  dls__free(t);
   dls_deferred_poll();
   return DLS_OK;
 }

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "rtc/rtc.h"
 
 #define DLS__KC_MAGIC "DLSKERN"
@@ -42,7 +43,7 @@ dls__rtc_entry *dls__rtc_entry_new(uint32_t kind, const void *image, size_t size
   for (uint32_t i = 0; i < nlowered; i++)
     names += strlen(lowered[i]) + 1;
   size_t head = sizeof(dls__rtc_entry) + nlowered * sizeof(char *);
-  dls__rtc_entry *e = malloc(head + size + names);
+  dls__rtc_entry *e = dls__malloc(head + size + names);
   if (e == NULL)
     return NULL;
   atomic_init(&e->refs, 1);
@@ -64,7 +65,7 @@ dls__rtc_entry *dls__rtc_entry_new(uint32_t kind, const void *image, size_t size
 
 void dls__rtc_entry_unref(dls__rtc_entry *e) {
   if (e != NULL && atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
-    free(e);
+    dls__free(e);
 }
 
 /* ---- in process: a hash table with first-in first-out eviction ---- */
@@ -106,7 +107,7 @@ static void dls__mc_remove(dls__mc_node *n) {
   dls__mc_count--;
   dls__mc_bytes -= n->e->size;
   dls__rtc_entry_unref(n->e);
-  free(n);
+  dls__free(n);
 }
 
 dls__rtc_entry *dls__rtc_memory_get(const uint8_t key[32]) {
@@ -122,7 +123,7 @@ dls__rtc_entry *dls__rtc_memory_get(const uint8_t key[32]) {
 }
 
 void dls__rtc_memory_put(const uint8_t key[32], dls__rtc_entry *e) {
-  dls__mc_node *n = malloc(sizeof *n);
+  dls__mc_node *n = dls__malloc(sizeof *n);
   if (n == NULL)
     return; /* not cached: only slower */
   memcpy(n->key, key, 32);
@@ -237,8 +238,8 @@ static dls__rtc_entry *dls__rtc_payload_parse(const uint8_t *p, size_t n) {
   if (kind < DLS__RTC_KIND_CUBIN || kind > DLS__RTC_KIND_HSACO || size == 0 || size > n - 16 || nlowered > 4096)
     return NULL;
   const uint8_t *image = p + 16, *q = image + size, *end = p + n;
-  const char **names = nlowered ? calloc(nlowered, sizeof *names) : NULL;
-  char *copies = nlowered ? malloc((size_t)(end - q) + nlowered) : NULL;
+  const char **names = nlowered ? dls__calloc(nlowered, sizeof *names) : NULL;
+  char *copies = nlowered ? dls__malloc((size_t)(end - q) + nlowered) : NULL;
   dls__rtc_entry *e = NULL;
   if (nlowered != 0 && (names == NULL || copies == NULL))
     goto out;
@@ -259,8 +260,8 @@ static dls__rtc_entry *dls__rtc_payload_parse(const uint8_t *p, size_t n) {
   if (q == end)
     e = dls__rtc_entry_new(kind, image, (size_t)size, names, nlowered);
 out:
-  free(names);
-  free(copies);
+  dls__free(names);
+  dls__free(copies);
   return e;
 }
 
@@ -285,7 +286,7 @@ dls__rtc_entry *dls__rtc_disk_get(const char *dir, const uint8_t key[32]) {
   if (sb.st_size < (off_t)DLS__KC_HEADER || sb.st_size > (off_t)DLS__KC_MAX_FILE)
     goto out;
   size_t n = (size_t)sb.st_size, got = 0;
-  if ((buf = malloc(n)) == NULL) {
+  if ((buf = dls__malloc(n)) == NULL) {
     corrupt = false;
     goto out;
   }
@@ -312,7 +313,7 @@ dls__rtc_entry *dls__rtc_disk_get(const char *dir, const uint8_t key[32]) {
 out:
   if (e == NULL && corrupt)
     dls__rtc_count(DLS__RTC_STAT_DISK_CORRUPT);
-  free(buf);
+  dls__free(buf);
   close(fd);
   return e;
 }
@@ -334,7 +335,7 @@ void dls__rtc_disk_put(const char *dir, const uint8_t key[32], const dls__rtc_en
   size_t payload = 16 + e->size;
   for (uint32_t i = 0; i < e->nlowered; i++)
     payload += 4 + strlen(e->lowered[i]);
-  uint8_t *buf = malloc(DLS__KC_HEADER + payload);
+  uint8_t *buf = dls__malloc(DLS__KC_HEADER + payload);
   if (buf == NULL)
     return;
   uint8_t *p = buf + DLS__KC_HEADER;
@@ -378,5 +379,5 @@ void dls__rtc_disk_put(const char *dir, const uint8_t key[32], const dls__rtc_en
       unlink(tmp);
   }
   dls__rtc_count(ok ? DLS__RTC_STAT_DISK_WRITES : DLS__RTC_STAT_DISK_ERRORS);
-  free(buf);
+  dls__free(buf);
 }

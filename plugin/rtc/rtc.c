@@ -22,9 +22,9 @@ static void dls__rtc_log_key_make(void) { (void)pthread_key_create(&dls__rtc_log
 /* Replaces the thread's log (steals `log`, which may be NULL). */
 static void dls__rtc_log_set(char *log) {
   pthread_once(&dls__rtc_log_once, dls__rtc_log_key_make);
-  free(pthread_getspecific(dls__rtc_log_key));
+  dls__free(pthread_getspecific(dls__rtc_log_key));
   if (pthread_setspecific(dls__rtc_log_key, log) != 0)
-    free(log);
+    dls__free(log);
 }
 
 const char *dls_compile_last_log(void) {
@@ -180,9 +180,9 @@ static const char *dls__rtc_error(const dls__rtc_vendor *v, int r) {
 static void dls__rtc_take_log(dls__rtc_vendor *v, dls__rtc_program prog) {
   size_t n = 0;
   char *log = NULL;
-  if (v->api.get_program_log_size(prog, &n) == DLS__RTC_SUCCESS && n > 1 && (log = malloc(n + 1)) != NULL) {
+  if (v->api.get_program_log_size(prog, &n) == DLS__RTC_SUCCESS && n > 1 && (log = dls__malloc(n + 1)) != NULL) {
     if (v->api.get_program_log(prog, log) != DLS__RTC_SUCCESS) {
-      free(log);
+      dls__free(log);
       log = NULL;
     } else {
       log[n] = '\0';
@@ -218,8 +218,8 @@ static dls_status_t dls__rtc_run(const char *call, const dls__rtc_target *t, con
       goto out;
     }
   }
-  argv = malloc((nopt + 1) * sizeof *argv);
-  lowered = calloc(nname + 1, sizeof *lowered);
+  argv = dls__malloc((nopt + 1) * sizeof *argv);
+  lowered = dls__calloc(nname + 1, sizeof *lowered);
   if (argv == NULL || lowered == NULL) {
     st = dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
     goto out;
@@ -250,7 +250,7 @@ static dls_status_t dls__rtc_run(const char *call, const dls__rtc_target *t, con
   size_t size = 0;
   bool ptx = t->kind == DLS__RTC_KIND_PTX;
   r = ptx ? api->get_ptx_size(prog, &size) : api->get_code_size(prog, &size);
-  if (r == DLS__RTC_SUCCESS && size != 0 && (code = malloc(size)) == NULL) {
+  if (r == DLS__RTC_SUCCESS && size != 0 && (code = dls__malloc(size)) == NULL) {
     st = dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for an image of %zu bytes", call, size);
     goto out;
   }
@@ -266,9 +266,9 @@ static dls_status_t dls__rtc_run(const char *call, const dls__rtc_target *t, con
 out:
   if (prog != NULL)
     api->destroy_program(&prog);
-  free(code);
-  free(argv);
-  free(lowered); /* the strings belong to the program: copied into the entry */
+  dls__free(code);
+  dls__free(argv);
+  dls__free(lowered); /* the strings belong to the program: copied into the entry */
   return st;
 }
 
@@ -334,7 +334,7 @@ dls_status_t dls_compile(const char *source, const dls_compile_options_t *option
   size_t names = 0;
   for (uint32_t i = 0; i < e->nlowered; i++)
     names += strlen(e->lowered[i]) + 1;
-  char *image = malloc(e->size + names);
+  char *image = dls__malloc(e->size + names);
   if (image == NULL) {
     dls__rtc_entry_unref(e);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for an image of %zu bytes", call, e->size);
@@ -354,7 +354,7 @@ dls_status_t dls_compile(const char *source, const dls_compile_options_t *option
   return DLS_OK;
 }
 
-void dls_compile_free(void *image) { free(image); }
+void dls_compile_free(void *image) { dls__free(image); }
 
 /* The target of a compile for `dev`: options->arch, the options' own -arch,
  * the device's architecture, else the compiler's default (PTX / its own). */

@@ -311,6 +311,7 @@ BACKEND_TEST(capture, bad_calls_say_what_is_wrong) {
   OK(dls_stream_end_capture(s, &g));
   dls_stream_t t;
   OK(dls_stream_create(d, NULL, &t));
+  OK(dls_stream_wait_stream(t, s)); /* t's replays use y, filled on s */
   OK(dls_stream_begin_capture(t, DLS_CAPTURE_GLOBAL));
   FAILS(dls_graph_launch(g, t), DLS_ERR_STATE, "inside a capture");
   capture_still_valid(t, y, 0.0f);
@@ -369,7 +370,9 @@ BACKEND_TEST(capture, deferred_release_pending_at_capture_start) {
   dls_buffer_t borrowed;
   OK(dls_buffer_borrow(d, ptr, N * sizeof(float), s, count_release, NULL, &borrowed));
   OK(dls_latch_wait(l, held, DLST_LATCH_TIMEOUT_NS));
-  OK(dls_axpy_f32(held, N, 0.0f, dls_arg_buffer(borrowed), dls_arg_buffer(borrowed)));
+  dls_buffer_t z; /* held reads the borrowed memory (x, which the replay reads too) and writes z */
+  OK(dls_buffer_alloc(held, N * sizeof(float), &z));
+  OK(dls_axpy_f32(held, N, 0.0f, dls_arg_buffer(borrowed), dls_arg_buffer(z)));
   OK(dls_buffer_free(borrowed));
   cr_assert_eq(dls_deferred_pending(), 1, "the release waits for the held stream");
   OK(dls_stream_begin_capture(s, DLS_CAPTURE_GLOBAL));
@@ -389,6 +392,7 @@ BACKEND_TEST(capture, deferred_release_pending_at_capture_start) {
   read_floats(y, s, v);
   expect_all(v, 130.0f, "130 launches captured next to a pending release");
   OK(dls_latch_destroy(l));
+  OK(dls_buffer_free(z));
   OK(dls_buffer_free(x));
   OK(dls_buffer_free(y));
   OK(dls_stream_destroy(held));
