@@ -35,8 +35,10 @@ typedef struct dls__slot {
   _Atomic(void *) obj;          /* the object, NULL when free */
 } dls__slot;
 
-/* Lock-free: slots come from a tagged free stack or from the end; only a new
- * chunk of slots takes the mutex. */
+/* Lock-free: slots come from the thread's own cache of freed slots, a
+ * tagged free stack or the end; only a new chunk of slots takes the mutex.
+ * Live handles are counted by scanning (dls_live_handles), not on the hot
+ * paths. */
 typedef struct dls__table {
   const char *kind_name; /* "stream", "event" ... */
   dls_handle_kind_t kind;
@@ -44,7 +46,6 @@ typedef struct dls__table {
   _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
   _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
   _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
-  _Atomic size_t live;
 } dls__table;
 
 DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
@@ -54,16 +55,39 @@ DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
 
 /* Stores obj in a fresh slot; returns the handle id, or 0 (message set). */
 DLS__INTERNAL uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj);
-/* The object of a live handle, or NULL (and a message naming `call` and
- * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
-DLS__INTERNAL void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                    dls_status_t *out_status);
-/* Fast check without a message: the object or NULL. */
-DLS__INTERNAL void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id);
-/* Frees the slot (the handle goes stale). Returns the object it held. */
+/* Frees the slot (the handle goes stale). Returns the object it held, or
+ * NULL when the handle was not live (another caller freed it first). */
 DLS__INTERNAL void *dls__handle_free(dls_handle_kind_t kind, uint64_t id);
 /* Calls fn on every live object of a kind (shutdown). */
 DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
+/* Why a lookup failed: sets the message naming `call` and `arg`, stores
+ * DLS_ERR_INVALID_HANDLE in *out_status and returns NULL. */
+DLS__INTERNAL void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
+                                     dls_status_t *out_status);
+
+/* Fast check without a message: the object or NULL. Slot 0 is never handed
+ * out (its generation stays 1, its object NULL), so id 0 fails the
+ * generation check like any stale handle. */
+static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
+  uint32_t c = (uint32_t)id >> DLS__CHUNK_SHIFT;
+  if (DLS__UNLIKELY(c >= DLS__MAX_CHUNKS))
+    return NULL;
+  dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[c], memory_order_acquire);
+  if (DLS__UNLIKELY(chunk == NULL))
+    return NULL;
+  dls__slot *s = &chunk[(uint32_t)id & (DLS__CHUNK_SLOTS - 1)];
+  if (DLS__UNLIKELY(atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(id >> 32)))
+    return NULL;
+  return atomic_load_explicit(&s->obj, memory_order_acquire);
+}
+
+/* The object of a live handle, or NULL (and a message naming `call` and
+ * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
+static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
+                                    dls_status_t *out_status) {
+  void *obj = dls__handle_peek(kind, id);
+  return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
+}
 
 /* Looks a handle up or returns the failure status from the calling function. */
 #define DLS__GET(kind, type, var, handle, call, arg)                         \
@@ -136,9 +160,16 @@ struct dls__stream {
   _Atomic int open_groups; /* groups begun on it and not yet ended */
 };
 
+/* Resolves a reserved default-stream handle (dls_stream_default). */
+DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
+                                                    dls_status_t *out_status);
 /* Resolves a stream handle, reserved default handles included. */
-DLS__INTERNAL dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
-                                           dls_status_t *out_status);
+static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
+                                           dls_status_t *out_status) {
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__stream_get_reserved(stream, call, arg, out_status);
+  return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+}
 #define DLS__GET_STREAM(var, handle, call, arg)                                \
   dls__stream *var;                                                            \
   do {                                                                         \

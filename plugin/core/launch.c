@@ -248,9 +248,14 @@ static dls_status_t check_config(const char *call, const dls_launch_config_t *c)
   return DLS_OK;
 }
 
-static const char *arg_name(char *buf, size_t n, size_t i) {
-  snprintf(buf, n, "args[%zu]", i);
-  return buf;
+/* A buffer or tensor argument that is not a live handle; the argument's
+ * name is formatted only now, off the launch path. */
+static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
+  char name[32];
+  dls_status_t st;
+  snprintf(name, sizeof name, "args[%zu]", i);
+  dls__handle_miss(kind, id, call, name, &st);
+  return st;
 }
 
 dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
@@ -282,7 +287,6 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
   dls__buffer *used[DLS_MAX_ARGS];
   int nused = 0;
   size_t total = 0;
-  char name[32];
   for (size_t i = 0; i < nargs; i++) {
     const dls_arg_t *a = &args[i];
     params[i] = &values[i];
@@ -295,10 +299,9 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     case DLS_ARG_F64: values[i].f64 = a->v.f64; sizes[i] = 8; break;
     case DLS_ARG_PTR: values[i].p = a->v.ptr; sizes[i] = sizeof(void *); break;
     case DLS_ARG_BUFFER: {
-      dls_status_t st;
-      dls__buffer *b = dls__handle_get(DLS_HANDLE_BUFFER, a->v.buffer.id, call, arg_name(name, sizeof name, i), &st);
-      if (b == NULL)
-        return st;
+      dls__buffer *b = dls__handle_peek(DLS_HANDLE_BUFFER, a->v.buffer.id);
+      if (DLS__UNLIKELY(b == NULL))
+        return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
       if (b->dev != s->dev)
         return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
                          b->dev->name, s->dev->name);
@@ -309,10 +312,9 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     }
     case DLS_ARG_TENSOR:
     case DLS_ARG_TENSOR_IN: {
-      dls_status_t st;
-      dls__tensor *t = dls__handle_get(DLS_HANDLE_TENSOR, a->v.tensor.id, call, arg_name(name, sizeof name, i), &st);
-      if (t == NULL)
-        return st;
+      dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, a->v.tensor.id);
+      if (DLS__UNLIKELY(t == NULL))
+        return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
       if (t->buf->dev != s->dev)
         return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
                          t->buf->dev->name, s->dev->name);

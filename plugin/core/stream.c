@@ -59,9 +59,8 @@ dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) 
   return DLS_OK;
 }
 
-dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status) {
-  if ((uint32_t)(stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION)
-    return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
+                                      dls_status_t *out_status) {
   int kind = (int)((stream.id >> 24) & 0xff);
   DLDevice device = dls_device((DLDeviceType)((stream.id >> 16) & 0xff), (int32_t)(stream.id & 0xffff));
   if (kind != DLS_STREAM_LEGACY && kind != DLS_STREAM_PER_THREAD) {
