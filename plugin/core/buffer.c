@@ -385,9 +385,7 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
   if (buffer.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  if (dls__handle_free(DLS_HANDLE_BUFFER, buffer.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(buffer): buffer handle freed concurrently", call);
+  DLS__TAKE(DLS_HANDLE_BUFFER, dls__buffer, b, buffer, call, "buffer");
   dls__buffer_unref(b);
   dls_deferred_poll();
   return DLS_OK;

@@ -174,13 +174,13 @@ void *dls__handle_free(dls_handle_kind_t kind, uint64_t id) {
   dls__table *t = &dls__tables[kind];
   uint32_t index = (uint32_t)id;
   uint32_t gen = (uint32_t)(id >> 32);
-  if (index == 0 || index >= atomic_load_explicit(&t->nslots, memory_order_acquire))
-    return NULL;
   dls__slot *s = slot_at(t, index);
   if (s == NULL)
     return NULL;
   /* Only one caller can move the generation on: the winner owns the slot
-   * until it is handed out again, so its object needs no atomic exchange. */
+   * until it is handed out again, so its object needs no atomic exchange.
+   * A slot never handed out, or free, holds no object: winning it changes
+   * its generation only. */
   if (!atomic_compare_exchange_strong_explicit(&s->gen, &gen, next_generation(gen), memory_order_acq_rel,
                                                memory_order_relaxed))
     return NULL;

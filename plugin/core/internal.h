@@ -99,6 +99,19 @@ static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const c
       return dls__gst_;                                                      \
   } while (0)
 
+/* Frees a handle and takes its object, or returns the failure status from
+ * the calling function (the handle was not live, or another caller freed
+ * it first). For destroy calls that need nothing of the object before. */
+#define DLS__TAKE(kind, type, var, handle, call, arg)                       \
+  type *var = (type *)dls__handle_free((kind), (handle).id);                \
+  do {                                                                      \
+    if (DLS__UNLIKELY(var == NULL)) {                                       \
+      dls_status_t dls__tst_;                                               \
+      dls__handle_miss((kind), (handle).id, (call), (arg), &dls__tst_);     \
+      return dls__tst_;                                                     \
+    }                                                                       \
+  } while (0)
+
 /* ---------------------------------------------------------------- runtime */
 
 /* Fast-path guard at the top of every public call: initializes on first use,
@@ -125,7 +138,8 @@ typedef struct dls__device {
   dls__stream *defaults[3]; /* [DLS_STREAM_LEGACY], [DLS_STREAM_PER_THREAD]; [0] "no stream" */
   void **stream_pool;  /* idle pooled native streams */
   size_t stream_pool_n, stream_pool_cap;
-  void **event_pool;   /* idle native events (no timing) */
+  dls__spin event_mu;  /* the event pool */
+  void **event_pool;   /* idle native events (no timing); made at full size on first use */
   size_t event_pool_n, event_pool_cap;
   size_t pooled_out;   /* pooled streams handed out now */
   struct dls__function *builtins[8]; /* cached built-in functions (builtin.c) */
@@ -134,9 +148,22 @@ typedef struct dls__device {
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
 } dls__device;
 
+/* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
+#define DLS__DEVICE_TYPES 16 /* kDLCPU 1, kDLCUDA 2, kDLROCM 10 */
+DLS__INTERNAL extern _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
+/* dls__device_get's first use of a device: probes its backend and makes it. */
+DLS__INTERNAL dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status);
 /* The device for a DLDevice, probing its backend; NULL and a message naming
  * `call` on failure (*out_status set). */
-DLS__INTERNAL dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status);
+static inline dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status) {
+  if (DLS__LIKELY((unsigned)device.device_type < DLS__DEVICE_TYPES &&
+                  (unsigned)device.device_id < DLS__MAX_DEVICES)) {
+    dls__device *d = atomic_load_explicit(&dls__devices[device.device_type][device.device_id], memory_order_acquire);
+    if (DLS__LIKELY(d != NULL))
+      return d;
+  }
+  return dls__device_open(device, call, out_status);
+}
 DLS__INTERNAL const dls__backend *dls__backend_for(DLDeviceType type);
 /* The device if it was already made, else NULL; never probes. */
 DLS__INTERNAL dls__device *dls__device_peek(DLDeviceType type, int id);

@@ -288,9 +288,7 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
-  if (dls__handle_free(DLS_HANDLE_STREAM, stream.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(stream): stream handle destroyed concurrently", call);
+  DLS__TAKE(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
   dls__stream_unref(s);
   return DLS_OK;
 }
