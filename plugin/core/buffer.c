@@ -323,7 +323,10 @@ static void buffer_release(dls__buffer *b) {
 }
 
 void dls__buffer_unref(dls__buffer *b) {
-  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+  /* Holding the only reference, no one else can add one (a reference comes
+   * from a holder or from the live handle): no locked instruction needed. */
+  if (atomic_load_explicit(&b->refs, memory_order_acquire) == 1 ||
+      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
     buffer_release(b);
 }
 

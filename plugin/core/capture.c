@@ -108,15 +108,7 @@ static dls__capture *note(dls__stream *s, uint64_t id, int mode, bool own) {
   return c;
 }
 
-int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
-  /* A stream dlstream made can only be capturing while dlstream knows of a
-   * capture (it began it, or saw it on a stream it was given): the driver is
-   * asked only then, which keeps the query off the eager hot paths. */
-  if (DLS__LIKELY(s->kind != DLS__STREAM_FOREIGN) &&
-      atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) {
-    *out_id = 0;
-    return DLS__CAPTURE_NONE;
-  }
+int dls__stream_capture_query(dls__stream *s, uint64_t *out_id) {
   int status = query(s, out_id);
   if (DLS__LIKELY(status != DLS__CAPTURE_ACTIVE))
     return status;

@@ -24,15 +24,6 @@ static dls__slot *slot_at(dls__table *t, uint32_t index) {
   return chunk ? &chunk[index & (DLS__CHUNK_SLOTS - 1)] : NULL;
 }
 
-static uint32_t next_generation(uint32_t gen) {
-  gen++;
-  /* 0 never names a live object, and the all-ones generation is reserved
-   * for the default-stream handles. */
-  if (gen == 0 || gen == DLS_STREAM_RESERVED_GENERATION)
-    gen = 1;
-  return gen;
-}
-
 /* A slot index from the free stack, or 0. The tag defeats ABA. */
 static uint32_t pop_free(dls__table *t) {
   uint64_t head = atomic_load_explicit(&t->free_head, memory_order_acquire);
@@ -89,23 +80,9 @@ static uint32_t take_new(dls__table *t) {
   return index;
 }
 
-/* ---- the thread's caches: freed slots, freed small objects ---- */
+/* ---- the thread's caches (their fast paths are in handle.h) ---- */
 
-#define DLS__SLOT_CACHE 16 /* freed slots of one kind a thread keeps for its next handles */
-#define DLS__OBJ_CACHE 32
-
-/* Hot paths make and free handles on one thread: the thread's freed slots
- * and objects come back to it without a locked instruction. A finished
- * thread's cache goes back to the tables and to malloc. */
-typedef struct dls__thread_cache {
-  uint32_t slots[DLS_HANDLE_KIND_COUNT_][DLS__SLOT_CACHE];
-  int nslots[DLS_HANDLE_KIND_COUNT_];
-  void *items[DLS__OBJ_KINDS][DLS__OBJ_CACHE];
-  int n[DLS__OBJ_KINDS];
-  bool registered;
-} dls__thread_cache;
-
-static _Thread_local dls__thread_cache tls_cache;
+_Thread_local dls__thread_cache dls__tls;
 static pthread_key_t g_cache_key;
 static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
 
@@ -136,18 +113,26 @@ static void cache_register(dls__thread_cache *c) {
 
 /* ---- handles ---- */
 
-uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
+uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj) {
   dls__table *t = &dls__tables[kind];
-  dls__thread_cache *c = &tls_cache;
-  uint32_t index;
-  if (DLS__LIKELY(c->nslots[kind] > 0))
-    index = c->slots[kind][--c->nslots[kind]];
-  else if ((index = pop_free(t)) == 0 && (index = take_new(t)) == 0)
+  uint32_t index = pop_free(t);
+  if (index == 0 && (index = take_new(t)) == 0)
     return 0;
   dls__slot *s = slot_at(t, index);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
   atomic_store_explicit(&s->obj, obj, memory_order_release);
   return ((uint64_t)gen << 32) | index;
+}
+
+void *dls__slot_release_slow(dls_handle_kind_t kind, uint32_t index, void *obj) {
+  dls__thread_cache *c = &dls__tls;
+  if (c->nslots[kind] == DLS__SLOT_CACHE) {
+    push_free(&dls__tables[kind], index);
+    return obj;
+  }
+  cache_register(c);
+  c->slots[kind][c->nslots[kind]++] = index;
+  return obj;
 }
 
 void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
@@ -168,32 +153,6 @@ void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, co
               t->kind_name, index, gen, atomic_load(&s->gen));
   }
   return NULL;
-}
-
-void *dls__handle_free(dls_handle_kind_t kind, uint64_t id) {
-  dls__table *t = &dls__tables[kind];
-  uint32_t index = (uint32_t)id;
-  uint32_t gen = (uint32_t)(id >> 32);
-  dls__slot *s = slot_at(t, index);
-  if (s == NULL)
-    return NULL;
-  /* Only one caller can move the generation on: the winner owns the slot
-   * until it is handed out again, so its object needs no atomic exchange.
-   * A slot never handed out, or free, holds no object: winning it changes
-   * its generation only. */
-  if (!atomic_compare_exchange_strong_explicit(&s->gen, &gen, next_generation(gen), memory_order_acq_rel,
-                                               memory_order_relaxed))
-    return NULL;
-  void *obj = atomic_load_explicit(&s->obj, memory_order_relaxed);
-  atomic_store_explicit(&s->obj, NULL, memory_order_release);
-  if (DLS__UNLIKELY(obj == NULL))
-    return NULL; /* a slot that was not live: never hand it out twice */
-  dls__thread_cache *c = &tls_cache;
-  if (DLS__LIKELY(c->nslots[kind] < DLS__SLOT_CACHE && (c->registered || (cache_register(c), true))))
-    c->slots[kind][c->nslots[kind]++] = index;
-  else
-    push_free(t, index);
-  return obj;
 }
 
 void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)) {
@@ -222,26 +181,18 @@ size_t dls_live_handles(dls_handle_kind_t kind) {
   return live > owned ? live - owned : 0;
 }
 
-/* ---- per-thread object caches ---- */
+/* ---- small objects ---- */
 
-void *dls__obj_alloc(int kind, size_t size) {
-  dls__thread_cache *c = &tls_cache;
-  if (c->n[kind] > 0)
-    return c->items[kind][--c->n[kind]];
-  return malloc(size);
-}
+void *dls__obj_alloc_slow(size_t size) { return malloc(size); }
 
-void dls__obj_free(int kind, void *obj) {
-  dls__thread_cache *c = &tls_cache;
-  if (obj == NULL)
-    return;
+void dls__obj_free_slow(int kind, void *obj) {
+  dls__thread_cache *c = &dls__tls;
   if (c->n[kind] == DLS__OBJ_CACHE) {
     free(obj);
     return;
   }
-  if (!c->registered)
-    cache_register(c);
+  cache_register(c);
   c->items[kind][c->n[kind]++] = obj;
 }
 
-void dls__obj_flush(void) { cache_drain(&tls_cache); }
+void dls__obj_flush(void) { cache_drain(&dls__tls); }

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "dlstream/dlstream.h"
 #include "error.h"
+#include "handle.h"
 
 /* A spinlock for short critical sections (a buffer's use set). */
 typedef struct dls__spin {
@@ -22,95 +23,6 @@ static inline void dls__spin_lock(dls__spin *l) {
   }
 }
 static inline void dls__spin_unlock(dls__spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
-
-/* ---------------------------------------------------------------- handles */
-
-#define DLS__CHUNK_SHIFT 10
-#define DLS__CHUNK_SLOTS (1u << DLS__CHUNK_SHIFT)
-#define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
-
-typedef struct dls__slot {
-  _Atomic uint32_t gen;         /* generation; bumped on free */
-  _Atomic uint32_t next_free;   /* free-list link (slot index) */
-  _Atomic(void *) obj;          /* the object, NULL when free */
-} dls__slot;
-
-/* Lock-free: slots come from the thread's own cache of freed slots, a
- * tagged free stack or the end; only a new chunk of slots takes the mutex.
- * Live handles are counted by scanning (dls_live_handles), not on the hot
- * paths. */
-typedef struct dls__table {
-  const char *kind_name; /* "stream", "event" ... */
-  dls_handle_kind_t kind;
-  pthread_mutex_t mu;      /* chunk allocation only */
-  _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
-  _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
-  _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
-} dls__table;
-
-DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
-/* Handles the runtime owns itself (built-in functions): not counted by
- * dls_live_handles, which reports what callers must release. */
-DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
-
-/* Stores obj in a fresh slot; returns the handle id, or 0 (message set). */
-DLS__INTERNAL uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj);
-/* Frees the slot (the handle goes stale). Returns the object it held, or
- * NULL when the handle was not live (another caller freed it first). */
-DLS__INTERNAL void *dls__handle_free(dls_handle_kind_t kind, uint64_t id);
-/* Calls fn on every live object of a kind (shutdown). */
-DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
-/* Why a lookup failed: sets the message naming `call` and `arg`, stores
- * DLS_ERR_INVALID_HANDLE in *out_status and returns NULL. */
-DLS__INTERNAL void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                     dls_status_t *out_status);
-
-/* Fast check without a message: the object or NULL. Slot 0 is never handed
- * out (its generation stays 1, its object NULL), so id 0 fails the
- * generation check like any stale handle. */
-static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
-  uint32_t c = (uint32_t)id >> DLS__CHUNK_SHIFT;
-  if (DLS__UNLIKELY(c >= DLS__MAX_CHUNKS))
-    return NULL;
-  dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[c], memory_order_acquire);
-  if (DLS__UNLIKELY(chunk == NULL))
-    return NULL;
-  dls__slot *s = &chunk[(uint32_t)id & (DLS__CHUNK_SLOTS - 1)];
-  if (DLS__UNLIKELY(atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(id >> 32)))
-    return NULL;
-  return atomic_load_explicit(&s->obj, memory_order_acquire);
-}
-
-/* The object of a live handle, or NULL (and a message naming `call` and
- * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
-static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                    dls_status_t *out_status) {
-  void *obj = dls__handle_peek(kind, id);
-  return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
-}
-
-/* Looks a handle up or returns the failure status from the calling function. */
-#define DLS__GET(kind, type, var, handle, call, arg)                         \
-  type *var;                                                                 \
-  do {                                                                       \
-    dls_status_t dls__gst_;                                                  \
-    var = (type *)dls__handle_get((kind), (handle).id, (call), (arg), &dls__gst_); \
-    if (DLS__UNLIKELY(var == NULL))                                          \
-      return dls__gst_;                                                      \
-  } while (0)
-
-/* Frees a handle and takes its object, or returns the failure status from
- * the calling function (the handle was not live, or another caller freed
- * it first). For destroy calls that need nothing of the object before. */
-#define DLS__TAKE(kind, type, var, handle, call, arg)                       \
-  type *var = (type *)dls__handle_free((kind), (handle).id);                \
-  do {                                                                      \
-    if (DLS__UNLIKELY(var == NULL)) {                                       \
-      dls_status_t dls__tst_;                                               \
-      dls__handle_miss((kind), (handle).id, (call), (arg), &dls__tst_);     \
-      return dls__tst_;                                                     \
-    }                                                                       \
-  } while (0)
 
 /* ---------------------------------------------------------------- runtime */
 
@@ -185,6 +97,8 @@ struct dls__stream {
   _Atomic int refs;     /* the handle + buffers and uses that name it */
   uint64_t id;          /* its handle; 0 for default streams */
   _Atomic int open_groups; /* groups begun on it and not yet ended */
+  bool capture_unseen;  /* foreign, on a backend that reports captures: it may be
+                           capturing without dlstream knowing, so the driver is asked */
 };
 
 /* Resolves a reserved default-stream handle (dls_stream_default). */
@@ -205,9 +119,15 @@ static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call
     if (DLS__UNLIKELY(var == NULL))                                            \
       return dls__gst_;                                                        \
   } while (0)
-DLS__INTERNAL void dls__stream_ref(dls__stream *s);
-/* Drops a reference; the last one releases the native stream by its kind. */
-DLS__INTERNAL void dls__stream_unref(dls__stream *s);
+static inline void dls__stream_ref(dls__stream *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+/* Releases the native stream by its kind and frees the object (no references left). */
+DLS__INTERNAL void dls__stream_release(dls__stream *s);
+/* Drops a reference; the last one releases the native stream by its kind.
+ * Default streams are never released. */
+static inline void dls__stream_unref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+    dls__stream_release(s);
+}
 /* Slot 0 of dls__device.defaults: a stream object that names no real stream,
  * the producer of memory no stream produced (latch flags), so every real use
  * of it is recorded. */
@@ -343,11 +263,23 @@ DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, cons
 
 typedef struct dls__graph dls__graph;
 
+DLS__INTERNAL extern _Atomic int dls__captures_known;
+/* dls__stream_capture's question to the driver. */
+DLS__INTERNAL int dls__stream_capture_query(dls__stream *s, uint64_t *out_id);
 /* The capture state of a stream as the driver sees it now (DLS__CAPTURE_*),
  * captures dlstream did not begin included; *out_id is the capture's id
  * while one is active, else 0. A capture seen for the first time is noted,
- * so dlstream's own polling keeps away from it. */
-DLS__INTERNAL int dls__stream_capture(dls__stream *s, uint64_t *out_id);
+ * so dlstream's own polling keeps away from it. A stream that is not
+ * capture_unseen can only be capturing while dlstream knows of a capture
+ * (it began it, or saw it on a stream it was given): the driver is asked
+ * only then, which keeps the query off the eager hot paths. */
+static inline int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
+  if (DLS__LIKELY(!s->capture_unseen) && atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) {
+    *out_id = 0;
+    return DLS__CAPTURE_NONE;
+  }
+  return dls__stream_capture_query(s, out_id);
+}
 /* DLS_OK when `waiter` may wait for `target`: both outside any capture, or
  * both in one. Otherwise DLS_ERR_STATE naming both, before any driver call. */
 DLS__INTERNAL dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t waiter_cap, dls__stream *target,
@@ -355,7 +287,6 @@ DLS__INTERNAL dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t
 /* Whether dlstream may poll on its own initiative (query events, run
  * deferred releases) on this thread now: no capture it knows of forbids it. */
 DLS__INTERNAL bool dls__capture_polling_allowed(void);
-DLS__INTERNAL extern _Atomic int dls__captures_known;
 /* Whether a capture is still underway as far as dlstream can tell. */
 DLS__INTERNAL bool dls__capture_underway(uint64_t id);
 /* A buffer allocated in capture `id` (a capture dlstream began: its graph
@@ -383,16 +314,6 @@ DLS__INTERNAL void dls__relaxed_leave(dls__relaxed *r);
 DLS__INTERNAL void dls__streams_shutdown(void);
 DLS__INTERNAL void dls__builtins_shutdown(void);
 DLS__INTERNAL void dls__captures_shutdown(void);
-
-/* ---------------------------------------------------------------- small objects */
-
-/* Per-thread caches of freed objects of one size class, so the hot paths
- * (buffers, events, streams) skip malloc/free. Objects come back uninitialized. */
-enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_KINDS };
-DLS__INTERNAL void *dls__obj_alloc(int kind, size_t size);
-DLS__INTERNAL void dls__obj_free(int kind, void *obj);
-/* Frees the calling thread's cached objects (shutdown). */
-DLS__INTERNAL void dls__obj_flush(void);
 
 /* Monotonic clock in nanoseconds. */
 DLS__INTERNAL uint64_t dls__now_ns(void);

@@ -15,6 +15,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   atomic_init(&s->refs, 1);
   s->id = 0;
   atomic_init(&s->open_groups, 0);
+  s->capture_unseen = kind == DLS__STREAM_FOREIGN && dev->be->stream_capture_status != NULL;
   return s;
 }
 
@@ -81,8 +82,6 @@ dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, con
   return s;
 }
 
-void dls__stream_ref(dls__stream *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
-
 static void pool_put(dls__device *dev, void *native) {
   pthread_mutex_lock(&dev->mu);
   dev->pooled_out--;
@@ -147,11 +146,7 @@ static void *pool_take(dls__device *dev) {
   return native;
 }
 
-void dls__stream_unref(dls__stream *s) {
-  if (s->kind == DLS__STREAM_DEFAULT)
-    return;
-  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
-    return;
+void dls__stream_release(dls__stream *s) {
   switch (s->kind) {
   case DLS__STREAM_OWNED:
     s->dev->be->stream_destroy(s->dev->id, s->native);
