@@ -11,11 +11,17 @@
 #define DLS__GET_FUNCTION(var, handle, call, arg) \
   DLS__GET(DLS_HANDLE_FUNCTION, dls__function, var, handle, call, arg)
 
-/* A module keeps the handles of the functions looked up in it, so unloading
- * makes them stale. */
+/* A module keeps the functions looked up in it, by the name asked for: a
+ * name looked up again gives the same handle, and unloading makes them all
+ * stale. */
+typedef struct dls__module_fn {
+  char *name; /* as the caller spelled it (a kernel name or a name expression) */
+  uint64_t id;
+} dls__module_fn;
+
 typedef struct dls__module_fns {
   pthread_mutex_t mu;
-  uint64_t *ids;
+  dls__module_fn *fns;
   size_t n, cap;
 } dls__module_fns;
 
@@ -110,9 +116,11 @@ dls_status_t dls_module_unload(dls_module_t module) {
   if (dls__handle_free(DLS_HANDLE_MODULE, module.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
   dls__module_names_forget(module.id);
-  for (size_t i = 0; i < m->fns.n; i++)
-    free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
-  free(m->fns.ids);
+  for (size_t i = 0; i < m->fns.n; i++) {
+    free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.fns[i].id));
+    free(m->fns.fns[i].name);
+  }
+  free(m->fns.fns);
   pthread_mutex_destroy(&m->fns.mu);
   dls_status_t st = m->m.dev->be->module_unload(m->m.dev->id, m->m.native);
   free(m);
@@ -140,6 +148,14 @@ static dls_status_t function_publish(dls__device *dev, void *native, dls__module
   return DLS_OK;
 }
 
+/* The handle already made for `name` in the module, or 0 (fns.mu held). */
+static uint64_t module_fn_find(const dls__module_fns *fns, const char *name) {
+  for (size_t i = 0; i < fns->n; i++)
+    if (strcmp(fns->fns[i].name, name) == 0)
+      return fns->fns[i].id;
+  return 0;
+}
+
 dls_status_t dls_module_function(dls_module_t module, const char *name, dls_function_t *out_function) {
   static const char call[] = "dls_module_function";
   DLS__ENTER(call);
@@ -149,26 +165,45 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   if (name == NULL || name[0] == '\0')
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
   DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
+  pthread_mutex_lock(&m->fns.mu);
+  out_function->id = module_fn_find(&m->fns, name);
+  pthread_mutex_unlock(&m->fns.mu);
+  if (out_function->id != 0)
+    return DLS_OK;
+  /* The driver is asked unlocked; a thread that published the same name
+   * meanwhile wins, and this lookup gives its handle. */
   void *native;
   dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native,
                                                   dls__module_names_resolve(module.id, name), &native);
   if (st != DLS_OK)
     return dls__module_names_missing(module.id, st, call, name);
+  char *key = strdup(name);
+  if (key == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   pthread_mutex_lock(&m->fns.mu);
+  out_function->id = module_fn_find(&m->fns, name);
+  if (out_function->id != 0) {
+    pthread_mutex_unlock(&m->fns.mu);
+    free(key);
+    return DLS_OK;
+  }
   if (m->fns.n == m->fns.cap) {
     size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;
-    uint64_t *p = realloc(m->fns.ids, cap * sizeof *p);
+    dls__module_fn *p = realloc(m->fns.fns, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&m->fns.mu);
+      free(key);
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
     }
-    m->fns.ids = p;
+    m->fns.fns = p;
     m->fns.cap = cap;
   }
   dls__function *f;
   st = function_publish(m->m.dev, native, &m->m, name, call, &f, out_function);
   if (st == DLS_OK)
-    m->fns.ids[m->fns.n++] = f->id;
+    m->fns.fns[m->fns.n++] = (dls__module_fn){key, f->id};
+  else
+    free(key);
   pthread_mutex_unlock(&m->fns.mu);
   return st;
 }
