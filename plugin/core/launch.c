@@ -270,7 +270,7 @@ dls_status_t dls_function_name(dls_function_t function, const char **out_name) {
 
 /* ---- the launch path ---- */
 
-static dls_status_t check_config(const char *call, const dls_launch_config_t *c) {
+DLS__COLD static dls_status_t config_error(const char *call, const dls_launch_config_t *c) {
   if (c == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(config=NULL): no launch configuration", call);
   for (int i = 0; i < 3; i++) {
@@ -283,15 +283,81 @@ static dls_status_t check_config(const char *call, const dls_launch_config_t *c)
   return DLS_OK;
 }
 
+static inline dls_status_t check_config(const char *call, const dls_launch_config_t *c) {
+  if (DLS__LIKELY(c != NULL && c->grid[0] != 0 && c->grid[1] != 0 && c->grid[2] != 0 && c->block[0] != 0 &&
+                  c->block[1] != 0 && c->block[2] != 0))
+    return DLS_OK;
+  return config_error(call, c);
+}
+
 /* A buffer or tensor argument that is not a live handle; the argument's
  * name is formatted only now, off the launch path. */
-static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
+DLS__COLD static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
   char name[32];
   dls_status_t st;
   snprintf(name, sizeof name, "args[%zu]", i);
   dls__handle_miss(kind, id, call, name, &st);
   return st;
 }
+
+/* What a launch on `s` must do for a buffer it uses: order after a borrowed
+ * buffer's producer, record a use on a stream other than the buffer's own. */
+static inline bool needs_bookkeeping(const dls__buffer *b, const dls__stream *s) {
+  return b->borrowed || !(b->stream == s || (b->stream->dev == s->dev && b->stream->native == s->native));
+}
+
+/* Resolves a buffer, tensor or bytes argument: *out_param points at its
+ * value (*out_ptr holds a device pointer), and a buffer that needs
+ * bookkeeping is added to used[]. */
+static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dls_arg_t *a, size_t i, void **out_ptr,
+                                void **out_param, uint32_t *out_size, dls__buffer **used, int *nused) {
+  dls__buffer *b;
+  *out_param = out_ptr;
+  *out_size = sizeof(void *);
+  switch (a->kind) {
+  case DLS_ARG_BUFFER:
+    b = dls__handle_peek(DLS_HANDLE_BUFFER, a->v.buffer.id);
+    if (DLS__UNLIKELY(b == NULL))
+      return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
+    if (DLS__UNLIKELY(b->dev != s->dev))
+      return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
+                       b->dev->name, s->dev->name);
+    *out_ptr = b->ptr;
+    break;
+  case DLS_ARG_TENSOR:
+  case DLS_ARG_TENSOR_IN: {
+    dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, a->v.tensor.id);
+    if (DLS__UNLIKELY(t == NULL))
+      return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
+    if (DLS__UNLIKELY(t->buf->dev != s->dev))
+      return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
+                       t->buf->dev->name, s->dev->name);
+    if (a->kind == DLS_ARG_TENSOR && (t->flags & DLS_TENSOR_READ_ONLY))
+      return dls__fail(DLS_ERR_READ_ONLY,
+                       "%s(args[%zu]): tensor is read-only but passed as an output (use dls_arg_tensor_in for "
+                       "inputs)",
+                       call, i);
+    *out_ptr = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
+    b = t->buf;
+    break;
+  }
+  case DLS_ARG_BYTES:
+    if (a->v.bytes == NULL || a->size == 0)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu]): bytes argument of %u bytes at %p", call, i, a->size,
+                       a->v.bytes);
+    *out_param = (void *)(uintptr_t)a->v.bytes;
+    *out_size = a->size;
+    return DLS_OK;
+  default:
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i, (int)a->kind);
+  }
+  if (needs_bookkeeping(b, s))
+    used[(*nused)++] = b;
+  return DLS_OK;
+}
+
+/* Sizes of the scalar kinds and raw pointers, DLS_ARG_I32 to DLS_ARG_PTR. */
+static const uint8_t k_scalar_size[DLS_ARG_PTR + 1] = {0, 4, 8, 4, 8, 4, 8, sizeof(void *)};
 
 dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
                          const dls_arg_t *args, size_t nargs) {
@@ -308,71 +374,21 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): at most %d arguments", call, nargs, DLS_MAX_ARGS);
   if (DLS__UNLIKELY(args == NULL && nargs != 0))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args=NULL, nargs=%zu): no arguments given", call, nargs);
-  union {
-    uint64_t u;
-    void *p;
-    int32_t i32;
-    uint32_t u32;
-    float f32;
-    double f64;
-    int64_t i64;
-  } values[DLS_MAX_ARGS];
+  void *ptrs[DLS_MAX_ARGS]; /* the device pointers of buffer and tensor arguments */
   void *params[DLS_MAX_ARGS];
   uint32_t sizes[DLS_MAX_ARGS];
-  dls__buffer *used[DLS_MAX_ARGS];
+  dls__buffer *used[DLS_MAX_ARGS]; /* buffers to order after their producer or to record a use of */
   int nused = 0;
   size_t total = 0;
   for (size_t i = 0; i < nargs; i++) {
     const dls_arg_t *a = &args[i];
-    params[i] = &values[i];
-    switch (a->kind) {
-    case DLS_ARG_I32: values[i].i32 = a->v.i32; sizes[i] = 4; break;
-    case DLS_ARG_U32: values[i].u32 = a->v.u32; sizes[i] = 4; break;
-    case DLS_ARG_F32: values[i].f32 = a->v.f32; sizes[i] = 4; break;
-    case DLS_ARG_I64: values[i].i64 = a->v.i64; sizes[i] = 8; break;
-    case DLS_ARG_U64: values[i].u = a->v.u64; sizes[i] = 8; break;
-    case DLS_ARG_F64: values[i].f64 = a->v.f64; sizes[i] = 8; break;
-    case DLS_ARG_PTR: values[i].p = a->v.ptr; sizes[i] = sizeof(void *); break;
-    case DLS_ARG_BUFFER: {
-      dls__buffer *b = dls__handle_peek(DLS_HANDLE_BUFFER, a->v.buffer.id);
-      if (DLS__UNLIKELY(b == NULL))
-        return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
-      if (b->dev != s->dev)
-        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
-                         b->dev->name, s->dev->name);
-      values[i].p = b->ptr;
-      sizes[i] = sizeof(void *);
-      used[nused++] = b;
-      break;
-    }
-    case DLS_ARG_TENSOR:
-    case DLS_ARG_TENSOR_IN: {
-      dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, a->v.tensor.id);
-      if (DLS__UNLIKELY(t == NULL))
-        return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
-      if (t->buf->dev != s->dev)
-        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
-                         t->buf->dev->name, s->dev->name);
-      if (a->kind == DLS_ARG_TENSOR && (t->flags & DLS_TENSOR_READ_ONLY))
-        return dls__fail(DLS_ERR_READ_ONLY,
-                         "%s(args[%zu]): tensor is read-only but passed as an output (use dls_arg_tensor_in for "
-                         "inputs)",
-                         call, i);
-      values[i].p = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
-      sizes[i] = sizeof(void *);
-      used[nused++] = t->buf;
-      break;
-    }
-    case DLS_ARG_BYTES:
-      if (a->v.bytes == NULL || a->size == 0)
-        return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu]): bytes argument of %u bytes at %p", call, i,
-                         a->size, a->v.bytes);
-      params[i] = (void *)(uintptr_t)a->v.bytes;
-      sizes[i] = a->size;
-      break;
-    default:
-      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i,
-                       (int)a->kind);
+    if (DLS__LIKELY((uint32_t)a->kind - 1u < DLS_ARG_PTR)) {
+      /* Scalars and raw pointers are passed where they are: the arguments are
+       * borrowed for the call, and every backend copies the values at once. */
+      params[i] = (void *)(uintptr_t)&a->v;
+      sizes[i] = k_scalar_size[a->kind];
+    } else {
+      DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused));
     }
     total += sizes[i];
   }
