@@ -7,7 +7,7 @@
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
 
-static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
+static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
   if (b == NULL)
     return NULL;
@@ -31,7 +31,7 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   return b;
 }
 
-dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
   void *ptr = NULL;
   uint64_t cap = 0;
   if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
@@ -50,6 +50,8 @@ dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
   *out = b;
   return DLS_OK;
 }
+
+dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) { return buffer_alloc(s, size, out); }
 
 dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                 dls_release_fn release, void *user_data, dls__buffer **out) {
@@ -293,7 +295,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
 }
 
 /* The last reference is gone: apply the rule. Never blocks the host. */
-static void buffer_release(dls__buffer *b) {
+static void buffer_release_rule(dls__buffer *b) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   int idle = 1;
@@ -322,6 +324,22 @@ static void buffer_release(dls__buffer *b) {
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
+/* The common case first: owned memory used on its own stream only, all
+ * outside captures, is freed on that stream with nothing to wait for. */
+static void buffer_release(dls__buffer *b) {
+  dls__stream *a = b->stream;
+  uint64_t a_cap;
+  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
+      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
+    buffer_release_rule(b);
+    return;
+  }
+  if (b->ptr != NULL)
+    b->dev->be->mem_free(b->dev->id, b->ptr, a->native);
+  dls__stream_unref(a);
+  dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
 void dls__buffer_unref(dls__buffer *b) {
   /* Holding the only reference, no one else can add one (a reference comes
    * from a holder or from the live handle): no locked instruction needed. */
@@ -340,8 +358,8 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
   out_buffer->id = 0;
   DLS__GET_STREAM(s, stream, call, "stream");
   dls__buffer *b = NULL;
-  dls_status_t st = dls__buffer_alloc(s, size, &b);
-  if (st != DLS_OK)
+  dls_status_t st = buffer_alloc(s, size, &b);
+  if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
   b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
   if (b->id == 0) {
