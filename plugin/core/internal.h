@@ -119,7 +119,12 @@ static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call
     if (DLS__UNLIKELY(var == NULL))                                            \
       return dls__gst_;                                                        \
   } while (0)
-static inline void dls__stream_ref(dls__stream *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
+/* Takes a reference. Default streams live as long as their device: they are
+ * not counted (their buffers skip a locked instruction each way). */
+static inline void dls__stream_ref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT)
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
 /* Releases the native stream by its kind and frees the object (no references left). */
 DLS__INTERNAL void dls__stream_release(dls__stream *s);
 /* Drops a reference; the last one releases the native stream by its kind.
