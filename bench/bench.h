@@ -4,8 +4,10 @@
 #define DLS_BENCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
+#include "backend/backend.h"
 #include "backend/cuda_driver.h"
 #include "dlstream/dlstream.h"
 
@@ -39,8 +41,16 @@ extern const char *bench_gpu_label;
 double now_s(void);
 figure measure(bench_body body, bench_drain drain, void *ctx, int n);
 void bench_error(const char *fmt, ...);
+/* Times a row (skipped unless row_wanted); anchor may be NULL. */
 void add_row(const char *backend, const char *op, const char *anchor_name, bench_body anchor, bench_body dls,
              bench_drain drain, void *ctx, int n);
+/* Whether --only selects the row "backend: op". */
+bool row_wanted(const char *backend, const char *op);
+
+/* The CUDA rows (bench_cuda.c): NULL, or why they were skipped. */
+const char *run_cuda(int device, int launch_batch, char *device_name, size_t name_size);
+/* The CPU rows (bench_cpu.c): NULL, or why they were skipped. */
+const char *run_cpu(void);
 
 /* Fork/join figures (bench_group.c): group overhead rows, and the speedup
  * table of K one-block spin kernels, printed and written to JSON. */

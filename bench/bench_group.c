@@ -171,7 +171,7 @@ void run_groups(DLDevice device, dls__CUcontext ctx, bool kernels) {
   add_row(bench_gpu_label, "4 empty kernels on one stream (no fork/join), per group", "cuLaunchKernel x4", serial_empty,
           serial_empty, group_drain, &g, 200);
   static const int ks[] = {2, 4, 8, 16, 32};
-  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+  for (size_t i = 0; row_wanted("CUDA", "fork/join speedup of K spin kernels") && i < sizeof ks / sizeof ks[0]; i++) {
     speedup_row *r = &g_speed[g_nspeed++];
     r->k = ks[i];
     r->ok = true;

@@ -11,7 +11,10 @@
 
 DLS_EXTERN_C_BEGIN
 
-/* Creates an owned event. Owned by caller: dls_event_destroy(). */
+/* Creates an owned event. Owned by caller: dls_event_destroy(). An event
+ * without flags takes its native event from the device's pool (no driver
+ * call) and gives it back on destroy; until recorded it is complete, as
+ * every new event is. */
 DLS_API dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_event);
 
 /* Wraps a native event made by someone else (a CUevent, e.g.
@@ -39,7 +42,9 @@ DLS_API dls_status_t dls_event_query(dls_event_t event, int *out_complete);
 /* Milliseconds between two completed records of timing events. */
 DLS_API dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out_ms);
 
-/* The native event (CUevent ...). Borrowed: valid while the handle is. */
+/* The native event (CUevent ...). Borrowed: valid while the handle is. A
+ * pooled event that was never recorded gets a native of its own first, so
+ * that what the caller does with it outside dlstream sees no earlier record. */
 DLS_API dls_status_t dls_event_native(dls_event_t event, void **out_native);
 
 DLS_EXTERN_C_END

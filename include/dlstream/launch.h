@@ -73,8 +73,12 @@ DLS_API dls_status_t dls_module_load_file(DLDevice device, const char *path, dls
 /* Unloads a module; its functions become stale. {0}: no-op. */
 DLS_API dls_status_t dls_module_unload(dls_module_t module);
 
-/* Looks a kernel up by its (unmangled, extern "C") name. The function is
- * owned by the module: it becomes stale when the module is unloaded. */
+/* Looks a kernel up by its (unmangled, extern "C") name, or by a name
+ * expression given to dls_module_compile. The function is owned by the
+ * module: it becomes stale when the module is unloaded. Looking the same
+ * name up again in the same module (from any thread) gives the same handle,
+ * without asking the driver: a lookup per launch costs no memory. A name
+ * expression and its lowered name are two names, with a handle each. */
 DLS_API dls_status_t dls_module_function(dls_module_t module, const char *name,
                                          dls_function_t *out_function);
 

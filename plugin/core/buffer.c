@@ -7,7 +7,7 @@
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
 
-static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
+static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
   if (b == NULL)
     return NULL;
@@ -32,7 +32,7 @@ static dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__st
   return b;
 }
 
-dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
   void *ptr = NULL;
   uint64_t cap = 0;
   if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
@@ -51,6 +51,8 @@ dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
   *out = b;
   return DLS_OK;
 }
+
+dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) { return buffer_alloc(s, size, out); }
 
 dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                 dls_release_fn release, void *user_data, dls__buffer **out) {
@@ -385,7 +387,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
 }
 
 /* The last reference is gone: apply the rule. Never blocks the host. */
-static void buffer_release(dls__buffer *b) {
+static void buffer_release_rule(dls__buffer *b) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   int idle = 1;
@@ -423,8 +425,27 @@ static void buffer_release(dls__buffer *b) {
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
+/* The common case first: owned memory used on its own stream only, all
+ * outside captures, is freed on that stream with nothing to wait for. */
+static void buffer_release(dls__buffer *b) {
+  dls__stream *a = b->stream;
+  uint64_t a_cap;
+  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
+      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
+    buffer_release_rule(b);
+    return;
+  }
+  if (b->ptr != NULL)
+    b->dev->be->mem_free(b->dev->id, b->ptr, a->native);
+  dls__stream_unref(a);
+  dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
 void dls__buffer_unref(dls__buffer *b) {
-  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+  /* Holding the only reference, no one else can add one (a reference comes
+   * from a holder or from the live handle): no locked instruction needed. */
+  if (atomic_load_explicit(&b->refs, memory_order_acquire) == 1 ||
+      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
     buffer_release(b);
 }
 
@@ -438,8 +459,8 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
   out_buffer->id = 0;
   DLS__GET_STREAM(s, stream, call, "stream");
   dls__buffer *b = NULL;
-  dls_status_t st = dls__buffer_alloc(s, size, &b);
-  if (st != DLS_OK)
+  dls_status_t st = buffer_alloc(s, size, &b);
+  if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
   b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
   if (b->id == 0) {
@@ -486,9 +507,7 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
   if (buffer.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  if (dls__handle_free(DLS_HANDLE_BUFFER, buffer.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(buffer): buffer handle freed concurrently", call);
+  DLS__TAKE(DLS_HANDLE_BUFFER, dls__buffer, b, buffer, call, "buffer");
   dls__buffer_unref(b);
   dls_deferred_poll();
   return DLS_OK;

@@ -123,15 +123,7 @@ static dls__capture *note(dls__stream *s, uint64_t id, int mode, bool own) {
   return c;
 }
 
-int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
-  /* A stream dlstream made can only be capturing while dlstream knows of a
-   * capture (it began it, or saw it on a stream it was given): the driver is
-   * asked only then, which keeps the query off the eager hot paths. */
-  if (DLS__LIKELY(s->kind != DLS__STREAM_FOREIGN) &&
-      atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) {
-    *out_id = 0;
-    return DLS__CAPTURE_NONE;
-  }
+int dls__stream_capture_query(dls__stream *s, uint64_t *out_id) {
   int status;
   if (DLS__UNLIKELY(query(s, &status, out_id) != DLS_OK)) {
     /* The driver could not tell: a capture dlstream knows was begun on this

@@ -9,7 +9,9 @@
 #define DLS__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define DLS__LIKELY(x) __builtin_expect(!!(x), 1)
 #define DLS__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DLS__COLD __attribute__((cold)) /* slow paths: their callers branch to them as unlikely */
 #else
+#define DLS__COLD
 #define DLS__PRINTF(a, b)
 #define DLS__LIKELY(x) (x)
 #define DLS__UNLIKELY(x) (x)

@@ -10,14 +10,15 @@ typedef struct dls__event {
   unsigned flags;
   bool foreign;
   bool recorded;   /* owned events: recorded at least once */
+  bool pooled;     /* owned, no flags, native never handed out: it came from the device's pool and goes back */
   uint64_t cap_id; /* owned events: the capture of the latest record (0: eager) */
   uint64_t id;
 } dls__event;
 
 #define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(DLS_HANDLE_EVENT, dls__event, var, handle, call, arg)
 
-static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, const char *call,
-                                  dls_event_t *out) {
+static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
+                                  const char *call, dls_event_t *out) {
   dls__event *e = dls__obj_alloc(DLS__OBJ_EVENT, sizeof *e);
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -26,6 +27,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   e->flags = flags;
   e->foreign = foreign;
   e->recorded = false;
+  e->pooled = pooled;
   e->cap_id = 0;
   e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
   if (e->id == 0) {
@@ -51,13 +53,23 @@ dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
+  /* An event without flags is the kind the device pools for its own
+   * markers: it is taken from the pool, and goes back on destroy. Its
+   * native may hold an earlier record of the pool's, so until this event is
+   * recorded, queries, waits and synchronizations treat it as never
+   * recorded (complete) without asking the driver. */
+  bool pooled = flags == DLS_EVENT_DEFAULT;
   void *native;
-  st = dev->be->event_create(dev->id, flags, &native);
+  st = pooled ? dls__event_pool_get(dev, &native) : dev->be->event_create(dev->id, flags, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
-  st = event_publish(dev, native, flags, false, call, out_event);
-  if (st != DLS_OK)
-    dev->be->event_destroy(dev->id, native);
+  st = event_publish(dev, native, flags, false, pooled, call, out_event);
+  if (st != DLS_OK) {
+    if (pooled)
+      dls__event_pool_put(dev, native);
+    else
+      dev->be->event_destroy(dev->id, native);
+  }
   return st;
 }
 
@@ -79,7 +91,7 @@ dls_status_t dls_event_wrap(DLDevice device, void *native, dls_event_t *out_even
       return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
   }
   /* Timing is unknown for a foreign event: elapsed time asks the driver. */
-  return event_publish(dev, native, DLS_EVENT_TIMING, true, call, out_event);
+  return event_publish(dev, native, DLS_EVENT_TIMING, true, false, call, out_event);
 }
 
 dls_status_t dls_event_destroy(dls_event_t event) {
@@ -87,11 +99,11 @@ dls_status_t dls_event_destroy(dls_event_t event) {
   if (event.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_EVENT(e, event, call, "event");
-  if (dls__handle_free(DLS_HANDLE_EVENT, event.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(event): event handle destroyed concurrently", call);
+  DLS__TAKE(DLS_HANDLE_EVENT, dls__event, e, event, call, "event");
   dls_status_t st = DLS_OK;
-  if (!e->foreign)
+  if (e->pooled)
+    dls__event_pool_put(e->dev, e->native); /* a pending record still completes; the next user re-records */
+  else if (!e->foreign)
     st = e->dev->be->event_destroy(e->dev->id, e->native);
   dls__obj_free(DLS__OBJ_EVENT, e);
   return st;
@@ -137,7 +149,9 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
                      call, s->dev->name, e->dev->name);
-  if (!e->foreign && e->recorded) {
+  if (!e->foreign && !e->recorded)
+    return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
+  if (!e->foreign) {
     /* Both in one capture state, or the wait would tie a capture to eager work. */
     uint64_t cap = 0;
     (void)dls__stream_capture(s, &cap);
@@ -165,6 +179,8 @@ dls_status_t dls_event_synchronize(dls_event_t event) {
   DLS__ENTER(call);
   DLS__GET_EVENT(e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
+  if (!e->foreign && !e->recorded)
+    return DLS_OK; /* never recorded: complete */
   dls_status_t st = e->dev->be->event_synchronize(e->dev->id, e->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
@@ -179,6 +195,10 @@ dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_complete=NULL): output pointer is NULL", call);
   DLS__GET_EVENT(e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
+  if (!e->foreign && !e->recorded) {
+    *out_complete = 1; /* never recorded: complete */
+    return DLS_OK;
+  }
   dls_status_t st = e->dev->be->event_query(e->dev->id, e->native, out_complete);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
@@ -205,6 +225,19 @@ dls_status_t dls_event_native(dls_event_t event, void **out_native) {
   if (out_native == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
   DLS__GET_EVENT(e, event, call, "event");
+  if (e->pooled) {
+    /* Its owner may now wait on the native outside dlstream: it must not
+     * carry a record of the pool's, and it is destroyed, not pooled, at the end. */
+    if (!e->recorded) {
+      void *fresh;
+      dls_status_t st = e->dev->be->event_create(e->dev->id, DLS_EVENT_DEFAULT, &fresh);
+      if (st != DLS_OK)
+        return dls__fail_prefix(st, "%s", call);
+      dls__event_pool_put(e->dev, e->native);
+      e->native = fresh;
+    }
+    e->pooled = false;
+  }
   *out_native = e->native;
   return DLS_OK;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Slot tables: handles as slot index plus generation, with lock-free lookup,
- * allocation and release; per-thread caches of small objects. */
+ * allocation and release; per-thread caches of freed slots and small objects. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -18,17 +18,10 @@ dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {
 _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
 
 static dls__slot *slot_at(dls__table *t, uint32_t index) {
+  if (index >> DLS__CHUNK_SHIFT >= DLS__MAX_CHUNKS)
+    return NULL;
   dls__slot *chunk = atomic_load_explicit(&t->chunks[index >> DLS__CHUNK_SHIFT], memory_order_acquire);
   return chunk ? &chunk[index & (DLS__CHUNK_SLOTS - 1)] : NULL;
-}
-
-static uint32_t next_generation(uint32_t gen) {
-  gen++;
-  /* 0 never names a live object, and the all-ones generation is reserved
-   * for the default-stream handles. */
-  if (gen == 0 || gen == DLS_STREAM_RESERVED_GENERATION)
-    gen = 1;
-  return gen;
 }
 
 /* A slot index from the free stack, or 0. The tag defeats ABA. */
@@ -87,7 +80,40 @@ static uint32_t take_new(dls__table *t) {
   return index;
 }
 
-uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
+/* ---- the thread's caches (their fast paths are in handle.h) ---- */
+
+_Thread_local dls__thread_cache dls__tls;
+static pthread_key_t g_cache_key;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_drain(dls__thread_cache *c) {
+  for (int k = 0; k < DLS__OBJ_KINDS; k++) {
+    while (c->n[k] > 0)
+      dls__free(c->items[k][--c->n[k]]);
+  }
+}
+
+static void cache_thread_exit(void *p) {
+  dls__thread_cache *c = p;
+  cache_drain(c);
+  for (int k = 0; k < DLS_HANDLE_KIND_COUNT_; k++) {
+    while (c->nslots[k] > 0)
+      push_free(&dls__tables[k], c->slots[k][--c->nslots[k]]);
+  }
+}
+
+static void cache_key_init(void) { pthread_key_create(&g_cache_key, cache_thread_exit); }
+
+/* The key's destructor hands a finished thread's cache back. */
+static void cache_register(dls__thread_cache *c) {
+  pthread_once(&g_cache_once, cache_key_init);
+  pthread_setspecific(g_cache_key, c);
+  c->registered = true;
+}
+
+/* ---- handles ---- */
+
+uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj) {
   dls__table *t = &dls__tables[kind];
   uint32_t index = pop_free(t);
   if (index == 0 && (index = take_new(t)) == 0)
@@ -95,27 +121,22 @@ uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
   dls__slot *s = slot_at(t, index);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
   atomic_store_explicit(&s->obj, obj, memory_order_release);
-  atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
   return ((uint64_t)gen << 32) | index;
 }
 
-void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
-  dls__table *t = &dls__tables[kind];
-  uint32_t index = (uint32_t)id;
-  uint32_t gen = (uint32_t)(id >> 32);
-  if (index == 0 || index >= atomic_load_explicit(&t->nslots, memory_order_acquire))
-    return NULL;
-  dls__slot *s = slot_at(t, index);
-  if (s == NULL || atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
-    return NULL;
-  return atomic_load_explicit(&s->obj, memory_order_acquire);
+void *dls__slot_release_slow(dls_handle_kind_t kind, uint32_t index, void *obj) {
+  dls__thread_cache *c = &dls__tls;
+  if (c->nslots[kind] == DLS__SLOT_CACHE) {
+    push_free(&dls__tables[kind], index);
+    return obj;
+  }
+  cache_register(c);
+  c->slots[kind][c->nslots[kind]++] = index;
+  return obj;
 }
 
-void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                      dls_status_t *out_status) {
-  void *obj = dls__handle_peek(kind, id);
-  if (DLS__LIKELY(obj != NULL))
-    return obj;
+void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
+                       dls_status_t *out_status) {
   dls__table *t = &dls__tables[kind];
   uint32_t index = (uint32_t)id;
   uint32_t gen = (uint32_t)(id >> 32);
@@ -134,25 +155,6 @@ void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, con
   return NULL;
 }
 
-void *dls__handle_free(dls_handle_kind_t kind, uint64_t id) {
-  dls__table *t = &dls__tables[kind];
-  uint32_t index = (uint32_t)id;
-  uint32_t gen = (uint32_t)(id >> 32);
-  if (index == 0 || index >= atomic_load_explicit(&t->nslots, memory_order_acquire))
-    return NULL;
-  dls__slot *s = slot_at(t, index);
-  if (s == NULL)
-    return NULL;
-  /* Only one caller can move the generation on: the winner frees the slot. */
-  if (!atomic_compare_exchange_strong_explicit(&s->gen, &gen, next_generation(gen), memory_order_acq_rel,
-                                               memory_order_relaxed))
-    return NULL;
-  void *obj = atomic_exchange_explicit(&s->obj, NULL, memory_order_acq_rel);
-  atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
-  push_free(t, index);
-  return obj;
-}
-
 void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)) {
   dls__table *t = &dls__tables[kind];
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
@@ -164,59 +166,33 @@ void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)
   }
 }
 
+/* Counted by a scan: no counter to update on every handle made or freed. */
 size_t dls_live_handles(dls_handle_kind_t kind) {
   if ((int)kind <= 0 || kind >= DLS_HANDLE_KIND_COUNT_)
     return 0;
-  return atomic_load_explicit(&dls__tables[kind].live, memory_order_relaxed) -
-         atomic_load_explicit(&dls__owned_handles[kind], memory_order_relaxed);
-}
-
-/* ---- per-thread object caches ---- */
-
-#define DLS__OBJ_CACHE 32
-
-typedef struct dls__obj_cache {
-  void *items[DLS__OBJ_KINDS][DLS__OBJ_CACHE];
-  int n[DLS__OBJ_KINDS];
-  bool registered;
-} dls__obj_cache;
-
-static _Thread_local dls__obj_cache tls_cache;
-static pthread_key_t g_cache_key;
-static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
-
-static void cache_drain(dls__obj_cache *c) {
-  for (int k = 0; k < DLS__OBJ_KINDS; k++) {
-    while (c->n[k] > 0)
-      dls__free(c->items[k][--c->n[k]]);
+  dls__table *t = &dls__tables[kind];
+  uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
+  size_t live = 0;
+  for (uint32_t i = 1; i < n; i++) {
+    dls__slot *s = slot_at(t, i);
+    live += s != NULL && atomic_load_explicit(&s->obj, memory_order_relaxed) != NULL;
   }
+  size_t owned = atomic_load_explicit(&dls__owned_handles[kind], memory_order_relaxed);
+  return live > owned ? live - owned : 0;
 }
 
-static void cache_thread_exit(void *p) { cache_drain(p); }
-static void cache_key_init(void) { pthread_key_create(&g_cache_key, cache_thread_exit); }
+/* ---- small objects ---- */
 
-void *dls__obj_alloc(int kind, size_t size) {
-  dls__obj_cache *c = &tls_cache;
-  if (c->n[kind] > 0)
-    return c->items[kind][--c->n[kind]];
-  return dls__malloc(size);
-}
+void *dls__obj_alloc_slow(size_t size) { return dls__malloc(size); }
 
-void dls__obj_free(int kind, void *obj) {
-  dls__obj_cache *c = &tls_cache;
-  if (obj == NULL)
-    return;
+void dls__obj_free_slow(int kind, void *obj) {
+  dls__thread_cache *c = &dls__tls;
   if (c->n[kind] == DLS__OBJ_CACHE) {
     dls__free(obj);
     return;
   }
-  if (!c->registered) {
-    /* The key's destructor returns a finished thread's cache to malloc. */
-    pthread_once(&g_cache_once, cache_key_init);
-    pthread_setspecific(g_cache_key, c);
-    c->registered = true;
-  }
+  cache_register(c);
   c->items[kind][c->n[kind]++] = obj;
 }
 
-void dls__obj_flush(void) { cache_drain(&tls_cache); }
+void dls__obj_flush(void) { cache_drain(&dls__tls); }

@@ -13,6 +13,7 @@
 #include "dlstream/dlstream.h"
 #include "error.h"
 #include "fault.h"
+#include "handle.h"
 
 /* A spinlock for short critical sections (a buffer's use set). */
 typedef struct dls__spin {
@@ -23,58 +24,6 @@ static inline void dls__spin_lock(dls__spin *l) {
   }
 }
 static inline void dls__spin_unlock(dls__spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
-
-/* ---------------------------------------------------------------- handles */
-
-#define DLS__CHUNK_SHIFT 10
-#define DLS__CHUNK_SLOTS (1u << DLS__CHUNK_SHIFT)
-#define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
-
-typedef struct dls__slot {
-  _Atomic uint32_t gen;         /* generation; bumped on free */
-  _Atomic uint32_t next_free;   /* free-list link (slot index) */
-  _Atomic(void *) obj;          /* the object, NULL when free */
-} dls__slot;
-
-/* Lock-free: slots come from a tagged free stack or from the end; only a new
- * chunk of slots takes the mutex. */
-typedef struct dls__table {
-  const char *kind_name; /* "stream", "event" ... */
-  dls_handle_kind_t kind;
-  pthread_mutex_t mu;      /* chunk allocation only */
-  _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
-  _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
-  _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
-  _Atomic size_t live;
-} dls__table;
-
-DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
-/* Handles the runtime owns itself (built-in functions): not counted by
- * dls_live_handles, which reports what callers must release. */
-DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
-
-/* Stores obj in a fresh slot; returns the handle id, or 0 (message set). */
-DLS__INTERNAL uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj);
-/* The object of a live handle, or NULL (and a message naming `call` and
- * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
-DLS__INTERNAL void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                    dls_status_t *out_status);
-/* Fast check without a message: the object or NULL. */
-DLS__INTERNAL void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id);
-/* Frees the slot (the handle goes stale). Returns the object it held. */
-DLS__INTERNAL void *dls__handle_free(dls_handle_kind_t kind, uint64_t id);
-/* Calls fn on every live object of a kind (shutdown). */
-DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
-
-/* Looks a handle up or returns the failure status from the calling function. */
-#define DLS__GET(kind, type, var, handle, call, arg)                         \
-  type *var;                                                                 \
-  do {                                                                       \
-    dls_status_t dls__gst_;                                                  \
-    var = (type *)dls__handle_get((kind), (handle).id, (call), (arg), &dls__gst_); \
-    if (DLS__UNLIKELY(var == NULL))                                          \
-      return dls__gst_;                                                      \
-  } while (0)
 
 /* ---------------------------------------------------------------- runtime */
 
@@ -102,7 +51,8 @@ typedef struct dls__device {
   dls__stream *defaults[3]; /* [DLS_STREAM_LEGACY], [DLS_STREAM_PER_THREAD]; [0] "no stream" */
   void **stream_pool;  /* idle pooled native streams */
   size_t stream_pool_n, stream_pool_cap;
-  void **event_pool;   /* idle native events (no timing) */
+  dls__spin event_mu;  /* the event pool */
+  void **event_pool;   /* idle native events (no timing); made at full size on first use */
   size_t event_pool_n, event_pool_cap;
   size_t pooled_out;   /* pooled streams handed out now */
   struct dls__function *builtins[8]; /* cached built-in functions (builtin.c) */
@@ -111,9 +61,22 @@ typedef struct dls__device {
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
 } dls__device;
 
+/* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
+#define DLS__DEVICE_TYPES 16 /* kDLCPU 1, kDLCUDA 2, kDLROCM 10 */
+DLS__INTERNAL extern _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
+/* dls__device_get's first use of a device: probes its backend and makes it. */
+DLS__INTERNAL dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status);
 /* The device for a DLDevice, probing its backend; NULL and a message naming
  * `call` on failure (*out_status set). */
-DLS__INTERNAL dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status);
+static inline dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status) {
+  if (DLS__LIKELY((unsigned)device.device_type < DLS__DEVICE_TYPES &&
+                  (unsigned)device.device_id < DLS__MAX_DEVICES)) {
+    dls__device *d = atomic_load_explicit(&dls__devices[device.device_type][device.device_id], memory_order_acquire);
+    if (DLS__LIKELY(d != NULL))
+      return d;
+  }
+  return dls__device_open(device, call, out_status);
+}
 DLS__INTERNAL const dls__backend *dls__backend_for(DLDeviceType type);
 /* The device if it was already made, else NULL; never probes. */
 DLS__INTERNAL dls__device *dls__device_peek(DLDeviceType type, int id);
@@ -135,11 +98,20 @@ struct dls__stream {
   _Atomic int refs;     /* the handle + buffers and uses that name it */
   uint64_t id;          /* its handle; 0 for default streams */
   _Atomic int open_groups; /* groups begun on it and not yet ended */
+  bool capture_unseen;  /* foreign, on a backend that reports captures: it may be
+                           capturing without dlstream knowing, so the driver is asked */
 };
 
+/* Resolves a reserved default-stream handle (dls_stream_default). */
+DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
+                                                    dls_status_t *out_status);
 /* Resolves a stream handle, reserved default handles included. */
-DLS__INTERNAL dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
-                                           dls_status_t *out_status);
+static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
+                                           dls_status_t *out_status) {
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__stream_get_reserved(stream, call, arg, out_status);
+  return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+}
 #define DLS__GET_STREAM(var, handle, call, arg)                                \
   dls__stream *var;                                                            \
   do {                                                                         \
@@ -148,9 +120,20 @@ DLS__INTERNAL dls__stream *dls__stream_get(dls_stream_t stream, const char *call
     if (DLS__UNLIKELY(var == NULL))                                            \
       return dls__gst_;                                                        \
   } while (0)
-DLS__INTERNAL void dls__stream_ref(dls__stream *s);
-/* Drops a reference; the last one releases the native stream by its kind. */
-DLS__INTERNAL void dls__stream_unref(dls__stream *s);
+/* Takes a reference. Default streams live as long as their device: they are
+ * not counted (their buffers skip a locked instruction each way). */
+static inline void dls__stream_ref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT)
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+/* Releases the native stream by its kind and frees the object (no references left). */
+DLS__INTERNAL void dls__stream_release(dls__stream *s);
+/* Drops a reference; the last one releases the native stream by its kind.
+ * Default streams are never released. */
+static inline void dls__stream_unref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+    dls__stream_release(s);
+}
 /* Slot 0 of dls__device.defaults: a stream object that names no real stream,
  * the producer of memory no stream produced (latch flags), so every real use
  * of it is recorded. */
@@ -307,11 +290,23 @@ DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, cons
 
 typedef struct dls__graph dls__graph;
 
+DLS__INTERNAL extern _Atomic int dls__captures_known;
+/* dls__stream_capture's question to the driver. */
+DLS__INTERNAL int dls__stream_capture_query(dls__stream *s, uint64_t *out_id);
 /* The capture state of a stream as the driver sees it now (DLS__CAPTURE_*),
  * captures dlstream did not begin included; *out_id is the capture's id
  * while one is active, else 0. A capture seen for the first time is noted,
- * so dlstream's own polling keeps away from it. */
-DLS__INTERNAL int dls__stream_capture(dls__stream *s, uint64_t *out_id);
+ * so dlstream's own polling keeps away from it. A stream that is not
+ * capture_unseen can only be capturing while dlstream knows of a capture
+ * (it began it, or saw it on a stream it was given): the driver is asked
+ * only then, which keeps the query off the eager hot paths. */
+static inline int dls__stream_capture(dls__stream *s, uint64_t *out_id) {
+  if (DLS__LIKELY(!s->capture_unseen) && atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) {
+    *out_id = 0;
+    return DLS__CAPTURE_NONE;
+  }
+  return dls__stream_capture_query(s, out_id);
+}
 /* DLS_OK when `waiter` may wait for `target`: both outside any capture, or
  * both in one. Otherwise DLS_ERR_STATE naming both, before any driver call. */
 DLS__INTERNAL dls_status_t dls__capture_check_pair(dls__stream *waiter, uint64_t waiter_cap, dls__stream *target,
@@ -322,7 +317,6 @@ DLS__INTERNAL bool dls__capture_polling_allowed(void);
 /* DLS_OK unless a known capture forbids this thread's synchronizing and
  * querying calls (the driver would invalidate it): DLS_ERR_STATE naming it. */
 DLS__INTERNAL dls_status_t dls__capture_check_host_wait(const char *call);
-DLS__INTERNAL extern _Atomic int dls__captures_known;
 /* Whether a capture dlstream knows of is underway on a device (captures
  * other frameworks ended are forgotten first). */
 DLS__INTERNAL bool dls__capture_on_device(dls__device *dev);
@@ -360,16 +354,6 @@ DLS__INTERNAL void dls__relaxed_leave(dls__relaxed *r);
 DLS__INTERNAL void dls__streams_shutdown(void);
 DLS__INTERNAL void dls__builtins_shutdown(void);
 DLS__INTERNAL void dls__captures_shutdown(void);
-
-/* ---------------------------------------------------------------- small objects */
-
-/* Per-thread caches of freed objects of one size class, so the hot paths
- * (buffers, events, streams) skip malloc/free. Objects come back uninitialized. */
-enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_DEFERRED, DLS__OBJ_KINDS };
-DLS__INTERNAL void *dls__obj_alloc(int kind, size_t size);
-DLS__INTERNAL void dls__obj_free(int kind, void *obj);
-/* Frees the calling thread's cached objects (shutdown). */
-DLS__INTERNAL void dls__obj_flush(void);
 
 /* Monotonic clock in nanoseconds. */
 DLS__INTERNAL uint64_t dls__now_ns(void);

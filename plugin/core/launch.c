@@ -11,11 +11,17 @@
 #define DLS__GET_FUNCTION(var, handle, call, arg) \
   DLS__GET(DLS_HANDLE_FUNCTION, dls__function, var, handle, call, arg)
 
-/* A module keeps the handles of the functions looked up in it, so unloading
- * makes them stale. */
+/* A module keeps the functions looked up in it, by the name asked for: a
+ * name looked up again gives the same handle, and unloading makes them all
+ * stale. */
+typedef struct dls__module_fn {
+  char *name; /* as the caller spelled it (a kernel name or a name expression) */
+  uint64_t id;
+} dls__module_fn;
+
 typedef struct dls__module_fns {
   pthread_mutex_t mu;
-  uint64_t *ids;
+  dls__module_fn *fns;
   size_t n, cap;
 } dls__module_fns;
 
@@ -110,9 +116,11 @@ dls_status_t dls_module_unload(dls_module_t module) {
   if (dls__handle_free(DLS_HANDLE_MODULE, module.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
   dls__module_names_forget(module.id);
-  for (size_t i = 0; i < m->fns.n; i++)
-    dls__free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.ids[i]));
-  dls__free(m->fns.ids);
+  for (size_t i = 0; i < m->fns.n; i++) {
+    dls__free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.fns[i].id));
+    dls__free(m->fns.fns[i].name);
+  }
+  dls__free(m->fns.fns);
   pthread_mutex_destroy(&m->fns.mu);
   dls_status_t st = m->m.dev->be->module_unload(m->m.dev->id, m->m.native);
   dls__free(m);
@@ -140,6 +148,14 @@ static dls_status_t function_publish(dls__device *dev, void *native, dls__module
   return DLS_OK;
 }
 
+/* The handle already made for `name` in the module, or 0 (fns.mu held). */
+static uint64_t module_fn_find(const dls__module_fns *fns, const char *name) {
+  for (size_t i = 0; i < fns->n; i++)
+    if (strcmp(fns->fns[i].name, name) == 0)
+      return fns->fns[i].id;
+  return 0;
+}
+
 dls_status_t dls_module_function(dls_module_t module, const char *name, dls_function_t *out_function) {
   static const char call[] = "dls_module_function";
   DLS__ENTER(call);
@@ -149,26 +165,45 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   if (name == NULL || name[0] == '\0')
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
   DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
+  pthread_mutex_lock(&m->fns.mu);
+  out_function->id = module_fn_find(&m->fns, name);
+  pthread_mutex_unlock(&m->fns.mu);
+  if (out_function->id != 0)
+    return DLS_OK;
+  /* The driver is asked unlocked; a thread that published the same name
+   * meanwhile wins, and this lookup gives its handle. */
   void *native;
   dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native,
                                                   dls__module_names_resolve(module.id, name), &native);
   if (st != DLS_OK)
     return dls__module_names_missing(module.id, st, call, name);
+  char *key = strdup(name);
+  if (key == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   pthread_mutex_lock(&m->fns.mu);
+  out_function->id = module_fn_find(&m->fns, name);
+  if (out_function->id != 0) {
+    pthread_mutex_unlock(&m->fns.mu);
+    dls__free(key);
+    return DLS_OK;
+  }
   if (m->fns.n == m->fns.cap) {
     size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;
-    uint64_t *p = dls__realloc(m->fns.ids, cap * sizeof *p);
+    dls__module_fn *p = dls__realloc(m->fns.fns, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&m->fns.mu);
+      dls__free(key);
       return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
     }
-    m->fns.ids = p;
+    m->fns.fns = p;
     m->fns.cap = cap;
   }
   dls__function *f;
   st = function_publish(m->m.dev, native, &m->m, name, call, &f, out_function);
   if (st == DLS_OK)
-    m->fns.ids[m->fns.n++] = f->id;
+    m->fns.fns[m->fns.n++] = (dls__module_fn){key, f->id};
+  else
+    dls__free(key);
   pthread_mutex_unlock(&m->fns.mu);
   return st;
 }
@@ -235,7 +270,7 @@ dls_status_t dls_function_name(dls_function_t function, const char **out_name) {
 
 /* ---- the launch path ---- */
 
-static dls_status_t check_config(const char *call, const dls_launch_config_t *c) {
+DLS__COLD static dls_status_t config_error(const char *call, const dls_launch_config_t *c) {
   if (c == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(config=NULL): no launch configuration", call);
   for (int i = 0; i < 3; i++) {
@@ -248,10 +283,81 @@ static dls_status_t check_config(const char *call, const dls_launch_config_t *c)
   return DLS_OK;
 }
 
-static const char *arg_name(char *buf, size_t n, size_t i) {
-  snprintf(buf, n, "args[%zu]", i);
-  return buf;
+static inline dls_status_t check_config(const char *call, const dls_launch_config_t *c) {
+  if (DLS__LIKELY(c != NULL && c->grid[0] != 0 && c->grid[1] != 0 && c->grid[2] != 0 && c->block[0] != 0 &&
+                  c->block[1] != 0 && c->block[2] != 0))
+    return DLS_OK;
+  return config_error(call, c);
 }
+
+/* A buffer or tensor argument that is not a live handle; the argument's
+ * name is formatted only now, off the launch path. */
+DLS__COLD static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
+  char name[32];
+  dls_status_t st;
+  snprintf(name, sizeof name, "args[%zu]", i);
+  dls__handle_miss(kind, id, call, name, &st);
+  return st;
+}
+
+/* What a launch on `s` must do for a buffer it uses: order after a borrowed
+ * buffer's producer, record a use on a stream other than the buffer's own. */
+static inline bool needs_bookkeeping(const dls__buffer *b, const dls__stream *s) {
+  return b->borrowed || !(b->stream == s || (b->stream->dev == s->dev && b->stream->native == s->native));
+}
+
+/* Resolves a buffer, tensor or bytes argument: *out_param points at its
+ * value (*out_ptr holds a device pointer), and a buffer that needs
+ * bookkeeping is added to used[]. */
+static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dls_arg_t *a, size_t i, void **out_ptr,
+                                void **out_param, uint32_t *out_size, dls__buffer **used, int *nused) {
+  dls__buffer *b;
+  *out_param = out_ptr;
+  *out_size = sizeof(void *);
+  switch (a->kind) {
+  case DLS_ARG_BUFFER:
+    b = dls__handle_peek(DLS_HANDLE_BUFFER, a->v.buffer.id);
+    if (DLS__UNLIKELY(b == NULL))
+      return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
+    if (DLS__UNLIKELY(b->dev != s->dev))
+      return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
+                       b->dev->name, s->dev->name);
+    *out_ptr = b->ptr;
+    break;
+  case DLS_ARG_TENSOR:
+  case DLS_ARG_TENSOR_IN: {
+    dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, a->v.tensor.id);
+    if (DLS__UNLIKELY(t == NULL))
+      return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
+    if (DLS__UNLIKELY(t->buf->dev != s->dev))
+      return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
+                       t->buf->dev->name, s->dev->name);
+    if (a->kind == DLS_ARG_TENSOR && (t->flags & DLS_TENSOR_READ_ONLY))
+      return dls__fail(DLS_ERR_READ_ONLY,
+                       "%s(args[%zu]): tensor is read-only but passed as an output (use dls_arg_tensor_in for "
+                       "inputs)",
+                       call, i);
+    *out_ptr = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
+    b = t->buf;
+    break;
+  }
+  case DLS_ARG_BYTES:
+    if (a->v.bytes == NULL || a->size == 0)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu]): bytes argument of %u bytes at %p", call, i, a->size,
+                       a->v.bytes);
+    *out_param = (void *)(uintptr_t)a->v.bytes;
+    *out_size = a->size;
+    return DLS_OK;
+  default:
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i, (int)a->kind);
+  }
+  if (needs_bookkeeping(b, s))
+    used[(*nused)++] = b;
+  return DLS_OK;
+}
+
+/* Sizes of the scalar kinds and raw pointers, DLS_ARG_I32 to DLS_ARG_PTR. */
+static const uint8_t k_scalar_size[DLS_ARG_PTR + 1] = {0, 4, 8, 4, 8, 4, 8, sizeof(void *)};
 
 dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
                          const dls_arg_t *args, size_t nargs) {
@@ -269,74 +375,21 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): at most %d arguments", call, nargs, DLS_MAX_ARGS);
   if (DLS__UNLIKELY(args == NULL && nargs != 0))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args=NULL, nargs=%zu): no arguments given", call, nargs);
-  union {
-    uint64_t u;
-    void *p;
-    int32_t i32;
-    uint32_t u32;
-    float f32;
-    double f64;
-    int64_t i64;
-  } values[DLS_MAX_ARGS];
+  void *ptrs[DLS_MAX_ARGS]; /* the device pointers of buffer and tensor arguments */
   void *params[DLS_MAX_ARGS];
   uint32_t sizes[DLS_MAX_ARGS];
-  dls__buffer *used[DLS_MAX_ARGS];
+  dls__buffer *used[DLS_MAX_ARGS]; /* buffers to order after their producer or to record a use of */
   int nused = 0;
   size_t total = 0;
-  char name[32];
   for (size_t i = 0; i < nargs; i++) {
     const dls_arg_t *a = &args[i];
-    params[i] = &values[i];
-    switch (a->kind) {
-    case DLS_ARG_I32: values[i].i32 = a->v.i32; sizes[i] = 4; break;
-    case DLS_ARG_U32: values[i].u32 = a->v.u32; sizes[i] = 4; break;
-    case DLS_ARG_F32: values[i].f32 = a->v.f32; sizes[i] = 4; break;
-    case DLS_ARG_I64: values[i].i64 = a->v.i64; sizes[i] = 8; break;
-    case DLS_ARG_U64: values[i].u = a->v.u64; sizes[i] = 8; break;
-    case DLS_ARG_F64: values[i].f64 = a->v.f64; sizes[i] = 8; break;
-    case DLS_ARG_PTR: values[i].p = a->v.ptr; sizes[i] = sizeof(void *); break;
-    case DLS_ARG_BUFFER: {
-      dls_status_t st;
-      dls__buffer *b = dls__handle_get(DLS_HANDLE_BUFFER, a->v.buffer.id, call, arg_name(name, sizeof name, i), &st);
-      if (b == NULL)
-        return st;
-      if (b->dev != s->dev)
-        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
-                         b->dev->name, s->dev->name);
-      values[i].p = b->ptr;
-      sizes[i] = sizeof(void *);
-      used[nused++] = b;
-      break;
-    }
-    case DLS_ARG_TENSOR:
-    case DLS_ARG_TENSOR_IN: {
-      dls_status_t st;
-      dls__tensor *t = dls__handle_get(DLS_HANDLE_TENSOR, a->v.tensor.id, call, arg_name(name, sizeof name, i), &st);
-      if (t == NULL)
-        return st;
-      if (t->buf->dev != s->dev)
-        return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
-                         t->buf->dev->name, s->dev->name);
-      if (a->kind == DLS_ARG_TENSOR && (t->flags & DLS_TENSOR_READ_ONLY))
-        return dls__fail(DLS_ERR_READ_ONLY,
-                         "%s(args[%zu]): tensor is read-only but passed as an output (use dls_arg_tensor_in for "
-                         "inputs)",
-                         call, i);
-      values[i].p = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
-      sizes[i] = sizeof(void *);
-      used[nused++] = t->buf;
-      break;
-    }
-    case DLS_ARG_BYTES:
-      if (a->v.bytes == NULL || a->size == 0)
-        return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu]): bytes argument of %u bytes at %p", call, i,
-                         a->size, a->v.bytes);
-      params[i] = (void *)(uintptr_t)a->v.bytes;
-      sizes[i] = a->size;
-      break;
-    default:
-      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i,
-                       (int)a->kind);
+    if (DLS__LIKELY((uint32_t)a->kind - 1u < DLS_ARG_PTR)) {
+      /* Scalars and raw pointers are passed where they are: the arguments are
+       * borrowed for the call, and every backend copies the values at once. */
+      params[i] = (void *)(uintptr_t)&a->v;
+      sizes[i] = k_scalar_size[a->kind];
+    } else {
+      DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused));
     }
     total += sizes[i];
   }

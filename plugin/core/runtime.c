@@ -161,7 +161,9 @@ const char *dls_device_str(DLDevice device, char *buf, size_t size) {
   return buf;
 }
 
-dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status) {
+_Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
+
+dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status) {
   int bi = backend_index(device.device_type);
   char name[32];
   if (DLS__UNLIKELY(bi < 0)) {
@@ -196,6 +198,8 @@ dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *ou
     dls_device_str(device, d->name, sizeof d->name);
     pthread_mutex_init(&d->mu, NULL);
     atomic_store_explicit(&bs->ready[id], 1, memory_order_release);
+    if ((unsigned)device.device_type < DLS__DEVICE_TYPES)
+      atomic_store_explicit(&dls__devices[device.device_type][id], d, memory_order_release);
   }
   pthread_mutex_unlock(&bs->mu);
   return &bs->devices[id];
@@ -217,32 +221,48 @@ void dls__each_device(void (*fn)(dls__device *dev)) {
 
 /* ---- the device's pool of native events (no timing) ---- */
 
+/* Idle events a device keeps; more are destroyed when they come back. */
+#define DLS__EVENT_POOL_MAX 1024
+
+/* A spinlock, not the device mutex: the pool is taken and refilled on the
+ * hot paths (a use on another stream, a pooled dls_event_create) and each
+ * hold is one pointer move. */
 dls_status_t dls__event_pool_get(dls__device *dev, void **out_event) {
-  pthread_mutex_lock(&dev->mu);
-  if (dev->event_pool_n > 0) {
+  dls__spin_lock(&dev->event_mu);
+  if (DLS__LIKELY(dev->event_pool_n > 0)) {
     *out_event = dev->event_pool[--dev->event_pool_n];
-    pthread_mutex_unlock(&dev->mu);
+    dls__spin_unlock(&dev->event_mu);
     return DLS_OK;
   }
-  pthread_mutex_unlock(&dev->mu);
+  dls__spin_unlock(&dev->event_mu);
   return dev->be->event_create(dev->id, DLS_EVENT_DEFAULT, out_event);
 }
 
 void dls__event_pool_put(dls__device *dev, void *event) {
-  pthread_mutex_lock(&dev->mu);
-  if (dev->event_pool_n == dev->event_pool_cap) {
-    size_t cap = dev->event_pool_cap ? dev->event_pool_cap * 2 : 16;
-    void **p = dls__realloc(dev->event_pool, cap * sizeof *p);
-    if (p == NULL) {
-      pthread_mutex_unlock(&dev->mu);
-      dev->be->event_destroy(dev->id, event);
+  void **fresh = NULL;
+  for (;;) {
+    dls__spin_lock(&dev->event_mu);
+    if (DLS__LIKELY(dev->event_pool_n < dev->event_pool_cap)) {
+      dev->event_pool[dev->event_pool_n++] = event;
+      dls__spin_unlock(&dev->event_mu);
+      dls__free(fresh);
       return;
     }
-    dev->event_pool = p;
-    dev->event_pool_cap = cap;
+    if (dev->event_pool == NULL && fresh != NULL) { /* the array is made once, at its full size */
+      dev->event_pool = fresh;
+      dev->event_pool_cap = DLS__EVENT_POOL_MAX;
+      fresh = NULL;
+      dls__spin_unlock(&dev->event_mu);
+      continue;
+    }
+    bool full = dev->event_pool != NULL;
+    dls__spin_unlock(&dev->event_mu);
+    if (full || (fresh = dls__malloc(DLS__EVENT_POOL_MAX * sizeof *fresh)) == NULL) {
+      dev->be->event_destroy(dev->id, event);
+      dls__free(fresh);
+      return;
+    }
   }
-  dev->event_pool[dev->event_pool_n++] = event;
-  pthread_mutex_unlock(&dev->mu);
 }
 
 /* ---- shutdown ---- */
@@ -328,6 +348,8 @@ dls_status_t dls_shutdown(void) {
       for (size_t k = 0; k < d->event_pool_n; k++)
         d->be->event_destroy(d->id, d->event_pool[k]);
       dls__free(d->event_pool);
+      if ((unsigned)d->device.device_type < DLS__DEVICE_TYPES)
+        atomic_store(&dls__devices[d->device.device_type][i], NULL);
       pthread_mutex_destroy(&d->mu);
       memset(d, 0, sizeof *d);
       atomic_store(&bs->ready[i], 0);

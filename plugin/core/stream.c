@@ -15,6 +15,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   atomic_init(&s->refs, 1);
   s->id = 0;
   atomic_init(&s->open_groups, 0);
+  s->capture_unseen = kind == DLS__STREAM_FOREIGN && dev->be->stream_capture_status != NULL;
   return s;
 }
 
@@ -59,9 +60,8 @@ dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) 
   return DLS_OK;
 }
 
-dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status) {
-  if ((uint32_t)(stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION)
-    return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
+                                      dls_status_t *out_status) {
   int kind = (int)((stream.id >> 24) & 0xff);
   DLDevice device = dls_device((DLDeviceType)((stream.id >> 16) & 0xff), (int32_t)(stream.id & 0xffff));
   if (kind != DLS_STREAM_LEGACY && kind != DLS_STREAM_PER_THREAD) {
@@ -81,8 +81,6 @@ dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *
   }
   return s;
 }
-
-void dls__stream_ref(dls__stream *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
 
 static void pool_put(dls__device *dev, void *native) {
   pthread_mutex_lock(&dev->mu);
@@ -148,11 +146,7 @@ static void *pool_take(dls__device *dev) {
   return native;
 }
 
-void dls__stream_unref(dls__stream *s) {
-  if (s->kind == DLS__STREAM_DEFAULT)
-    return;
-  if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
-    return;
+void dls__stream_release(dls__stream *s) {
   switch (s->kind) {
   case DLS__STREAM_OWNED:
     s->dev->be->stream_destroy(s->dev->id, s->native);
@@ -304,9 +298,7 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
-  if (dls__handle_free(DLS_HANDLE_STREAM, stream.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(stream): stream handle destroyed concurrently", call);
+  DLS__TAKE(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
   dls__stream_unref(s);
   return DLS_OK;
 }

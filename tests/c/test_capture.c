@@ -306,6 +306,7 @@ BACKEND_TEST(capture, bad_calls_say_what_is_wrong) {
   OK(dls_graph_destroy((dls_graph_t){0}));
   /* A replay inside a capture is refused, and the capture stays valid. */
   dls_buffer_t y = filled(s, 0.0f);
+  OK(dls_stream_synchronize(s)); /* y is read on t below: its fill on s must be done (owned memory, no implicit order) */
   OK(dls_stream_begin_capture(s, DLS_CAPTURE_GLOBAL));
   OK(dls_spin(s, 1));
   OK(dls_stream_end_capture(s, &g));

@@ -49,6 +49,56 @@ BACKEND_TEST(event, query_is_incomplete_while_the_stream_is_held) {
   OK(dls_stream_destroy(s));
 }
 
+/* Events without flags come from the device's pool of natives, which may
+ * still hold a pending record of their previous owner: a new event must
+ * behave as never recorded all the same. */
+BACKEND_TEST(event, a_new_event_is_complete_whatever_its_pooled_native_did_before) {
+  DLDevice d = dlst_device(*backend_type);
+  dlst_need_async(d);
+  enum { N = 4 };
+  dls_stream_t s, s2;
+  dls_event_t old[N], fresh[N], after, w;
+  dls_latch_t l;
+  OK(dls_stream_create(d, NULL, &s));
+  OK(dls_stream_create(d, NULL, &s2));
+  OK(dls_latch_create(d, &l));
+  OK(dls_latch_wait(l, s, DLST_LATCH_TIMEOUT_NS));
+  int done = 1;
+  for (int i = 0; i < N; i++) {
+    OK(dls_event_create(d, DLS_EVENT_DEFAULT, &old[i]));
+    OK(dls_event_record(old[i], s));
+    OK(dls_event_query(old[i], &done));
+    cr_assert_eq(done, 0, "negative control: a record behind the closed latch is pending");
+  }
+  for (int i = 0; i < N; i++)
+    OK(dls_event_destroy(old[i])); /* their natives go back to the pool, records pending */
+  for (int i = 0; i < N; i++) {
+    OK(dls_event_create(d, DLS_EVENT_DEFAULT, &fresh[i]));
+    OK(dls_event_query(fresh[i], &done));
+    cr_assert_eq(done, 1, "event %d: a never-recorded event is complete", i);
+    OK(dls_event_synchronize(fresh[i])); /* at once: the latch is still closed */
+    OK(dls_stream_wait_event(s2, fresh[i]));
+  }
+  OK(dls_event_create(d, DLS_EVENT_DEFAULT, &after));
+  OK(dls_event_record(after, s2));
+  OK(dls_event_synchronize(after)); /* s2 waited for nothing on the held stream */
+  void *native;
+  OK(dls_event_native(fresh[0], &native));
+  OK(dls_event_wrap(d, native, &w));
+  OK(dls_event_query(w, &done));
+  cr_assert_eq(done, 1, "the native handed out carries no record of the pool's");
+  OK(dls_latch_status(l)); /* nothing above waited for the latch to time out */
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(s));
+  OK(dls_event_destroy(w));
+  for (int i = 0; i < N; i++)
+    OK(dls_event_destroy(fresh[i]));
+  OK(dls_event_destroy(after));
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(s));
+  OK(dls_stream_destroy(s2));
+}
+
 BACKEND_TEST(event, elapsed_time_of_timing_events) {
   DLDevice d = dlst_device(*backend_type);
   dls_stream_t s;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Typed launches, host functions, modules, and their errors. */
 #include <math.h>
+#include <pthread.h>
 
 #include "common.h"
 
@@ -231,4 +232,65 @@ BACKEND_TEST(launch, launch_on_a_second_stream_records_the_buffer_use) {
   OK(dls_event_destroy(e));
   OK(dls_stream_destroy(a));
   OK(dls_stream_destroy(b));
+}
+
+/* Two empty kernels as PTX, which every CUDA driver compiles. */
+static const char k_two_kernels_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+                                        ".visible .entry dls_test_a()\n{\n\tret;\n}\n"
+                                        ".visible .entry dls_test_b()\n{\n\tret;\n}\n";
+
+typedef struct lookup_job {
+  dls_module_t m;
+  uint64_t ids[50];
+} lookup_job;
+
+static void *look_up_a(void *p) {
+  lookup_job *j = p;
+  for (int i = 0; i < 50; i++) {
+    dls_function_t f = {0};
+    if (dls_module_function(j->m, "dls_test_a", &f) != DLS_OK)
+      return (void *)1;
+    j->ids[i] = f.id;
+  }
+  return NULL;
+}
+
+Test(launch, looking_a_name_up_again_gives_the_same_function) {
+  DLDevice d = dlst_device(kDLCUDA); /* PTX: CUDA only */
+  dls_module_t m;
+  OK(dls_module_load(d, k_two_kernels_ptx, sizeof k_two_kernels_ptx, &m));
+  size_t before = dls_live_handles(DLS_HANDLE_FUNCTION);
+  dls_function_t a, again, b;
+  OK(dls_module_function(m, "dls_test_a", &a));
+  for (int i = 0; i < 100; i++) { /* a RawKernel-style loop: no handle per call */
+    OK(dls_module_function(m, "dls_test_a", &again));
+    cr_assert_eq(again.id, a.id, "lookup %d of the same name gave another handle", i);
+  }
+  OK(dls_module_function(m, "dls_test_b", &b));
+  cr_assert_neq(b.id, a.id, "another name, another function");
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_FUNCTION), before + 2, "one handle per name, however often looked up");
+  enum { T = 4 };
+  pthread_t th[T];
+  lookup_job jobs[T];
+  for (int t = 0; t < T; t++) {
+    jobs[t].m = m;
+    cr_assert_eq(pthread_create(&th[t], NULL, look_up_a, &jobs[t]), 0);
+  }
+  for (int t = 0; t < T; t++) {
+    void *r;
+    pthread_join(th[t], &r);
+    cr_assert_null(r, "thread %d: %s", t, dls_last_error());
+    for (int i = 0; i < 50; i++)
+      cr_assert_eq(jobs[t].ids[i], a.id, "thread %d, lookup %d gave another handle", t, i);
+  }
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_FUNCTION), before + 2);
+  dls_stream_t s;
+  OK(dls_stream_create(d, NULL, &s));
+  dls_launch_config_t cfg = dls_config_1d(1, 1);
+  OK(dls_launch(again, s, &cfg, NULL, 0));
+  OK(dls_stream_synchronize(s));
+  OK(dls_module_unload(m));
+  FAILS(dls_launch(a, s, &cfg, NULL, 0), DLS_ERR_INVALID_HANDLE, "function handle is stale");
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_FUNCTION), before);
+  OK(dls_stream_destroy(s));
 }

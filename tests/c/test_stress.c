@@ -87,3 +87,49 @@ BACKEND_TEST(stress, stale_handles_under_churn_never_crash) {
     cr_assert_null(r);
   }
 }
+
+typedef struct keep_job {
+  DLDevice d;
+  dls_event_t kept[10];
+  int failures;
+} keep_job;
+
+/* Makes 40 events, destroys 30 (more than a thread keeps in its cache of
+ * freed slots) and exits with 10 alive. */
+static void *make_forty_keep_ten(void *arg) {
+  keep_job *j = arg;
+  dls_event_t e[40];
+  for (int i = 0; i < 40; i++)
+    j->failures += dls_event_create(j->d, i % 2 ? DLS_EVENT_TIMING : DLS_EVENT_DEFAULT, &e[i]) != DLS_OK;
+  for (int i = 0; i < 30; i++)
+    j->failures += dls_event_destroy(e[i]) != DLS_OK;
+  memcpy(j->kept, &e[30], sizeof j->kept);
+  return NULL;
+}
+
+BACKEND_TEST(stress, handles_of_finished_threads_are_counted_and_reused_exactly) {
+  DLDevice d = dlst_device(*backend_type);
+  size_t before = dls_live_handles(DLS_HANDLE_EVENT);
+  keep_job j = {.d = d};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, make_forty_keep_ten, &j), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(j.failures, 0, "%s", dls_last_error());
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_EVENT), before + 10, "the slots the thread freed are not alive");
+  dls_event_t fresh[30];
+  for (int i = 0; i < 30; i++) {
+    OK(dls_event_create(d, DLS_EVENT_DEFAULT, &fresh[i]));
+    for (int k = 0; k < 10; k++)
+      cr_assert_neq(fresh[i].id, j.kept[k].id, "a live handle was handed out again");
+  }
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_EVENT), before + 40);
+  for (int k = 0; k < 10; k++) {
+    int done = 0;
+    OK(dls_event_query(j.kept[k], &done)); /* made on the finished thread, still live here */
+    OK(dls_event_destroy(j.kept[k]));
+    FAILS(dls_event_destroy(j.kept[k]), DLS_ERR_INVALID_HANDLE, "event handle is stale");
+  }
+  for (int i = 0; i < 30; i++)
+    OK(dls_event_destroy(fresh[i]));
+  cr_assert_eq(dls_live_handles(DLS_HANDLE_EVENT), before);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A null CUDA driver: a libcuda.so.1 whose every entry point succeeds at once and runs nothing.
+ *
+ * It is not a driver. It lets bench_c's CUDA rows run on a machine without a
+ * GPU, so that what dlstream adds to each driver sequence can be counted
+ * (valgrind --tool=callgrind) or timed against the very same null calls:
+ * whatever a row costs above its raw anchor is dlstream's own. Built as
+ * bench/null_driver/libcuda.so.1 and used through LD_LIBRARY_PATH by
+ * scripts/callgrind-ops only. Handles are distinct fake addresses, never
+ * dereferenced; host allocations are real memory (the backend writes them). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda_driver.h"
+
+#define OK DLS__CUDA_SUCCESS
+#define SET(lvalue, value) ((lvalue) = (value), OK)
+typedef dls__CUresult R;
+typedef dls__CUdeviceptr dptr;
+
+static _Atomic uintptr_t g_next = 0x100000;
+static _Thread_local dls__CUcontext t_current;
+static struct CUctx_st *const g_primary = (struct CUctx_st *)(uintptr_t)0xC0DE000;
+
+static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
+
+static int attribute(dls__CUdevice_attribute a) {
+  return a == DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
+         : a == DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+                                                                  : 1;
+}
+
+static R n_cuGetErrorName(R e, const char **s) { return SET(*s, e ? "CUDA_ERROR_NULL_DRIVER" : "CUDA_SUCCESS"); }
+static R n_cuGetErrorString(R e, const char **s) { return SET(*s, e ? "null driver error" : "no error"); }
+static R n_cuInit(unsigned f) { return OK; }
+static R n_cuDriverGetVersion(int *v) { return SET(*v, 13000); }
+static R n_cuDeviceGetCount(int *n) { return SET(*n, 1); }
+static R n_cuDeviceGet(dls__CUdevice *d, int i) { return i == 0 ? SET(*d, 0) : DLS__CUDA_ERROR_INVALID_DEVICE; }
+static R n_cuDeviceGetAttribute(int *v, dls__CUdevice_attribute a, dls__CUdevice d) { return SET(*v, attribute(a)); }
+static R n_cuDevicePrimaryCtxRetain(dls__CUcontext *c, dls__CUdevice d) { return SET(*c, g_primary); }
+static R n_cuDevicePrimaryCtxRelease(dls__CUdevice d) { return OK; }
+static R n_cuCtxGetCurrent(dls__CUcontext *c) { return SET(*c, t_current); }
+static R n_cuCtxSetCurrent(dls__CUcontext c) { return SET(t_current, c); }
+static R n_cuCtxGetStreamPriorityRange(int *least, int *greatest) { return SET(*least, 0) | SET(*greatest, -5); }
+static R n_cuCtxSynchronize(void) { return OK; }
+static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return SET(*s, fake()); }
+static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { return SET(*s, fake()); }
+static R n_cuStreamDestroy(dls__CUstream s) { return OK; }
+static R n_cuStreamSynchronize(dls__CUstream s) { return OK; }
+static R n_cuStreamQuery(dls__CUstream s) { return OK; }
+static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return OK; }
+static R n_cuStreamGetCtx(dls__CUstream s, dls__CUcontext *c) { return SET(*c, g_primary); }
+static R n_cuStreamGetDevice(dls__CUstream s, dls__CUdevice *d) { return SET(*d, 0); }
+static R n_cuLaunchHostFunc(dls__CUstream s, dls__CUhostFn fn, void *user) { return fn(user), OK; }
+static R n_cuEventCreate(dls__CUevent *e, unsigned f) { return SET(*e, fake()); }
+static R n_cuEventDestroy(dls__CUevent e) { return OK; }
+static R n_cuEventRecord(dls__CUevent e, dls__CUstream s) { return OK; }
+static R n_cuEventQuery(dls__CUevent e) { return OK; }
+static R n_cuEventSynchronize(dls__CUevent e) { return OK; }
+static R n_cuEventElapsedTime(float *ms, dls__CUevent a, dls__CUevent b) { return SET(*ms, 0.0f); }
+static R n_cuMemAlloc(dptr *p, size_t n) { return SET(*p, (dptr)(uintptr_t)fake()); }
+static R n_cuMemFree(dptr p) { return OK; }
+static R n_cuMemGetAddressRange(dptr *base, size_t *n, dptr p) { return SET(*base, p) | SET(*n, 1); }
+static R n_cuMemsetD8Async(dptr d, unsigned char v, size_t n, dls__CUstream s) { return OK; }
+static R n_cuMemcpyAsync(dptr d, dptr src, size_t n, dls__CUstream s) { return OK; }
+static R n_cuMemHostAlloc(void **p, size_t n, unsigned f) { return (*p = calloc(1, n)) ? OK : DLS__CUDA_ERROR_OUT_OF_MEMORY; }
+static R n_cuMemHostGetDevicePointer(dptr *d, void *host, unsigned f) { return SET(*d, (dptr)(uintptr_t)host); }
+static R n_cuMemFreeHost(void *host) { return free(host), OK; }
+static R n_cuModuleLoadDataEx(dls__CUmodule *m, const void *image, unsigned n, dls__CUjit_option *o, void **v) {
+  return SET(*m, fake());
+}
+static R n_cuModuleUnload(dls__CUmodule m) { return OK; }
+static R n_cuModuleGetFunction(dls__CUfunction *f, dls__CUmodule m, const char *name) { return SET(*f, fake()); }
+static R n_cuFuncGetAttribute(int *v, dls__CUfunction_attribute a, dls__CUfunction f) { return SET(*v, 0); }
+static R n_cuFuncLoad(dls__CUfunction f) { return OK; }
+static R n_cuLaunchKernel(dls__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shared, dls__CUstream s, void **params, void **extra) {
+  return OK;
+}
+static R n_cuMemPoolCreate(dls__CUmemoryPool *p, const struct CUmemPoolProps_st *props) { return SET(*p, fake()); }
+static R n_cuMemPoolDestroy(dls__CUmemoryPool p) { return OK; }
+static R n_cuMemPoolSetAttribute(dls__CUmemoryPool p, dls__CUmemPool_attribute a, void *v) { return OK; }
+static R n_cuMemAllocFromPoolAsync(dptr *p, size_t n, dls__CUmemoryPool pool, dls__CUstream s) {
+  return SET(*p, 0x7f0000000000ull);
+}
+static R n_cuMemAllocAsync(dptr *p, size_t n, dls__CUstream s) { return SET(*p, 0x7f0000000000ull); }
+static R n_cuMemFreeAsync(dptr p, dls__CUstream s) { return OK; }
+static R n_cuDeviceCanAccessPeer(int *can, dls__CUdevice d, dls__CUdevice p) { return SET(*can, 0); }
+static R n_cuCtxEnablePeerAccess(dls__CUcontext c, unsigned f) { return OK; }
+static R n_cuCtxGetDevice(dls__CUdevice *d) { return SET(*d, 0); }
+static R n_cuMemcpyPeerAsync(dptr d, dls__CUcontext dc, dptr src, dls__CUcontext sc, size_t n, dls__CUstream s) {
+  return OK;
+}
+static R n_cuStreamBeginCapture(dls__CUstream s, dls__CUstreamCaptureMode m) { return OK; }
+static R n_cuStreamEndCapture(dls__CUstream s, dls__CUgraph *g) { return SET(*g, fake()); }
+static R n_cuStreamGetCaptureInfo(dls__CUstream s, dls__CUstreamCaptureStatus *st, dls__cuuint64_t *id) {
+  return SET(*st, 0) | SET(*id, 0);
+}
+static R n_cuGraphInstantiateWithFlags(dls__CUgraphExec *e, dls__CUgraph g, unsigned long long f) {
+  return SET(*e, fake());
+}
+static R n_cuGraphLaunch(dls__CUgraphExec e, dls__CUstream s) { return OK; }
+static R n_cuGraphExecDestroy(dls__CUgraphExec e) { return OK; }
+static R n_cuGraphDestroy(dls__CUgraph g) { return OK; }
+static R n_cuThreadExchangeStreamCaptureMode(dls__CUstreamCaptureMode *m) { return OK; }
+static R n_cuDeviceGetDefaultMemPool(dls__CUmemoryPool *p, dls__CUdevice d) { return SET(*p, fake()); }
+
+/* Every symbol of the backend's tables, each checked against its PFN type. */
+static const struct {
+  const char *name;
+  void *fn;
+} g_table[] = {
+#define NULL_ENTRY(name, version, params) {#name, (void *)(dls__PFN_##name)n_##name},
+    DLS__CUDA_REQUIRED_SYMBOLS(NULL_ENTRY) DLS__CUDA_OPTIONAL_SYMBOLS(NULL_ENTRY) DLS__CUDA_TOOLS_SYMBOLS(NULL_ENTRY)
+    DLS__CUDA_OLD_ABI_SYMBOLS(NULL_ENTRY)
+#undef NULL_ENTRY
+};
+
+__attribute__((visibility("default"))) R cuGetProcAddress_v2(const char *symbol, void **out_fn, int version,
+                                                             dls__cuuint64_t flags,
+                                                             dls__CUdriverProcAddressQueryResult *out_found);
+R cuGetProcAddress_v2(const char *symbol, void **out_fn, int version, dls__cuuint64_t flags,
+                      dls__CUdriverProcAddressQueryResult *out_found) {
+  for (size_t i = 0; i < sizeof g_table / sizeof g_table[0]; i++) {
+    if (strcmp(g_table[i].name, symbol) == 0) {
+      *out_fn = g_table[i].fn;
+      *out_found = DLS__CU_GET_PROC_ADDRESS_SUCCESS;
+      return OK;
+    }
+  }
+  *out_fn = NULL;
+  *out_found = DLS__CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return OK;
+}
