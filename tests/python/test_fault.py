@@ -110,7 +110,7 @@ def test_tensor_roundtrip_through_numpy_survives_every_point(no_leaks):
 
 def test_streams_and_events_survive_every_point(no_leaks):
     def op():
-        with dlstream.Stream(CPU) as s, dlstream.Stream.acquire(CPU) as p, dlstream.Event(timing=True) as e:
+        with dlstream.Stream(CPU) as s, dlstream.Stream.acquire(CPU) as p, dlstream.Event(timing=True, device=CPU) as e:
             s.record(e)
             p.wait(e)
             p.wait(s)

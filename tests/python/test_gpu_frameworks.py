@@ -219,7 +219,7 @@ def test_numba_cai_producer_stream_is_honoured():
         numba_cuda.synchronize()
         arg = OnlyCai(tmp, stream=_numba_stream_ptr(ns)) if honoured else OnlyCai(tmp, stream=None)
         s_held, early, late = copy_behind_producer(_numba_stream_ptr(ns),
-                                                   lambda: dlstream.fill(tmp, 5.0, stream=dlstream.Stream.wrap(
+                                                   lambda: dlstream.fill(OnlyCai(tmp, stream=None), 5.0, stream=dlstream.Stream.wrap(
                                                        _numba_stream_ptr(ns), device=DEV)),  # work queued on ns
                                                    lambda: arg, expect_held=honoured)
         if honoured:
