@@ -80,6 +80,7 @@ static R n_cuLaunchKernel(dls__CUfunction f, unsigned gx, unsigned gy, unsigned 
 }
 static R n_cuMemPoolCreate(dls__CUmemoryPool *p, const struct CUmemPoolProps_st *props) { return SET(*p, fake()); }
 static R n_cuMemPoolDestroy(dls__CUmemoryPool p) { return OK; }
+static R n_cuMemPoolSetAccess(dls__CUmemoryPool p, const struct CUmemAccessDesc_st *m, size_t n) { return OK; }
 static R n_cuMemPoolSetAttribute(dls__CUmemoryPool p, dls__CUmemPool_attribute a, void *v) { return OK; }
 static R n_cuMemAllocFromPoolAsync(dptr *p, size_t n, dls__CUmemoryPool pool, dls__CUstream s) {
   return SET(*p, 0x7f0000000000ull);

@@ -108,6 +108,7 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CU_MEM_ALLOCATION_TYPE_PINNED, 0x1)                    \
   X(CU_MEM_HANDLE_TYPE_NONE, 0x0)                          \
   X(CU_MEM_LOCATION_TYPE_DEVICE, 0x1)                      \
+  X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0x3)               \
   X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                  \
   X(CU_FUNC_ATTRIBUTE_NUM_REGS, 4)                         \
   X(CU_JIT_ERROR_LOG_BUFFER, 5)                            \
@@ -142,6 +143,7 @@ enum {
 /* cuMemPoolCreate takes the toolkit's CUmemPoolProps: dlstream passes a
  * dls__gpu_pool_props (gpu_pool_props.h), which has its layout. */
 struct CUmemPoolProps_st;
+struct CUmemAccessDesc_st; /* read as dls__gpu_access_desc (gpu_pool_props.h) */
 
 /* ---- entry points ----
  * X(name, version, (parameters)); every one returns CUresult.
@@ -207,6 +209,7 @@ struct CUmemPoolProps_st;
   X(cuMemPoolCreate, 11020, (dls__CUmemoryPool *out_pool, const struct CUmemPoolProps_st *props))    \
   X(cuMemPoolDestroy, 11020, (dls__CUmemoryPool pool))                                                \
   X(cuMemPoolSetAttribute, 11020, (dls__CUmemoryPool pool, dls__CUmemPool_attribute attribute, void *value)) \
+  X(cuMemPoolSetAccess, 11020, (dls__CUmemoryPool pool, const struct CUmemAccessDesc_st *map, size_t count)) \
   X(cuMemAllocFromPoolAsync, 11020, (dls__CUdeviceptr *out_ptr, size_t size, dls__CUmemoryPool pool,  \
                                      dls__CUstream stream))                                           \
   X(cuMemFreeAsync, 11020, (dls__CUdeviceptr ptr, dls__CUstream stream))                              \

@@ -68,6 +68,8 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
   X(pool_destroy, (void *pool), cu.cuMemPoolDestroy, hip.hipMemPoolDestroy)                                      \
   X(pool_set_attribute, (void *pool, unsigned attribute, void *value), cu.cuMemPoolSetAttribute,                 \
     hip.hipMemPoolSetAttribute)                                                                                  \
+  X(pool_set_access, (void *pool, const dls__gpu_access_desc *desc, size_t count), cu.cuMemPoolSetAccess,       \
+    hip.hipMemPoolSetAccess)                                                                                     \
   X(pool_alloc_async, (void **out_ptr, size_t size, void *pool, void *stream), cu.cuMemAllocFromPoolAsync,       \
     hip.hipMallocFromPoolAsync)                                                                                  \
   X(address_range, (void **out_base, size_t *out_size, void *ptr), cu.cuMemGetAddressRange,                      \
@@ -172,6 +174,8 @@ typedef enum dls__gpu_error {
   X(unsigned, pool_pinned, DLS__CU_MEM_ALLOCATION_TYPE_PINNED, DLS__hipMemAllocationTypePinned)               \
   X(unsigned, pool_handle_none, DLS__CU_MEM_HANDLE_TYPE_NONE, DLS__hipMemHandleTypeNone)                      \
   X(unsigned, pool_location_device, DLS__CU_MEM_LOCATION_TYPE_DEVICE, DLS__hipMemLocationTypeDevice)          \
+  X(unsigned, pool_access_read_write, DLS__CU_MEM_ACCESS_FLAGS_PROT_READWRITE,                                \
+    DLS__hipMemAccessFlagsProtReadWrite)                                                                      \
   /* module_load options asking for the JIT's error log; 0: none (AMD has no JIT log) */                     \
   X(unsigned, jit_error_log, DLS__CU_JIT_ERROR_LOG_BUFFER, 0)                                                 \
   X(unsigned, jit_error_log_size, DLS__CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, 0)                                 \

@@ -122,6 +122,20 @@ static void *dls__gpu_pool_create(dls__gpu *g, dls__gpu_device *d, int dev) {
     c->pool_destroy(pool);
     return NULL;
   }
+  /* A pool's memory is its device's alone unless access is granted: every
+   * device that can reach this one may read and write it (copies between
+   * devices; nothing else changes). A refusal only means no peer access. */
+  for (int p = 0; c->pool_set_access != NULL && c->peer_can_access != NULL && p < g->ndev; p++) {
+    int can = 0;
+    if (p == dev || c->peer_can_access(&can, p, d->handle) != DLS__GPU_OK || !can)
+      continue;
+    dls__gpu_access_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.location.type = g->k.pool_location_device;
+    desc.location.id = p;
+    desc.flags = g->k.pool_access_read_write;
+    (void)c->pool_set_access(pool, &desc, 1);
+  }
   return pool;
 }
 

@@ -21,4 +21,10 @@ typedef struct dls__gpu_pool_props {
   unsigned char zero[64];          /* all zero: the vendors' defaults */
 } dls__gpu_pool_props;
 
+/* Who may access a pool's memory (CUmemAccessDesc, hipMemAccessDesc). */
+typedef struct dls__gpu_access_desc {
+  dls__gpu_mem_location location; /* a device */
+  unsigned int flags;             /* read-write (CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3, the same in HIP) */
+} dls__gpu_access_desc;
+
 #endif /* DLSTREAM_BACKEND_GPU_POOL_PROPS_H */

@@ -104,6 +104,7 @@ typedef void (*dls__hipStreamCallback_t)(dls__hipStream_t stream, dls__hipError_
   X(hipMemAllocationTypePinned, 0x1)                      \
   X(hipMemHandleTypeNone, 0x0)                            \
   X(hipMemLocationTypeDevice, 1)                          \
+  X(hipMemAccessFlagsProtReadWrite, 3)                    \
   X(hipMemPoolAttrReleaseThreshold, 0x4)                  \
   X(hipStreamCaptureStatusNone, 0)                        \
   X(hipStreamCaptureStatusActive, 1)                      \
@@ -130,6 +131,7 @@ enum {
 /* hipMemPoolCreate takes HIP's hipMemPoolProps: dlstream passes a
  * dls__gpu_pool_props (gpu_pool_props.h), which has its layout. */
 struct hipMemPoolProps;
+struct hipMemAccessDesc; /* read as dls__gpu_access_desc (gpu_pool_props.h) */
 
 /* ---- entry points ----
  * X(ROCm version, name, (parameters)), oldest first within each group;
@@ -202,6 +204,7 @@ struct hipMemPoolProps;
   X(50100, hipMemPoolCreate, (dls__hipMemPool_t *out_pool, const struct hipMemPoolProps *props))     \
   X(50100, hipMemPoolDestroy, (dls__hipMemPool_t pool))                                               \
   X(50100, hipMemPoolSetAttribute, (dls__hipMemPool_t pool, dls__hipMemPoolAttr attribute, void *value)) \
+  X(50100, hipMemPoolSetAccess, (dls__hipMemPool_t pool, const struct hipMemAccessDesc *desc, size_t count)) \
   X(50100, hipMallocFromPoolAsync, (void **out_ptr, size_t size, dls__hipMemPool_t pool,             \
                                     dls__hipStream_t stream))
 

@@ -39,4 +39,10 @@
   DECLS_SAME_FIELD(dls__gpu_mem_location, type, __typeof__(((theirs *)0)->location), type)     \
   DECLS_SAME_FIELD(dls__gpu_mem_location, id, __typeof__(((theirs *)0)->location), id)
 
+/* The access description we pass has the vendor's layout (a location, then flags). */
+#define DECLS_ACCESS_DESC(theirs)                                                                 \
+  _Static_assert(sizeof(dls__gpu_access_desc) == sizeof(theirs), #theirs " size");              \
+  DECLS_SAME_FIELD(dls__gpu_access_desc, location, theirs, location)                            \
+  DECLS_SAME_FIELD(dls__gpu_access_desc, flags, theirs, flags)
+
 #endif /* DLSTREAM_TESTS_DECLS_CHECK_H */

@@ -39,6 +39,8 @@ SAME_TYPE(dls__CUhostFn, CUhostFn)
 /* The pool properties we pass have CUmemPoolProps's layout. */
 DECLS_POOL_PROPS(CUmemPoolProps, allocType, handleTypes, location, win32SecurityAttributes, maxSize)
 SAME_TYPE(const struct CUmemPoolProps_st *, const CUmemPoolProps *)
+DECLS_ACCESS_DESC(CUmemAccessDesc)
+SAME_TYPE(const struct CUmemAccessDesc_st *, const CUmemAccessDesc *)
 
 /* Each entry point's type equals cudaTypedefs.h's PFN_<name>_v<version>:
  * the authoritative map from (name, version) to signature, so the version

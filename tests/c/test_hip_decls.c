@@ -38,8 +38,10 @@ SAME_TYPE(dls__hipStreamCallback_t, hipStreamCallback_t)
  * there first). */
 #if HIP_VERSION_MAJOR >= 6
 DECLS_POOL_PROPS(hipMemPoolProps, allocType, handleTypes, location, win32SecurityAttributes, maxSize)
+DECLS_ACCESS_DESC(hipMemAccessDesc)
 #else
 DECLS_POOL_PROPS(hipMemPoolProps, allocType, handleTypes, location, win32SecurityAttributes, reserved)
+DECLS_ACCESS_DESC(hipMemAccessDesc)
 #endif
 SAME_TYPE(const struct hipMemPoolProps *, const hipMemPoolProps *)
 

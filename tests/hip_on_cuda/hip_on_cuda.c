@@ -501,6 +501,14 @@ HOC_EXPORT dls__hipError_t hipMemPoolSetAttribute(dls__hipMemPool_t pool, dls__h
       cu.cuMemPoolSetAttribute((dls__CUmemoryPool)(void *)pool, DLS__CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, value));
 }
 
+HOC_EXPORT dls__hipError_t hipMemPoolSetAccess(dls__hipMemPool_t pool, const struct hipMemAccessDesc *desc,
+                                               size_t count) {
+  HOC_NEED_INIT();
+  /* The same layout (a location, then flags with the same values): checked by test_hip_decls. */
+  return hoc_err(cu.cuMemPoolSetAccess((dls__CUmemoryPool)(void *)pool, (const struct CUmemAccessDesc_st *)(const void *)desc,
+                                       count));
+}
+
 HOC_EXPORT dls__hipError_t hipMallocFromPoolAsync(void **out_ptr, size_t size, dls__hipMemPool_t pool,
                                                   dls__hipStream_t s) {
   HOC_NEED_INIT();

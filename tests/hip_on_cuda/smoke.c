@@ -40,7 +40,8 @@ static int failures;
 
 static int is_pool_symbol(const char *name) {
   return strcmp(name, "hipMemPoolCreate") == 0 || strcmp(name, "hipMemPoolDestroy") == 0 ||
-         strcmp(name, "hipMemPoolSetAttribute") == 0 || strcmp(name, "hipMallocFromPoolAsync") == 0;
+         strcmp(name, "hipMemPoolSetAttribute") == 0 || strcmp(name, "hipMallocFromPoolAsync") == 0 ||
+         strcmp(name, "hipMemPoolSetAccess") == 0;
 }
 
 /* Every entry point the backend may use is exported (pool ones only with pools). */
