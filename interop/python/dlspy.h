@@ -213,6 +213,7 @@ extern PyMethodDef dlspy_fault_methods[];
 
 /* ---- benchmark hooks (benchhooks.c) ---- */
 PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_bench_loop(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- the argument handshake (handshake.c) ---- */

@@ -51,6 +51,8 @@ static PyMethodDef g_module_methods[] = {
     {"_live_handles", dlspy_mod_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
     {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,
      "Seconds for n exchange-API imports as a launch does them (benchmarks)."},
+    {"_bench_loop", (PyCFunction)(void (*)(void))dlspy_bench_loop, METH_FASTCALL,
+     "_bench_loop(fn, args, n): fn(*args) n times from C (scripts/callgrind-python)."},
     {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
