@@ -17,9 +17,15 @@
  * public entry guard, so they check the runtime state themselves. */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
+/* What a tensor argument's type is to the handshake, first match: a dlstream.Tensor (or a subclass); a type with
+ * the DLPack C exchange API; CuPy's ndarray while the package's CuPy stream provider is registered (read in C,
+ * cupyarg.c); anything else (providers, the array interface, __dlpack__). */
+enum { DLSPY_KIND_OTHER = 0, DLSPY_KIND_TENSOR, DLSPY_KIND_XAPI, DLSPY_KIND_CUPY };
+
 /* What dlstream knows of a tensor type (tensortypes.c), cached per type. */
 typedef struct dlspy_type_entry {
   PyTypeObject *type;           /* strong reference */
+  int kind;                     /* DLSPY_KIND_* */
   const DLPackExchangeAPI *api; /* its DLPack C exchange API; NULL: none */
   PyObject *provider;           /* its stream provider (strong reference); NULL: none */
   bool cai_skip;                /* its __cuda_array_interface__ has no stream (version < 3) and it has
@@ -35,6 +41,31 @@ typedef struct dlspy_stream_entry {
 } dlspy_stream_entry;
 #define DLSPY_STREAM_CACHE 16
 
+/* The last (device, native) pair dlspy_stream_lookup resolved: a framework's current stream is the same call
+ * after call. */
+typedef struct dlspy_stream_memo {
+  DLDevice device;
+  void *native;
+  dls_stream_t handle;
+  dls__stream *s; /* NULL: empty */
+  bool dflt;      /* a default stream (lives with its device); else s is only read once the handle is found live */
+} dlspy_stream_memo;
+
+/* What cupyarg.c found of CuPy (one per process, probed at the first CuPy array type). */
+struct dlspy_cupy_api;
+typedef struct dlspy_cupy_state {
+  int mode;                           /* DLSPY_CUPY_* */
+  PyTypeObject *ndarray;              /* cupy.ndarray (strong) */
+  PyObject *capsule;                  /* cupy._public_c_api (strong; keeps `api` alive) */
+  const struct dlspy_cupy_api *api;   /* CuPy's public C API table (CuPy >= 14.3), or NULL */
+  PyObject *get_current_stream;       /* cupy.cuda.get_current_stream (strong), without the C API */
+  DLDeviceType device_type;           /* kDLCUDA, kDLROCM on CuPy's HIP builds */
+  PyObject *dtypes[8];                /* numpy dtypes seen (strong) ... */
+  DLDataType dl_dtypes[8];            /* ... and what they are in DLPack */
+  int ndtypes, next_dtype;
+} dlspy_cupy_state;
+enum { DLSPY_CUPY_UNPROBED = 0, DLSPY_CUPY_NONE, DLSPY_CUPY_ATTRS, DLSPY_CUPY_CAPI };
+
 typedef struct dlspy_state {
   PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType, *GroupType;
   PyTypeObject *GraphType;
@@ -45,6 +76,7 @@ typedef struct dlspy_state {
   PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
   PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
   PyObject *s_device_id, *s_type, *s_index, *s_name, *s_module, *s_cai;
+  PyObject *s_data, *s_shape, *s_strides, *s_c_contiguous, *s_dtype, *s_kind, *s_itemsize;
   PyObject *max_version;                  /* (1, 1) */
   PyObject *kw_stream_maxv, *kw_stream;   /* ("stream", "max_version"), ("stream",) */
   PyObject *providers;                    /* register_stream_provider: {type or module name: fn} */
@@ -52,6 +84,10 @@ typedef struct dlspy_state {
   int types_n, types_next;
   dlspy_stream_entry scache[DLSPY_STREAM_CACHE];
   int scache_n, scache_next;
+  dlspy_stream_memo smemo;
+  bool stream_var_set;                    /* _stream_var_set ran: use_stream's variable may hold a stream */
+  PyObject *cupy_provider;                /* the package's CuPy stream provider (_set_cupy_provider) */
+  dlspy_cupy_state cupy;
 } dlspy_state;
 
 extern PyModuleDef dlspy_moduledef;
@@ -158,10 +194,16 @@ int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const 
                          dls_stream_t *out);
 /* The handle of a (device, native) pair through the cache (NULL native: legacy). */
 int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out);
+/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo). */
+int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
+                        dls__stream **out_s);
 /* Drops the cache's wrappers. */
 void dlspy_stream_cache_clear(dlspy_state *st);
-/* The use_stream() stream of this context as a handle, or {0}. */
+/* The use_stream() stream of this context as a handle, or {0}. Free (no context lookup) until _stream_var_set
+ * first sets the variable: every set goes through it. */
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
+/* _stream_var_set(stream) -> token: use_stream's variable set (the package sets it only through this). */
+PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value);
 /* Calls obj.__cuda_stream__() and checks the result (version 0, a handle that can be a stream); sets *out_native. */
 int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, const char *arg,
                                void **out_native);
@@ -219,10 +261,19 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
 /* ---- the argument handshake (handshake.c) ---- */
 
 /* ---- tensor types (tensortypes.c) ---- */
-/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup). */
-const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp);
+/* Looks `tp` up and adds its entry (never NULL; valid until the next lookup of a new type). */
+const dlspy_type_entry *dlspy_type_info_new(dlspy_state *st, PyTypeObject *tp);
+/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup of a new type). */
+static inline const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
+  for (int i = 0; i < st->types_n; i++)
+    if (st->types[i].type == tp)
+      return &st->types[i];
+  return dlspy_type_info_new(st, tp);
+}
 /* The exchange API of a type, from the per-type cache (NULL: none). */
-const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp);
+static inline const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp) {
+  return dlspy_type_info(st, tp)->api;
+}
 /* Remembers that `tp`'s __cuda_array_interface__ is not worth reading (see dlspy_type_entry.cai_skip). */
 void dlspy_type_skip_cai(dlspy_state *st, PyTypeObject *tp);
 void dlspy_type_cache_clear(dlspy_state *st);
@@ -240,6 +291,8 @@ typedef struct dlspy_cai {
   int64_t shape[DLS__DLPACK_MAX_NDIM];
   int64_t strides[DLS__DLPACK_MAX_NDIM];
   bool read_only;
+  bool meta;                                /* dtype, shape and strides read (a CuPy read for a launch reads only
+                                               the pointer and the device) */
   int version;
   PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
 } dlspy_cai;
@@ -249,6 +302,18 @@ typedef struct dlspy_cai {
 int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
 void dlspy_cai_clear(dlspy_cai *cai);
 
+/* ---- CuPy arrays read in C (cupyarg.c) ---- */
+/* Whether `tp` is CuPy's ndarray (or a subclass) and `provider`, the one registered for it, is the package's
+ * CuPy provider, which the C path stands in for. Probes CuPy at the first such type. */
+bool dlspy_cupy_type(dlspy_state *st, PyTypeObject *tp, PyObject *provider);
+/* Reads a CuPy array's data pointer and device into out->dl (with want_meta also its dtype, shape and strides in
+ * elements; out->meta says which). Returns 0; 1 when the C path cannot read it (nothing raised: the general path
+ * takes it, and its messages); -1 with an exception. */
+int dlspy_cupy_read(dlspy_state *st, PyObject *obj, bool want_meta, dlspy_cai *out);
+/* Drops what was probed (register_stream_provider and _clear_caches probe again). */
+void dlspy_cupy_clear(dlspy_state *st);
+/* _set_cupy_provider(fn): the package names its CuPy provider. */
+PyObject *dlspy_mod_set_cupy_provider(PyObject *m, PyObject *fn);
 /* What to do once a launch was queued (or failed) for one argument. */
 enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE, DLSPY_POST_USE };
 typedef struct dlspy_post {
@@ -291,7 +356,7 @@ typedef struct dlspy_call {
   bool staged;           /* some host array was staged: the call blocks */
   dls__stream *ordered[8]; /* producer streams already waited on */
   int nordered;
-  const DLPackExchangeAPI *cur_api; /* the last current_work_stream asked */
+  const void *cur_api;      /* the last framework asked for its current stream (an exchange API, or &st->cupy) */
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
@@ -301,7 +366,7 @@ typedef struct dlspy_call {
   dlspy_cai first_cai;
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
 } dlspy_call;
-enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI };
+enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
 
 /* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
  * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
@@ -322,6 +387,9 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
  * kept (or its use recorded) until the call's stream passes. A source on the call's device, or in host memory
  * for a GPU call, goes through dlspy_call_tensor. out->device is where the memory lives. */
 int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out);
+/* A launch's pointer argument: dlspy_call_tensor without the view, exchange-API tensors and CuPy arrays on the
+ * call's device taken without a detour. Returns 0, 1 when `obj` is not tensor-like (nothing raised), -1. */
+int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out);
 /* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
  * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
 int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
@@ -356,6 +424,12 @@ void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
 /* An exchange-API framework's current stream of `dev` (cached for the call). */
 int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
+/* CuPy's current stream of `home` (cached for the call, as dlspy_framework_stream). 1: the C path cannot ask
+ * (nothing raised: the provider is asked instead). */
+int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
+/* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
+ * `obj` until the call's stream passes. */
+int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a

@@ -180,14 +180,9 @@ int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice
   if (!dls__dlpack_home(dev, &home))
     home = dev;
   dls_stream_t h;
-  if (dlspy_stream_cached(c->st, home, native, c->pycall, &h) != 0)
+  dls__stream *s;
+  if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
     return -1;
-  dls_status_t rc;
-  dls__stream *s = dls__stream_get(h, c->pycall, "the framework's current stream", &rc);
-  if (s == NULL) {
-    dlspy_raise(c->st, rc, c->pycall);
-    return -1;
-  }
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;
@@ -219,7 +214,35 @@ static int handle_of(dlspy_call *c, dls__stream *s) {
   return 0;
 }
 
-enum { ARG_NEXT = 0, ARG_DONE = 1 };
+enum { ARG_NEXT = 0, ARG_DONE = 1, ARG_GENERAL = 2 };
+
+/* A CuPy array decides: CuPy's current stream of its device (what the package's CuPy provider would say), the
+ * array read once for dlspy_call_arg. CuPy memory is device memory. ARG_GENERAL: the C path cannot tell (nothing
+ * raised). */
+static int decide_cupy(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_known) {
+  int rc = dlspy_cupy_read(c->st, o, false, &c->first_cai);
+  if (rc != 0)
+    return rc < 0 ? -1 : ARG_GENERAL;
+  DLDevice home = c->first_cai.dl.device;
+  if (!*dev_known) {
+    *dev = home;
+    *dev_known = true;
+  }
+  c->first_obj = o;
+  c->first_kind = DLSPY_FIRST_CUPY;
+  if (!dlspy_same_device(home, *dev))
+    return ARG_DONE; /* refused later */
+  dls__stream *fs;
+  rc = dlspy_cupy_stream(c, home, &fs);
+  if (rc != 0) {
+    c->first_obj = NULL;
+    c->first_kind = 0;
+    return rc < 0 ? -1 : ARG_GENERAL;
+  }
+  c->s = fs;
+  c->stream = c->cur_handle;
+  return ARG_DONE;
+}
 
 /* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
  * memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE: the search ends (c->s,
@@ -229,7 +252,8 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   PyTypeObject *tp = Py_TYPE(o);
   if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
     return ARG_NEXT;
-  if (PyObject_TypeCheck(o, st->TensorType)) {
+  const dlspy_type_entry *info = dlspy_type_info(st, tp);
+  if (info->kind == DLSPY_KIND_TENSOR) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
     DLDevice td = ((TensorObject *)o)->device;
     if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
@@ -249,8 +273,14 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     }
     return ARG_DONE;
   }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-  if (api != NULL) {
+  if (info->kind == DLSPY_KIND_CUPY) {
+    int rc = decide_cupy(c, o, dev, dev_known);
+    if (rc != ARG_GENERAL)
+      return rc;
+    /* Not readable in C: the array interface and the provider below. */
+  }
+  const DLPackExchangeAPI *api = info->api;
+  if (info->kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
       if (!PyErr_Occurred())
@@ -324,7 +354,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   }
   if (!dlspy_same_device(home, *dev))
     return ARG_DONE;
-  PyObject *provider = dlspy_type_info(st, tp)->provider;
+  PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
     if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
       return -1;
@@ -428,6 +458,11 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
   c->first_obj = NULL;
   if (s == NULL)
     return 0;
+  if (DLS__LIKELY(c->nposts == 0 && !c->staged && c->temp_handle == 0)) {
+    dls__stream_unref(s); /* not counted on default streams */
+    c->s = NULL;
+    return 0;
+  }
   /* Staged host arrays: copy back, then block until the stream has passed. */
   if (c->staged) {
     dls_status_t rc = DLS_OK;

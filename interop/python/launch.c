@@ -130,6 +130,28 @@ static int as_u64(PyObject *o, unsigned long long *out, bool is_signed, long lon
 }
 
 static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, const char *pycall, dls_arg_t *a) {
+  /* The common cases first: an exact float for a float, an exact int that fits for an integer. */
+  if (PyFloat_CheckExact(o) && (kind == SIG_F32 || kind == SIG_F64)) {
+    double d = PyFloat_AS_DOUBLE(o);
+    *a = kind == SIG_F32 ? dls_arg_f32((float)d) : dls_arg_f64(d);
+    return 0;
+  }
+  if (PyLong_CheckExact(o) && kind >= SIG_I32 && kind <= SIG_U64) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    bool fits = !overflow && (kind == SIG_I64 ? true
+                              : kind == SIG_I32 ? v >= INT32_MIN && v <= INT32_MAX
+                              : kind == SIG_U32 ? v >= 0 && v <= UINT32_MAX
+                                                : v >= 0);
+    if (fits) {
+      *a = kind == SIG_I32 ? dls_arg_i32((int32_t)v)
+           : kind == SIG_I64 ? dls_arg_i64(v)
+           : kind == SIG_U32 ? dls_arg_u32((uint32_t)v)
+                             : dls_arg_u64((uint64_t)v);
+      return 0;
+    }
+    PyErr_Clear(); /* the general path below tells out of range from wrong */
+  }
   if (PyFloat_Check(o) && kind >= SIG_I32 && kind <= SIG_U64)
     goto type_error;
   switch (kind) {
@@ -206,17 +228,11 @@ static int convert_arg(dlspy_call *c, PyObject *o, uint8_t kind, int i, dls_arg_
       *a = dls_arg_ptr(p);
       return 0;
     }
-    dlspy_view v;
-    int rc = dlspy_call_tensor(c, o, i, kind == SIG_CP, false, &v);
-    if (rc < 0)
-      return -1;
-    if (rc > 0) {
+    int rc = dlspy_call_arg(c, o, i, kind == SIG_CP, a);
+    if (rc > 0)
       dlspy_type_error(c->st, "%s(args[%d]=%R): expected a tensor (DLPack), an int address or None for a %s argument",
                        c->pycall, i, o, sig_name(kind));
-      return -1;
-    }
-    *a = v.arg;
-    return 0;
+    return rc == 0 ? 0 : -1;
   }
   if (kind == SIG_BYTES) {
     if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) == 0 || PyBytes_GET_SIZE(o) > DLS_MAX_ARG_BYTES) {
