@@ -365,6 +365,11 @@ typedef struct dlspy_call {
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
   dlspy_cai first_cai;
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
+  /* Set when the call runs on the current stream that the exchange API of its first tensor's type names for that
+   * tensor's device: tensors of that type on that device need no ordering (dlspy_call_fast_arg). */
+  PyTypeObject *fast_type;
+  const DLPackExchangeAPI *fast_api;
+  DLDevice fast_dev;
 } dlspy_call;
 enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
 
@@ -394,10 +399,39 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
  * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
 int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
 
+/* dlspy_call_end when there is more to do than dropping the stream reference. */
+int dlspy_call_end_slow(dlspy_call *c, bool ok);
 /* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
-int dlspy_call_end(dlspy_call *c, bool ok);
+static inline int dlspy_call_end(dlspy_call *c, bool ok) {
+  if (DLS__LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
+                  c->first_cai.stream == NULL)) {
+    dls__stream_unref(c->s); /* not counted on default streams */
+    c->s = NULL;
+    c->first_obj = NULL;
+    return 0;
+  }
+  return dlspy_call_end_slow(c, ok);
+}
+/* Raises for an exchange-API framework that could not describe args[index] (unless it raised); returns -1. */
+int dlspy_xapi_failed(dlspy_call *c, int index);
+/* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
+ * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
+ * raised): dlspy_call_arg takes it; -1 with an exception. */
+static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls_arg_t *out) {
+  if (Py_TYPE(o) != c->fast_type)
+    return 1;
+  DLTensor dl;
+  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
+    dl = c->first_dl;
+  else if (c->fast_api->dltensor_from_py_object_no_sync(o, &dl) != 0)
+    return dlspy_xapi_failed(c, index);
+  if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
+    return 1;
+  *out = dls_arg_ptr(dl.data != NULL ? (char *)dl.data + dl.byte_offset : NULL);
+  return 0;
+}
 
 /* obj.__dlpack__(stream=..., max_version=(1, 1)), falling back to the legacy
  * signatures on TypeError. `stream_value` is borrowed (Py_None for host
@@ -441,10 +475,14 @@ int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLD
 /* Keeps `obj` (a new reference is taken) alive until work queued on `s` so far has passed. */
 int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj);
 
-/* ---- modules, functions, launches (launch.c) ---- */
+/* ---- modules (modules.c), functions and launches (launch.c) ---- */
 extern PyType_Spec dlspy_module_spec;
 extern PyType_Spec dlspy_function_spec;
 PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+/* A Function object for `h` (module: the Module it belongs to, kept alive; NULL for built-ins); `signature` as
+ * Module.function takes it. */
+PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, PyObject *module, const char *name,
+                             PyObject *signature, const char *pycall);
 
 /* ---- built-ins (builtins.c) ---- */
 extern PyType_Spec dlspy_latch_spec;

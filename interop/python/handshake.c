@@ -310,6 +310,9 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
       return -1;
     c->s = fs;
     c->stream = c->cur_handle;
+    c->fast_type = tp;
+    c->fast_api = api;
+    c->fast_dev = dl.device;
     return ARG_DONE;
   }
   if (PyCapsule_CheckExact(o))
@@ -383,6 +386,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->first_cai.stream = NULL;
   c->temp_handle = 0;
   c->stream.id = 0;
+  c->fast_type = NULL;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
   DLDevice dev = device ? *device : dls_cpu();
@@ -450,7 +454,7 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   return *out ? 0 : -1;
 }
 
-int dlspy_call_end(dlspy_call *c, bool ok) {
+int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;
@@ -458,11 +462,6 @@ int dlspy_call_end(dlspy_call *c, bool ok) {
   c->first_obj = NULL;
   if (s == NULL)
     return 0;
-  if (DLS__LIKELY(c->nposts == 0 && !c->staged && c->temp_handle == 0)) {
-    dls__stream_unref(s); /* not counted on default streams */
-    c->s = NULL;
-    return 0;
-  }
   /* Staged host arrays: copy back, then block until the stream has passed. */
   if (c->staged) {
     dls_status_t rc = DLS_OK;

@@ -147,6 +147,13 @@ fail:
   return -1;
 }
 
+int dlspy_xapi_failed(dlspy_call *c, int index) {
+  if (!PyErr_Occurred())
+    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
+                 c->pycall, index);
+  return -1;
+}
+
 /* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
 static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
@@ -155,10 +162,7 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   }
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
-  if (!PyErr_Occurred())
-    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
-                 c->pycall, index);
-  return -1;
+  return dlspy_xapi_failed(c, index);
 }
 
 /* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
