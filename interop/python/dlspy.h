@@ -131,7 +131,13 @@ PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ..
 /* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
-int dlspy_check_runtime(dlspy_state *st, const char *pycall);
+int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall);
+static inline int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
+  if (DLS__LIKELY(!atomic_load_explicit(&dlspy_dead, memory_order_relaxed) &&
+                  atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
+    return 0;
+  return dlspy_check_runtime_slow(st, pycall);
+}
 
 /* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
@@ -194,9 +200,23 @@ int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const 
                          dls_stream_t *out);
 /* The handle of a (device, native) pair through the cache (NULL native: legacy). */
 int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out);
-/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo). */
-int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
-                        dls__stream **out_s);
+/* dlspy_stream_lookup past the memo. */
+int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
+                             dls__stream **out_s);
+/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo): a default stream
+ * lives as long as its device, a wrapper while its handle does (checked, so `s` is read only when live). */
+static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall,
+                                      dls_stream_t *out, dls__stream **out_s) {
+  const dlspy_stream_memo *m = &st->smemo;
+  if (DLS__LIKELY(m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
+                  m->device.device_id == device.device_id &&
+                  (m->dflt || dls__handle_peek(DLS_HANDLE_STREAM, m->handle.id) == m->s))) {
+    *out = m->handle;
+    *out_s = m->s;
+    return 0;
+  }
+  return dlspy_stream_lookup_slow(st, device, native, pycall, out, out_s);
+}
 /* Drops the cache's wrappers. */
 void dlspy_stream_cache_clear(dlspy_state *st);
 /* The use_stream() stream of this context as a handle, or {0}. Free (no context lookup) until _stream_var_set

@@ -394,7 +394,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   if (stream != NULL && stream != Py_None) {
     if (dlspy_stream_resolve(st, stream, dev_known ? dev : dlspy_default_device(), pycall, "stream", &c->stream) != 0)
       return -1;
-  } else if (dlspy_context_stream(st, &c->stream) != 0) {
+  } else if (st->stream_var_set && dlspy_context_stream(st, &c->stream) != 0) {
     return -1;
   }
   if (c->stream.id == 0) {

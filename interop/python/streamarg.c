@@ -141,16 +141,9 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
   return 0;
 }
 
-int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
-                        dls__stream **out_s) {
+int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
+                             dls__stream **out_s) {
   dlspy_stream_memo *m = &st->smemo;
-  /* A default stream lives as long as its device; a wrapper while its handle does (checked: cheap). */
-  if (m->s != NULL && m->native == native && dlspy_same_device(m->device, device) &&
-      (m->dflt || dls__handle_peek(DLS_HANDLE_STREAM, m->handle.id) == m->s)) {
-    *out = m->handle;
-    *out_s = m->s;
-    return 0;
-  }
   dls_stream_t h;
   if (dlspy_stream_cached(st, device, native, pycall, &h) != 0)
     return -1;
@@ -252,7 +245,7 @@ PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value) {
 
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out) {
   out->id = 0;
-  if (!st->stream_var_set)
+  if (DLS__LIKELY(!st->stream_var_set))
     return 0; /* never set: every context holds the default */
   PyObject *cur = NULL;
   if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0)
