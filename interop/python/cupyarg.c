@@ -176,9 +176,10 @@ static bool set_layout(dlspy_cai *out, Py_ssize_t ndim, const Py_ssize_t *shape,
 /* An int attribute of obj (a new reference), or NULL, nothing raised, when it is missing or not an int. */
 static PyObject *int_attr(PyObject *obj, PyObject *name) {
   PyObject *v = obj ? PyObject_GetAttr(obj, name) : NULL;
-  if (v != NULL && !PyLong_Check(v))
+  if (v == NULL)
+    PyErr_Clear();
+  else if (!PyLong_Check(v))
     Py_CLEAR(v);
-  PyErr_Clear();
   return v;
 }
 
@@ -249,6 +250,8 @@ int dlspy_cupy_read(dlspy_state *st, PyObject *obj, bool want_meta, dlspy_cai *o
     return 1;
   /* Anything unexpected here leaves the array to the general path, which names what is wrong. */
   PyObject *data = PyObject_GetAttr(obj, st->s_data);
+  if (data == NULL)
+    PyErr_Clear();
   PyObject *ptr = int_attr(data, st->s_ptr), *dev = ptr ? int_attr(data, st->s_device_id) : NULL;
   Py_XDECREF(data);
   void *p = dev ? PyLong_AsVoidPtr(ptr) : NULL;
@@ -322,5 +325,21 @@ int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out) {
   c->cur_stream = s;
   c->cur_handle = h;
   *out = s;
+  return 0;
+}
+
+int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out) {
+  dlspy_cai v;
+  const dlspy_cai *a = &v;
+  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY) {
+    a = &c->first_cai;
+  } else {
+    int rc = dlspy_cupy_read(c->st, o, false, &v);
+    if (rc != 0)
+      return rc;
+  }
+  if (!dlspy_same_device(a->dl.device, c->fast_dev))
+    return 1;
+  *out = dls_arg_ptr(a->dl.data);
   return 0;
 }

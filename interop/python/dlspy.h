@@ -385,10 +385,11 @@ typedef struct dlspy_call {
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
   dlspy_cai first_cai;
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
-  /* Set when the call runs on the current stream that the exchange API of its first tensor's type names for that
-   * tensor's device: tensors of that type on that device need no ordering (dlspy_call_fast_arg). */
+  /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
+   * read in C) names for that tensor's device: tensors of that type on that device need no ordering
+   * (dlspy_call_fast_arg). */
   PyTypeObject *fast_type;
-  const DLPackExchangeAPI *fast_api;
+  const DLPackExchangeAPI *fast_api; /* NULL: CuPy */
   DLDevice fast_dev;
 } dlspy_call;
 enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
@@ -434,6 +435,8 @@ static inline int dlspy_call_end(dlspy_call *c, bool ok) {
   }
   return dlspy_call_end_slow(c, ok);
 }
+/* dlspy_call_fast_arg for a CuPy array (cupyarg.c). */
+int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out);
 /* Raises for an exchange-API framework that could not describe args[index] (unless it raised); returns -1. */
 int dlspy_xapi_failed(dlspy_call *c, int index);
 /* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
@@ -442,6 +445,8 @@ int dlspy_xapi_failed(dlspy_call *c, int index);
 static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls_arg_t *out) {
   if (Py_TYPE(o) != c->fast_type)
     return 1;
+  if (c->fast_api == NULL)
+    return dlspy_cupy_fast_arg(c, o, out);
   DLTensor dl;
   if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
     dl = c->first_dl;

@@ -241,6 +241,9 @@ static int decide_cupy(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_know
   }
   c->s = fs;
   c->stream = c->cur_handle;
+  c->fast_type = Py_TYPE(o);
+  c->fast_api = NULL;
+  c->fast_dev = home;
   return ARG_DONE;
 }
 
