@@ -481,8 +481,18 @@ static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b)
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
 /* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
+/* dlspy_framework_stream when the call has not asked `api` about `dev` yet. */
+int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
 /* An exchange-API framework's current stream of `dev` (cached for the call). */
-int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
+static inline int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev,
+                                         dls__stream **out) {
+  if (c->cur_api == (const void *)api && c->cur_dev.device_type == dev.device_type &&
+      c->cur_dev.device_id == dev.device_id) {
+    *out = c->cur_stream;
+    return 0;
+  }
+  return dlspy_framework_stream_ask(c, api, dev, out);
+}
 /* CuPy's current stream of `home` (cached for the call, as dlspy_framework_stream). 1: the C path cannot ask
  * (nothing raised: the provider is asked instead). */
 int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);

@@ -164,11 +164,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
 }
 
 /* The framework's current stream for a device, as a core stream. */
-int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  if (c->cur_api == api && dlspy_same_device(c->cur_dev, dev)) {
-    *out = c->cur_stream;
-    return 0;
-  }
+int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
   void *native = NULL;
   if (api->current_work_stream(dev.device_type, dev.device_id, &native) != 0) {
     if (!PyErr_Occurred())
