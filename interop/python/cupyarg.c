@@ -126,19 +126,8 @@ static bool dtype_of(dlspy_state *st, PyObject *dtype, DLDataType *out) {
   Py_XDECREF(kind);
   Py_XDECREF(isz);
   PyErr_Clear();
-  uint8_t code;
-  bool ok = k != NULL && k[0] != '\0' && k[1] == '\0';
-  switch (ok ? k[0] : '\0') {
-  case 'b': code = kDLBool; ok = size == 1; break;
-  case 'i': code = kDLInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
-  case 'u': code = kDLUInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
-  case 'f': code = kDLFloat; ok = size == 2 || size == 4 || size == 8; break;
-  case 'c': code = kDLComplex; ok = size == 8 || size == 16; break;
-  default: code = 0; ok = false; break;
-  }
-  if (!ok)
+  if (k == NULL || k[0] == '\0' || k[1] != '\0' || !dlspy_dtype_of_kind(k[0], size, out))
     return false;
-  *out = (DLDataType){code, (uint8_t)(size * 8), 1};
   int slot;
   if (cp->ndtypes < 8) {
     slot = cp->ndtypes++;

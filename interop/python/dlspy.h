@@ -321,6 +321,9 @@ typedef struct dlspy_cai {
  * stream before version 3 or not a stream value. Returns 0, or -1 with an exception. */
 int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
 void dlspy_cai_clear(dlspy_cai *cai);
+/* A NumPy kind ('b', 'i', 'u', 'f', 'c') and item size in bytes as a DLPack dtype; false for those dlstream does
+ * not read (bool b1, int and uint 1-8, float 2-8, complex 8-16). */
+bool dlspy_dtype_of_kind(char kind, long size, DLDataType *out);
 
 /* ---- CuPy arrays read in C (cupyarg.c) ---- */
 /* Whether `tp` is CuPy's ndarray (or a subclass) and `provider`, the one registered for it, is the package's
