@@ -283,7 +283,8 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
 /* ---- tensor types (tensortypes.c) ---- */
 /* Looks `tp` up and adds its entry (never NULL; valid until the next lookup of a new type). */
 const dlspy_type_entry *dlspy_type_info_new(dlspy_state *st, PyTypeObject *tp);
-/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup of a new type). */
+/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup of a new type, which
+ * Python code run meanwhile may make: callers that call out copy the entry). */
 static inline const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
   for (int i = 0; i < st->types_n; i++)
     if (st->types[i].type == tp)

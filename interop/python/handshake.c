@@ -251,8 +251,8 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   PyTypeObject *tp = Py_TYPE(o);
   if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
     return ARG_NEXT;
-  const dlspy_type_entry *info = dlspy_type_info(st, tp);
-  if (info->kind == DLSPY_KIND_TENSOR) {
+  const dlspy_type_entry info = *dlspy_type_info(st, tp);
+  if (info.kind == DLSPY_KIND_TENSOR) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
     DLDevice td = ((TensorObject *)o)->device;
     if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
@@ -272,14 +272,14 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     }
     return ARG_DONE;
   }
-  if (info->kind == DLSPY_KIND_CUPY) {
+  if (info.kind == DLSPY_KIND_CUPY) {
     int rc = decide_cupy(c, o, dev, dev_known);
     if (rc != ARG_GENERAL)
       return rc;
     /* Not readable in C: the array interface and the provider below. */
   }
-  const DLPackExchangeAPI *api = info->api;
-  if (info->kind == DLSPY_KIND_XAPI) {
+  const DLPackExchangeAPI *api = info.api;
+  if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
       if (!PyErr_Occurred())

@@ -287,21 +287,21 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, 
 }
 
 int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out) {
-  const dlspy_type_entry *info = dlspy_type_info(c->st, Py_TYPE(obj));
-  if (info->kind == DLSPY_KIND_XAPI) {
+  const dlspy_type_entry info = *dlspy_type_info(c->st, Py_TYPE(obj));
+  if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     DLDevice home;
-    if (xapi_read(c, info->api, obj, index, &dl) != 0)
+    if (xapi_read(c, info.api, obj, index, &dl) != 0)
       return -1;
     if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device)) {
       dls__stream *producer;
-      if (dlspy_framework_stream(c, info->api, dl.device, &producer) != 0 ||
+      if (dlspy_framework_stream(c, info.api, dl.device, &producer) != 0 ||
           dlspy_order_after(c, producer, obj) != 0)
         return -1;
       *out = dls_arg_ptr(dl.data ? (char *)dl.data + dl.byte_offset : NULL);
       return 0;
     }
-  } else if (info->kind == DLSPY_KIND_CUPY) {
+  } else if (info.kind == DLSPY_KIND_CUPY) {
     dlspy_view v;
     int rc = cupy_tensor(c, obj, index, false, false, &v);
     if (rc <= 0) {
@@ -320,8 +320,8 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
-  const dlspy_type_entry *info = dlspy_type_info(st, tp);
-  if (info->kind == DLSPY_KIND_TENSOR) {
+  const dlspy_type_entry info = *dlspy_type_info(st, tp);
+  if (info.kind == DLSPY_KIND_TENSOR) {
     TensorObject *t = (TensorObject *)obj;
     dls_status_t rc;
     dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
@@ -344,7 +344,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
     return 0;
   }
-  const DLPackExchangeAPI *api = info->kind == DLSPY_KIND_XAPI ? info->api : NULL;
+  const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
     DLTensor dl;
     if (xapi_read(c, api, obj, index, &dl) != 0)
@@ -353,7 +353,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device))
       return xapi_tensor(c, api, obj, &dl, home, want_meta, out);
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
-  } else if (info->kind == DLSPY_KIND_CUPY) {
+  } else if (info.kind == DLSPY_KIND_CUPY) {
     int rc = cupy_tensor(c, obj, index, true, false, out);
     if (rc <= 0)
       return rc;
@@ -405,8 +405,8 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
     return 0;
   }
   DLDevice d;
-  const dlspy_type_entry *info = dlspy_type_info(st, Py_TYPE(obj));
-  const DLPackExchangeAPI *api = info->api;
+  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
+  const DLPackExchangeAPI *api = info.api;
   dlspy_cai cp;
   int rc;
   if (api != NULL) {
@@ -416,7 +416,7 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
     d = dl.device;
   } else if (obj == c->first_obj && (c->first_kind == DLSPY_FIRST_CAI || c->first_kind == DLSPY_FIRST_CUPY)) {
     d = c->first_cai.dl.device;
-  } else if (info->kind == DLSPY_KIND_CUPY && (rc = dlspy_cupy_read(st, obj, false, &cp)) <= 0) {
+  } else if (info.kind == DLSPY_KIND_CUPY && (rc = dlspy_cupy_read(st, obj, false, &cp)) <= 0) {
     if (rc < 0)
       return -1;
     d = cp.dl.device;
@@ -452,15 +452,15 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     out->arg = dls_arg_ptr(out->ptr);
     return dlspy_call_record_use(c, obj);
   }
-  const dlspy_type_entry *info = dlspy_type_info(st, Py_TYPE(obj));
-  const DLPackExchangeAPI *api = info->api;
+  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
+  const DLPackExchangeAPI *api = info.api;
   if (api != NULL) {
     DLTensor dl;
     if (xapi_read(c, api, obj, index, &dl) != 0)
       return -1;
     return xapi_tensor(c, api, obj, &dl, home, true, out);
   }
-  if (info->kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, out)) <= 0)
+  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, out)) <= 0)
     return rc;
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
     return cai_tensor(c, obj, index, &c->first_cai, true, true, out, true);
