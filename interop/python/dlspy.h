@@ -308,14 +308,14 @@ PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused);
 
 /* ---- __cuda_array_interface__ (cai.c) ---- */
 typedef struct dlspy_cai {
-  DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
-  int64_t shape[DLS__DLPACK_MAX_NDIM];
-  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
   bool read_only;
   bool meta;                                /* dtype, shape and strides read (a CuPy read for a launch reads only
                                                the pointer and the device) */
   int version;
-  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
+  DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
+  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int64_t strides[DLS__DLPACK_MAX_NDIM];
 } dlspy_cai;
 /* Reads an interface dict `d` of args[index] into `out` (dlspy_cai_clear releases it, also after a failure).
  * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
@@ -375,7 +375,6 @@ typedef struct dlspy_call {
   dls__stream *s;        /* resolved; a reference is held while the call runs */
   bool have_value;
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
-  dlspy_post posts[DLSPY_MAX_POSTS];
   int nposts;
   bool staged;           /* some host array was staged: the call blocks */
   dls__stream *ordered[8]; /* producer streams already waited on */
@@ -387,7 +386,6 @@ typedef struct dlspy_call {
   PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
   int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
-  dlspy_cai first_cai;
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C) names for that tensor's device: tensors of that type on that device need no ordering
@@ -395,6 +393,9 @@ typedef struct dlspy_call {
   PyTypeObject *fast_type;
   const DLPackExchangeAPI *fast_api; /* NULL: CuPy */
   DLDevice fast_dev;
+  /* The large parts last: a launch on the fast path touches only their first lines. */
+  dlspy_cai first_cai;
+  dlspy_post posts[DLSPY_MAX_POSTS];
 } dlspy_call;
 enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
 

@@ -31,7 +31,6 @@ typedef struct FunctionObject {
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
   uint8_t sig[DLS_MAX_ARGS];
-  char name[64];
   /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
    * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
    * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
@@ -40,6 +39,7 @@ typedef struct FunctionObject {
   uint32_t memo_dims[2][3];
   PyObject *memo_obj[MEMO_ARGS];
   dls_arg_t memo_arg[MEMO_ARGS];
+  char name[64];
 } FunctionObject;
 
 /* "p, p, u64, f32" or a sequence of tokens. */
