@@ -318,10 +318,6 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = uargs[i];
     uint8_t kind = f->nsig >= 0 ? f->sig[i] : SIG_NONE;
-    if (i < MEMO_ARGS && o == f->memo_obj[i]) {
-      argv[i] = f->memo_arg[i];
-      continue;
-    }
     if (kind == SIG_P || kind == SIG_CP) {
       int rc = dlspy_call_fast_arg(c, o, (int)i, &argv[i]);
       if (rc <= 0) {
@@ -329,6 +325,10 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
           return -1;
         continue;
       }
+    }
+    if (i < MEMO_ARGS && o == f->memo_obj[i]) {
+      argv[i] = f->memo_arg[i];
+      continue;
     }
     if (convert_arg(c, o, kind, (int)i, &argv[i]) != 0)
       return -1;
