@@ -465,6 +465,43 @@ def table(rows, title):
     print()
 
 
+def per_tensor_slope(tags):
+    """µs per extra tensor argument: the least-squares slope of the scaling rows (1 to 16 torch tensors)."""
+    pts = sorted((int(tag[4:]), t) for tag, t in tags.items() if tag.startswith("args") and tag[4:].isdigit())
+    if len(pts) < 2:
+        return None
+    mx = sum(n for n, _ in pts) / len(pts)
+    my = sum(t for _, t in pts) / len(pts)
+    return sum((n - mx) * (t - my) for n, t in pts) / sum((n - mx) ** 2 for n, _ in pts)
+
+
+def launch_targets(tags):
+    """The launch targets of issues 13 and 12 (shared/ANCHORS.md), met or missed in this run; printed, and returned
+    for the JSON as {key: {"what", "value", "limit", "met"}}: overhead above the C floor for 2 torch tensors + 2
+    scalars, each extra torch tensor, and a launch on CuPy arrays inside `with cupy.cuda.Stream()` against CuPy's
+    RawKernel on the same arrays and stream."""
+    checks = {}
+    if "raw" in tags and "launch" in tags:
+        checks["launch_overhead_us"] = ("overhead above raw cuLaunchKernel, axpy, 2 torch tensors + 2 scalars, µs",
+                                        tags["launch"] - tags["raw"], 0.4)
+    slope = per_tensor_slope(tags)
+    if slope is not None:
+        checks["per_tensor_us"] = ("each extra torch tensor argument (slope of the scaling rows), µs", slope, 0.1)
+    if "cupy_stream" in tags and "cupy_stream_raw" in tags:
+        checks["cupy_over_rawkernel"] = ("CuPy arrays in `with cupy.cuda.Stream()`: dlstream / CuPy RawKernel",
+                                         tags["cupy_stream"] / tags["cupy_stream_raw"], 1.0)
+    out = {}
+    if checks:
+        print("\n### Launch targets\n")
+        print("| target | measured | limit | |")
+        print("| --- | ---: | ---: | --- |")
+        for key, (what, value, limit) in checks.items():
+            out[key] = {"what": what, "value": value, "limit": limit, "met": value <= limit}
+            print(f"| {what} | {value:.3f} | {limit} | {'met' if value <= limit else 'MISSED'} |")
+        print()
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", help="write the results here")
@@ -497,7 +534,7 @@ def main():
         tags = {tag: t for _, t, tag in rows if tag}
         if "raw" in tags and "launch" in tags:
             ratio = tags["launch"] / tags["raw"]
-            print(f"launch / raw cuLaunchKernel = {ratio:.2f} (target <= 1.3)")
+            print(f"launch / raw cuLaunchKernel = {ratio:.2f}")
             result["launch_over_raw"] = ratio
         if "import" in tags:
             print(f"exchange-API import = {tags['import']:.3f} µs (target <= 0.15)")
@@ -506,6 +543,7 @@ def main():
         if "src_hit" in tags and "cupy_hit" in tags:
             print(f"compile-cache hit: dlstream {tags['src_hit']:.2f} µs, CuPy {tags['cupy_hit']:.2f} µs "
                   f"(target: dlstream <= CuPy)")
+        result["targets"] = launch_targets(tags)
     result["rows"] = [{"name": n, "us": t, "tag": tag} for n, t, tag in rows]
     if args.json:
         with open(args.json, "w") as f:

@@ -6,8 +6,10 @@
  * (valgrind --tool=callgrind) or timed against the very same null calls:
  * whatever a row costs above its raw anchor is dlstream's own. Built as
  * bench/null_driver/libcuda.so.1 and used through LD_LIBRARY_PATH by
- * scripts/callgrind-ops only. Handles are distinct fake addresses, never
- * dereferenced; host allocations are real memory (the backend writes them). */
+ * scripts/callgrind-ops, scripts/callgrind-python and the tests of the CuPy
+ * path (tests/python/test_cupy_path.py), which read what it was asked through
+ * dls_null_stats. Handles are distinct fake addresses, never dereferenced;
+ * host allocations are real memory (the backend writes them). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,18 @@ typedef dls__CUdeviceptr dptr;
 static _Atomic uintptr_t g_next = 0x100000;
 static _Thread_local dls__CUcontext t_current;
 static struct CUctx_st *const g_primary = (struct CUctx_st *)(uintptr_t)0xC0DE000;
+
+/* What the tests read: the stream of the latest launch, launches and stream waits so far. */
+static void *g_last_stream;
+static unsigned long g_launches, g_waits;
+
+__attribute__((visibility("default"))) void dls_null_stats(void **out_last_stream, unsigned long *out_launches,
+                                                           unsigned long *out_waits);
+void dls_null_stats(void **out_last_stream, unsigned long *out_launches, unsigned long *out_waits) {
+  *out_last_stream = g_last_stream;
+  *out_launches = g_launches;
+  *out_waits = g_waits;
+}
 
 static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
 
@@ -49,7 +63,7 @@ static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { ret
 static R n_cuStreamDestroy(dls__CUstream s) { return OK; }
 static R n_cuStreamSynchronize(dls__CUstream s) { return OK; }
 static R n_cuStreamQuery(dls__CUstream s) { return OK; }
-static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return OK; }
+static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return g_waits++, OK; }
 static R n_cuStreamGetCtx(dls__CUstream s, dls__CUcontext *c) { return SET(*c, g_primary); }
 static R n_cuStreamGetDevice(dls__CUstream s, dls__CUdevice *d) { return SET(*d, 0); }
 static R n_cuLaunchHostFunc(dls__CUstream s, dls__CUhostFn fn, void *user) { return fn(user), OK; }
@@ -76,6 +90,8 @@ static R n_cuFuncGetAttribute(int *v, dls__CUfunction_attribute a, dls__CUfuncti
 static R n_cuFuncLoad(dls__CUfunction f) { return OK; }
 static R n_cuLaunchKernel(dls__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shared, dls__CUstream s, void **params, void **extra) {
+  g_last_stream = s;
+  g_launches++;
   return OK;
 }
 static R n_cuMemPoolCreate(dls__CUmemoryPool *p, const struct CUmemPoolProps_st *props) { return SET(*p, fake()); }

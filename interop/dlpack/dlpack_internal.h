@@ -56,8 +56,22 @@ DLS__INTERNAL const char *dls__dlpack_device_type_name(int32_t device_type);
 DLS__INTERNAL const char *dls__dlpack_dtype_code_name(uint8_t code);
 
 /* The device whose backend handles memory of `device`: pinned and managed
- * memory belong to their GPU backend. false for unsupported device types. */
-DLS__INTERNAL bool dls__dlpack_home(DLDevice device, DLDevice *out_home);
+ * memory belong to their GPU backend. false for unsupported device types.
+ * Inline: every tensor argument of a launch asks it. */
+static inline bool dls__dlpack_home(DLDevice device, DLDevice *out_home) {
+  DLDevice h = device;
+  switch ((int)device.device_type) {
+  case kDLCPU: break;
+  case kDLCUDA: break;
+  case kDLCUDAHost:
+  case kDLCUDAManaged: h.device_type = kDLCUDA; break;
+  case kDLROCM: break;
+  case kDLROCMHost: h.device_type = kDLROCM; break;
+  default: return false;
+  }
+  *out_home = h;
+  return true;
+}
 
 /* True when both name the same device. */
 static inline bool dls__device_eq(DLDevice a, DLDevice b) {

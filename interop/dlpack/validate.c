@@ -68,21 +68,6 @@ const char *dls__dlpack_dtype_code_name(uint8_t code) {
   return code < sizeof names / sizeof names[0] ? names[code] : "unknown";
 }
 
-bool dls__dlpack_home(DLDevice device, DLDevice *out_home) {
-  DLDevice h = device;
-  switch ((int)device.device_type) {
-  case kDLCPU: break;
-  case kDLCUDA: break;
-  case kDLCUDAHost:
-  case kDLCUDAManaged: h.device_type = kDLCUDA; break;
-  case kDLROCM: break;
-  case kDLROCMHost: h.device_type = kDLROCM; break;
-  default: return false;
-  }
-  *out_home = h;
-  return true;
-}
-
 dls__dtype_fault dls__dtype_check(DLDataType dtype, const char **opt_out_rule) {
   const char *rule;
   bool ok;

@@ -44,6 +44,28 @@ PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssi
   return PyFloat_FromDouble(seconds() - t0);
 }
 
+/* _bench_loop(fn, args, n) -> None: calls fn(*args) n times from C. scripts/callgrind-python counts the
+ * instructions of exactly these calls (callgrind --toggle-collect=dlspy_bench_loop): the call's own and Python's
+ * dispatch into it, without the interpreter's loop around it. */
+PyObject *dlspy_bench_loop(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  long n;
+  if (nargs != 3 || !PyTuple_Check(args[1]) || (n = PyLong_AsLong(args[2])) < 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_TypeError, "_bench_loop(fn, args, n): args a tuple, n >= 0 calls");
+    return NULL;
+  }
+  PyObject *fn = args[0];
+  PyObject *const *argv = &PyTuple_GET_ITEM(args[1], 0);
+  size_t argc = (size_t)PyTuple_GET_SIZE(args[1]);
+  for (long i = 0; i < n; i++) {
+    PyObject *r = PyObject_Vectorcall(fn, argv, argc, NULL);
+    if (r == NULL)
+      return NULL;
+    Py_DECREF(r);
+  }
+  Py_RETURN_NONE;
+}
+
 /* _bench_raw_axpy(native_stream, x_ptr, y_ptr, n_elems, calls) -> seconds
  * for `calls` launches of the built-in dls_axpy_f32 straight through the
  * CUDA backend's launch (cuLaunchKernel plus its context check), skipping

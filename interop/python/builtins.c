@@ -15,8 +15,10 @@ static PyObject *finish(dlspy_call *c, dls_status_t rc) {
   Py_RETURN_NONE;
 }
 
-static int tensor_arg(dlspy_call *c, PyObject *o, int index, const char *name, bool readonly_ok, dlspy_view *v) {
-  int rc = dlspy_call_tensor(c, o, index, readonly_ok, true, v);
+/* A tensor argument's view (dtype, count and contiguity; with want_meta also shape and strides). */
+static int tensor_arg(dlspy_call *c, PyObject *o, int index, const char *name, bool readonly_ok, bool want_meta,
+                      dlspy_view *v) {
+  int rc = dlspy_call_tensor(c, o, index, readonly_ok, want_meta, v);
   if (rc > 0)
     dlspy_type_error(c->st, "%s(%s=%R): expected a tensor (any DLPack producer)", c->pycall, name, o);
   return rc == 0 ? 0 : -1;
@@ -85,7 +87,7 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
   dlspy_view v;
   uint64_t pattern;
-  if (tensor_arg(&c, a[0], 0, "dst", false, &v) != 0 || fill_pattern(st, a[1], v.dtype, &pattern) != 0) {
+  if (tensor_arg(&c, a[0], 0, "dst", false, false, &v) != 0 || fill_pattern(st, a[1], v.dtype, &pattern) != 0) {
     dlspy_call_end(&c, false);
     return NULL;
   }
@@ -115,7 +117,7 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   if (dlspy_call_begin(&c, st, pycall, a[3], NULL, a + 1, 2) != 0)
     return NULL;
   dlspy_view x, y;
-  if (tensor_arg(&c, a[1], 1, "x", true, &x) != 0 || tensor_arg(&c, a[2], 2, "y", false, &y) != 0) {
+  if (tensor_arg(&c, a[1], 1, "x", true, false, &x) != 0 || tensor_arg(&c, a[2], 2, "y", false, false, &y) != 0) {
     dlspy_call_end(&c, false);
     return NULL;
   }
@@ -191,7 +193,7 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 2) != 0)
     return NULL;
   dlspy_view d, s;
-  if (tensor_arg(&c, a[0], 0, "dst", false, &d) != 0 || dlspy_call_peer_tensor(&c, a[1], 1, &s) != 0) {
+  if (tensor_arg(&c, a[0], 0, "dst", false, true, &d) != 0 || dlspy_call_peer_tensor(&c, a[1], 1, &s) != 0) {
     if (!PyErr_Occurred())
       dlspy_type_error(st, "copy(src=%R): expected a tensor (any DLPack producer)", a[1]);
     dlspy_call_end(&c, false);

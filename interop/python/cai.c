@@ -11,6 +11,22 @@
     return -1;                             \
   } while (0)
 
+bool dlspy_dtype_of_kind(char kind, long size, DLDataType *out) {
+  uint8_t code;
+  bool ok;
+  switch (kind) {
+  case 'b': code = kDLBool; ok = size == 1; break;
+  case 'i': code = kDLInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
+  case 'u': code = kDLUInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
+  case 'f': code = kDLFloat; ok = size == 2 || size == 4 || size == 8; break;
+  case 'c': code = kDLComplex; ok = size == 8 || size == 16; break;
+  default: code = 0; ok = false; break;
+  }
+  if (ok)
+    *out = (DLDataType){code, (uint8_t)(size * 8), 1};
+  return ok;
+}
+
 /* "<f4", "|u1", "<c8", "|b1" ... into a DLPack dtype. */
 static int parse_typestr(dlspy_state *st, PyObject *v, const char *pycall, int index, DLDataType *out) {
   const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
@@ -32,22 +48,11 @@ static int parse_typestr(dlspy_state *st, PyObject *v, const char *pycall, int i
   if (order != '<' && order != '>' && order != '|' && order != '=')
     CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(args[%d]): __cuda_array_interface__['typestr'] = %R: unknown byte order",
              pycall, index, v);
-  uint8_t code;
-  bool ok;
-  switch (kind) {
-  case 'b': code = kDLBool; ok = size == 1; break;
-  case 'i': code = kDLInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
-  case 'u': code = kDLUInt; ok = size == 1 || size == 2 || size == 4 || size == 8; break;
-  case 'f': code = kDLFloat; ok = size == 2 || size == 4 || size == 8; break;
-  case 'c': code = kDLComplex; ok = size == 8 || size == 16; break;
-  default: code = 0; ok = false; break;
-  }
-  if (!ok)
+  if (!dlspy_dtype_of_kind(kind, size, out))
     CAI_FAIL(DLS_ERR_NOT_SUPPORTED,
              "%s(args[%d]): __cuda_array_interface__['typestr'] = %R: dlstream reads bool (b1), int and uint (1, 2, 4, "
              "8 bytes), float (2, 4, 8) and complex (8, 16) elements",
              pycall, index, v);
-  *out = (DLDataType){code, (uint8_t)(size * 8), 1};
   return 0;
 }
 

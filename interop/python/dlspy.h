@@ -17,9 +17,15 @@
  * public entry guard, so they check the runtime state themselves. */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
+/* What a tensor argument's type is to the handshake, first match: a dlstream.Tensor (or a subclass); a type with
+ * the DLPack C exchange API; CuPy's ndarray while the package's CuPy stream provider is registered (read in C,
+ * cupyarg.c); anything else (providers, the array interface, __dlpack__). */
+enum { DLSPY_KIND_OTHER = 0, DLSPY_KIND_TENSOR, DLSPY_KIND_XAPI, DLSPY_KIND_CUPY };
+
 /* What dlstream knows of a tensor type (tensortypes.c), cached per type. */
 typedef struct dlspy_type_entry {
   PyTypeObject *type;           /* strong reference */
+  int kind;                     /* DLSPY_KIND_* */
   const DLPackExchangeAPI *api; /* its DLPack C exchange API; NULL: none */
   PyObject *provider;           /* its stream provider (strong reference); NULL: none */
   bool cai_skip;                /* its __cuda_array_interface__ has no stream (version < 3) and it has
@@ -35,6 +41,31 @@ typedef struct dlspy_stream_entry {
 } dlspy_stream_entry;
 #define DLSPY_STREAM_CACHE 16
 
+/* The last (device, native) pair dlspy_stream_lookup resolved: a framework's current stream is the same call
+ * after call. */
+typedef struct dlspy_stream_memo {
+  DLDevice device;
+  void *native;
+  dls_stream_t handle;
+  dls__stream *s; /* NULL: empty */
+  bool dflt;      /* a default stream (lives with its device); else s is only read once the handle is found live */
+} dlspy_stream_memo;
+
+/* What cupyarg.c found of CuPy (one per process, probed at the first CuPy array type). */
+struct dlspy_cupy_api;
+typedef struct dlspy_cupy_state {
+  int mode;                           /* DLSPY_CUPY_* */
+  PyTypeObject *ndarray;              /* cupy.ndarray (strong) */
+  PyObject *capsule;                  /* cupy._public_c_api (strong; keeps `api` alive) */
+  const struct dlspy_cupy_api *api;   /* CuPy's public C API table (CuPy >= 14.3), or NULL */
+  PyObject *get_current_stream;       /* cupy.cuda.get_current_stream (strong), without the C API */
+  DLDeviceType device_type;           /* kDLCUDA, kDLROCM on CuPy's HIP builds */
+  PyObject *dtypes[8];                /* numpy dtypes seen (strong) ... */
+  DLDataType dl_dtypes[8];            /* ... and what they are in DLPack */
+  int ndtypes, next_dtype;
+} dlspy_cupy_state;
+enum { DLSPY_CUPY_UNPROBED = 0, DLSPY_CUPY_NONE, DLSPY_CUPY_ATTRS, DLSPY_CUPY_CAPI };
+
 typedef struct dlspy_state {
   PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType, *GroupType;
   PyTypeObject *GraphType;
@@ -45,6 +76,7 @@ typedef struct dlspy_state {
   PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
   PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
   PyObject *s_device_id, *s_type, *s_index, *s_name, *s_module, *s_cai;
+  PyObject *s_data, *s_shape, *s_strides, *s_c_contiguous, *s_dtype, *s_kind, *s_itemsize;
   PyObject *max_version;                  /* (1, 1) */
   PyObject *kw_stream_maxv, *kw_stream;   /* ("stream", "max_version"), ("stream",) */
   PyObject *providers;                    /* register_stream_provider: {type or module name: fn} */
@@ -52,6 +84,10 @@ typedef struct dlspy_state {
   int types_n, types_next;
   dlspy_stream_entry scache[DLSPY_STREAM_CACHE];
   int scache_n, scache_next;
+  dlspy_stream_memo smemo;
+  bool stream_var_set;                    /* _stream_var_set ran: use_stream's variable may hold a stream */
+  PyObject *cupy_provider;                /* the package's CuPy stream provider (_set_cupy_provider) */
+  dlspy_cupy_state cupy;
 } dlspy_state;
 
 extern PyModuleDef dlspy_moduledef;
@@ -95,7 +131,13 @@ PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ..
 /* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
-int dlspy_check_runtime(dlspy_state *st, const char *pycall);
+int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall);
+static inline int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
+  if (DLS__LIKELY(!atomic_load_explicit(&dlspy_dead, memory_order_relaxed) &&
+                  atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
+    return 0;
+  return dlspy_check_runtime_slow(st, pycall);
+}
 
 /* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
@@ -158,10 +200,30 @@ int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const 
                          dls_stream_t *out);
 /* The handle of a (device, native) pair through the cache (NULL native: legacy). */
 int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out);
+/* dlspy_stream_lookup past the memo. */
+int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
+                             dls__stream **out_s);
+/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo): a default stream
+ * lives as long as its device, a wrapper while its handle does (checked, so `s` is read only when live). */
+static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall,
+                                      dls_stream_t *out, dls__stream **out_s) {
+  const dlspy_stream_memo *m = &st->smemo;
+  if (DLS__LIKELY(m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
+                  m->device.device_id == device.device_id &&
+                  (m->dflt || dls__handle_peek(DLS_HANDLE_STREAM, m->handle.id) == m->s))) {
+    *out = m->handle;
+    *out_s = m->s;
+    return 0;
+  }
+  return dlspy_stream_lookup_slow(st, device, native, pycall, out, out_s);
+}
 /* Drops the cache's wrappers. */
 void dlspy_stream_cache_clear(dlspy_state *st);
-/* The use_stream() stream of this context as a handle, or {0}. */
+/* The use_stream() stream of this context as a handle, or {0}. Free (no context lookup) until _stream_var_set
+ * first sets the variable: every set goes through it. */
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
+/* _stream_var_set(stream) -> token: use_stream's variable set (the package sets it only through this). */
+PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value);
 /* Calls obj.__cuda_stream__() and checks the result (version 0, a handle that can be a stream); sets *out_native. */
 int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, const char *arg,
                                void **out_native);
@@ -213,15 +275,26 @@ extern PyMethodDef dlspy_fault_methods[];
 
 /* ---- benchmark hooks (benchhooks.c) ---- */
 PyObject *dlspy_bench_exchange_import(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+PyObject *dlspy_bench_loop(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- the argument handshake (handshake.c) ---- */
 
 /* ---- tensor types (tensortypes.c) ---- */
-/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup). */
-const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp);
+/* Looks `tp` up and adds its entry (never NULL; valid until the next lookup of a new type). */
+const dlspy_type_entry *dlspy_type_info_new(dlspy_state *st, PyTypeObject *tp);
+/* What dlstream knows of `tp`, from the per-type cache (never NULL; valid until the next lookup of a new type, which
+ * Python code run meanwhile may make: callers that call out copy the entry). */
+static inline const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
+  for (int i = 0; i < st->types_n; i++)
+    if (st->types[i].type == tp)
+      return &st->types[i];
+  return dlspy_type_info_new(st, tp);
+}
 /* The exchange API of a type, from the per-type cache (NULL: none). */
-const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp);
+static inline const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp) {
+  return dlspy_type_info(st, tp)->api;
+}
 /* Remembers that `tp`'s __cuda_array_interface__ is not worth reading (see dlspy_type_entry.cai_skip). */
 void dlspy_type_skip_cai(dlspy_state *st, PyTypeObject *tp);
 void dlspy_type_cache_clear(dlspy_state *st);
@@ -235,19 +308,36 @@ PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused);
 
 /* ---- __cuda_array_interface__ (cai.c) ---- */
 typedef struct dlspy_cai {
+  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
+  bool read_only;
+  bool meta;                                /* dtype, shape and strides read (a CuPy read for a launch reads only
+                                               the pointer and the device) */
+  int version;
   DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
   int64_t shape[DLS__DLPACK_MAX_NDIM];
   int64_t strides[DLS__DLPACK_MAX_NDIM];
-  bool read_only;
-  int version;
-  PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */
 } dlspy_cai;
 /* Reads an interface dict `d` of args[index] into `out` (dlspy_cai_clear releases it, also after a failure).
  * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
  * stream before version 3 or not a stream value. Returns 0, or -1 with an exception. */
 int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
 void dlspy_cai_clear(dlspy_cai *cai);
+/* A NumPy kind ('b', 'i', 'u', 'f', 'c') and item size in bytes as a DLPack dtype; false for those dlstream does
+ * not read (bool b1, int and uint 1-8, float 2-8, complex 8-16). */
+bool dlspy_dtype_of_kind(char kind, long size, DLDataType *out);
 
+/* ---- CuPy arrays read in C (cupyarg.c) ---- */
+/* Whether `tp` is CuPy's ndarray (or a subclass) and `provider`, the one registered for it, is the package's
+ * CuPy provider, which the C path stands in for. Probes CuPy at the first such type. */
+bool dlspy_cupy_type(dlspy_state *st, PyTypeObject *tp, PyObject *provider);
+/* Reads a CuPy array's data pointer and device into out->dl (with want_meta also its dtype, shape and strides in
+ * elements; out->meta says which). Returns 0; 1 when the C path cannot read it (nothing raised: the general path
+ * takes it, and its messages); -1 with an exception. */
+int dlspy_cupy_read(dlspy_state *st, PyObject *obj, bool want_meta, dlspy_cai *out);
+/* Drops what was probed (register_stream_provider and _clear_caches probe again). */
+void dlspy_cupy_clear(dlspy_state *st);
+/* _set_cupy_provider(fn): the package names its CuPy provider. */
+PyObject *dlspy_mod_set_cupy_provider(PyObject *m, PyObject *fn);
 /* What to do once a launch was queued (or failed) for one argument. */
 enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE, DLSPY_POST_USE };
 typedef struct dlspy_post {
@@ -285,22 +375,29 @@ typedef struct dlspy_call {
   dls__stream *s;        /* resolved; a reference is held while the call runs */
   bool have_value;
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
-  dlspy_post posts[DLSPY_MAX_POSTS];
   int nposts;
   bool staged;           /* some host array was staged: the call blocks */
   dls__stream *ordered[8]; /* producer streams already waited on */
   int nordered;
-  const DLPackExchangeAPI *cur_api; /* the last current_work_stream asked */
+  const void *cur_api;      /* the last framework asked for its current stream (an exchange API, or &st->cupy) */
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
   PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
   int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
-  dlspy_cai first_cai;
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
+  /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
+   * read in C) names for that tensor's device: tensors of that type on that device need no ordering
+   * (dlspy_call_fast_arg). */
+  PyTypeObject *fast_type;
+  const DLPackExchangeAPI *fast_api; /* NULL: CuPy */
+  DLDevice fast_dev;
+  /* The large parts last: a launch on the fast path touches only their first lines. */
+  dlspy_cai first_cai;
+  dlspy_post posts[DLSPY_MAX_POSTS];
 } dlspy_call;
-enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI };
+enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
 
 /* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
  * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
@@ -321,14 +418,50 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
  * kept (or its use recorded) until the call's stream passes. A source on the call's device, or in host memory
  * for a GPU call, goes through dlspy_call_tensor. out->device is where the memory lives. */
 int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out);
+/* A launch's pointer argument: dlspy_call_tensor without the view, exchange-API tensors and CuPy arrays on the
+ * call's device taken without a detour. Returns 0, 1 when `obj` is not tensor-like (nothing raised), -1. */
+int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out);
 /* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
  * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
 int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
 
+/* dlspy_call_end when there is more to do than dropping the stream reference. */
+int dlspy_call_end_slow(dlspy_call *c, bool ok);
 /* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
-int dlspy_call_end(dlspy_call *c, bool ok);
+static inline int dlspy_call_end(dlspy_call *c, bool ok) {
+  if (DLS__LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
+                  c->first_cai.stream == NULL)) {
+    dls__stream_unref(c->s); /* not counted on default streams */
+    c->s = NULL;
+    c->first_obj = NULL;
+    return 0;
+  }
+  return dlspy_call_end_slow(c, ok);
+}
+/* dlspy_call_fast_arg for a CuPy array (cupyarg.c). */
+int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out);
+/* Raises for an exchange-API framework that could not describe args[index] (unless it raised); returns -1. */
+int dlspy_xapi_failed(dlspy_call *c, int index);
+/* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
+ * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
+ * raised): dlspy_call_arg takes it; -1 with an exception. */
+static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls_arg_t *out) {
+  if (Py_TYPE(o) != c->fast_type)
+    return 1;
+  if (c->fast_api == NULL)
+    return dlspy_cupy_fast_arg(c, o, out);
+  DLTensor dl;
+  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
+    dl = c->first_dl;
+  else if (c->fast_api->dltensor_from_py_object_no_sync(o, &dl) != 0)
+    return dlspy_xapi_failed(c, index);
+  if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
+    return 1;
+  *out = dls_arg_ptr(dl.data != NULL ? (char *)dl.data + dl.byte_offset : NULL);
+  return 0;
+}
 
 /* obj.__dlpack__(stream=..., max_version=(1, 1)), falling back to the legacy
  * signatures on TypeError. `stream_value` is borrowed (Py_None for host
@@ -353,8 +486,24 @@ static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b)
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
 /* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
+/* dlspy_framework_stream when the call has not asked `api` about `dev` yet. */
+int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
 /* An exchange-API framework's current stream of `dev` (cached for the call). */
-int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
+static inline int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev,
+                                         dls__stream **out) {
+  if (c->cur_api == (const void *)api && c->cur_dev.device_type == dev.device_type &&
+      c->cur_dev.device_id == dev.device_id) {
+    *out = c->cur_stream;
+    return 0;
+  }
+  return dlspy_framework_stream_ask(c, api, dev, out);
+}
+/* CuPy's current stream of `home` (cached for the call, as dlspy_framework_stream). 1: the C path cannot ask
+ * (nothing raised: the provider is asked instead). */
+int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
+/* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
+ * `obj` until the call's stream passes. */
+int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a
@@ -366,10 +515,14 @@ int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLD
 /* Keeps `obj` (a new reference is taken) alive until work queued on `s` so far has passed. */
 int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj);
 
-/* ---- modules, functions, launches (launch.c) ---- */
+/* ---- modules (modules.c), functions and launches (launch.c) ---- */
 extern PyType_Spec dlspy_module_spec;
 extern PyType_Spec dlspy_function_spec;
 PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+/* A Function object for `h` (module: the Module it belongs to, kept alive; NULL for built-ins); `signature` as
+ * Module.function takes it. */
+PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, PyObject *module, const char *name,
+                             PyObject *signature, const char *pycall);
 
 /* ---- built-ins (builtins.c) ---- */
 extern PyType_Spec dlspy_latch_spec;

@@ -88,7 +88,7 @@ PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...) {
   return NULL;
 }
 
-int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
+int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall) {
   if (DLS__UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed))) {
     dlspy_raisef(st, DLS_ERR_STATE, "%s: dlstream was shut down at interpreter exit", pycall);
     return -1;

@@ -164,11 +164,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
 }
 
 /* The framework's current stream for a device, as a core stream. */
-int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  if (c->cur_api == api && dlspy_same_device(c->cur_dev, dev)) {
-    *out = c->cur_stream;
-    return 0;
-  }
+int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
   void *native = NULL;
   if (api->current_work_stream(dev.device_type, dev.device_id, &native) != 0) {
     if (!PyErr_Occurred())
@@ -180,14 +176,9 @@ int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice
   if (!dls__dlpack_home(dev, &home))
     home = dev;
   dls_stream_t h;
-  if (dlspy_stream_cached(c->st, home, native, c->pycall, &h) != 0)
+  dls__stream *s;
+  if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
     return -1;
-  dls_status_t rc;
-  dls__stream *s = dls__stream_get(h, c->pycall, "the framework's current stream", &rc);
-  if (s == NULL) {
-    dlspy_raise(c->st, rc, c->pycall);
-    return -1;
-  }
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;
@@ -219,7 +210,38 @@ static int handle_of(dlspy_call *c, dls__stream *s) {
   return 0;
 }
 
-enum { ARG_NEXT = 0, ARG_DONE = 1 };
+enum { ARG_NEXT = 0, ARG_DONE = 1, ARG_GENERAL = 2 };
+
+/* A CuPy array decides: CuPy's current stream of its device (what the package's CuPy provider would say), the
+ * array read once for dlspy_call_arg. CuPy memory is device memory. ARG_GENERAL: the C path cannot tell (nothing
+ * raised). */
+static int decide_cupy(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_known) {
+  int rc = dlspy_cupy_read(c->st, o, false, &c->first_cai);
+  if (rc != 0)
+    return rc < 0 ? -1 : ARG_GENERAL;
+  DLDevice home = c->first_cai.dl.device;
+  if (!*dev_known) {
+    *dev = home;
+    *dev_known = true;
+  }
+  c->first_obj = o;
+  c->first_kind = DLSPY_FIRST_CUPY;
+  if (!dlspy_same_device(home, *dev))
+    return ARG_DONE; /* refused later */
+  dls__stream *fs;
+  rc = dlspy_cupy_stream(c, home, &fs);
+  if (rc != 0) {
+    c->first_obj = NULL;
+    c->first_kind = 0;
+    return rc < 0 ? -1 : ARG_GENERAL;
+  }
+  c->s = fs;
+  c->stream = c->cur_handle;
+  c->fast_type = Py_TYPE(o);
+  c->fast_api = NULL;
+  c->fast_dev = home;
+  return ARG_DONE;
+}
 
 /* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
  * memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE: the search ends (c->s,
@@ -229,7 +251,8 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   PyTypeObject *tp = Py_TYPE(o);
   if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
     return ARG_NEXT;
-  if (PyObject_TypeCheck(o, st->TensorType)) {
+  const dlspy_type_entry info = *dlspy_type_info(st, tp);
+  if (info.kind == DLSPY_KIND_TENSOR) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
     DLDevice td = ((TensorObject *)o)->device;
     if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
@@ -249,8 +272,14 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     }
     return ARG_DONE;
   }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
-  if (api != NULL) {
+  if (info.kind == DLSPY_KIND_CUPY) {
+    int rc = decide_cupy(c, o, dev, dev_known);
+    if (rc != ARG_GENERAL)
+      return rc;
+    /* Not readable in C: the array interface and the provider below. */
+  }
+  const DLPackExchangeAPI *api = info.api;
+  if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
       if (!PyErr_Occurred())
@@ -280,6 +309,9 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
       return -1;
     c->s = fs;
     c->stream = c->cur_handle;
+    c->fast_type = tp;
+    c->fast_api = api;
+    c->fast_dev = dl.device;
     return ARG_DONE;
   }
   if (PyCapsule_CheckExact(o))
@@ -324,7 +356,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   }
   if (!dlspy_same_device(home, *dev))
     return ARG_DONE;
-  PyObject *provider = dlspy_type_info(st, tp)->provider;
+  PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
     if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
       return -1;
@@ -353,6 +385,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->first_cai.stream = NULL;
   c->temp_handle = 0;
   c->stream.id = 0;
+  c->fast_type = NULL;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
   DLDevice dev = device ? *device : dls_cpu();
@@ -360,7 +393,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   if (stream != NULL && stream != Py_None) {
     if (dlspy_stream_resolve(st, stream, dev_known ? dev : dlspy_default_device(), pycall, "stream", &c->stream) != 0)
       return -1;
-  } else if (dlspy_context_stream(st, &c->stream) != 0) {
+  } else if (st->stream_var_set && dlspy_context_stream(st, &c->stream) != 0) {
     return -1;
   }
   if (c->stream.id == 0) {
@@ -420,7 +453,7 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   return *out ? 0 : -1;
 }
 
-int dlspy_call_end(dlspy_call *c, bool ok) {
+int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* dlstream.Module and dlstream.Function: kernels from images, typed signatures, and the launch hot path. */
+/* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
 #include "dlspy.h"
 
 #include <string.h>
@@ -20,19 +20,25 @@ static const char *sig_name(uint8_t k) {
   return k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
-typedef struct ModuleObject {
-  PyObject_HEAD
-  dls_module_t handle;
-  DLDevice device;
-} ModuleObject;
+/* Arguments whose last scalar a Function remembers (see FunctionObject). */
+#define MEMO_ARGS 16
 
 typedef struct FunctionObject {
   PyObject_HEAD
   dls_function_t handle;
   DLDevice device;
+  dlspy_state *st;  /* its module's state (the type keeps the module alive) */
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
   uint8_t sig[DLS_MAX_ARGS];
+  /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
+   * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
+   * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
+   * the same object converts the same way, and none can reach the Function (no cycle). */
+  PyObject *memo_grid, *memo_block;
+  uint32_t memo_dims[2][3];
+  PyObject *memo_obj[MEMO_ARGS];
+  dls_arg_t memo_arg[MEMO_ARGS];
   char name[64];
 } FunctionObject;
 
@@ -93,13 +99,14 @@ static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, F
   return 0;
 }
 
-static PyObject *function_new(dlspy_state *st, dls_function_t h, DLDevice dev, PyObject *module, const char *name,
-                              PyObject *signature, const char *pycall) {
+PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, PyObject *module, const char *name,
+                             PyObject *signature, const char *pycall) {
   FunctionObject *f = (FunctionObject *)st->FunctionType->tp_alloc(st->FunctionType, 0);
   if (f == NULL)
     return NULL;
   f->handle = h;
   f->device = dev;
+  f->st = st;
   f->module = Py_XNewRef(module);
   snprintf(f->name, sizeof f->name, "%s", name);
   if (parse_signature(st, signature, pycall, f) != 0) {
@@ -130,6 +137,28 @@ static int as_u64(PyObject *o, unsigned long long *out, bool is_signed, long lon
 }
 
 static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, const char *pycall, dls_arg_t *a) {
+  /* The common cases first: an exact float for a float, an exact int that fits for an integer. */
+  if (PyFloat_CheckExact(o) && (kind == SIG_F32 || kind == SIG_F64)) {
+    double d = PyFloat_AS_DOUBLE(o);
+    *a = kind == SIG_F32 ? dls_arg_f32((float)d) : dls_arg_f64(d);
+    return 0;
+  }
+  if (PyLong_CheckExact(o) && kind >= SIG_I32 && kind <= SIG_U64) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    bool fits = !overflow && (kind == SIG_I64 ? true
+                              : kind == SIG_I32 ? v >= INT32_MIN && v <= INT32_MAX
+                              : kind == SIG_U32 ? v >= 0 && v <= UINT32_MAX
+                                                : v >= 0);
+    if (fits) {
+      *a = kind == SIG_I32 ? dls_arg_i32((int32_t)v)
+           : kind == SIG_I64 ? dls_arg_i64(v)
+           : kind == SIG_U32 ? dls_arg_u32((uint32_t)v)
+                             : dls_arg_u64((uint64_t)v);
+      return 0;
+    }
+    PyErr_Clear(); /* the general path below tells out of range from wrong */
+  }
   if (PyFloat_Check(o) && kind >= SIG_I32 && kind <= SIG_U64)
     goto type_error;
   switch (kind) {
@@ -206,17 +235,11 @@ static int convert_arg(dlspy_call *c, PyObject *o, uint8_t kind, int i, dls_arg_
       *a = dls_arg_ptr(p);
       return 0;
     }
-    dlspy_view v;
-    int rc = dlspy_call_tensor(c, o, i, kind == SIG_CP, false, &v);
-    if (rc < 0)
-      return -1;
-    if (rc > 0) {
+    int rc = dlspy_call_arg(c, o, i, kind == SIG_CP, a);
+    if (rc > 0)
       dlspy_type_error(c->st, "%s(args[%d]=%R): expected a tensor (DLPack), an int address or None for a %s argument",
                        c->pycall, i, o, sig_name(kind));
-      return -1;
-    }
-    *a = v.arg;
-    return 0;
+    return rc == 0 ? 0 : -1;
   }
   if (kind == SIG_BYTES) {
     if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) == 0 || PyBytes_GET_SIZE(o) > DLS_MAX_ARG_BYTES) {
@@ -268,13 +291,61 @@ static int parse_dims(dlspy_state *st, PyObject *o, const char *what, uint32_t o
   return -1;
 }
 
+/* Whether a grid or block object may be remembered: an exact int, or a tuple (parse_dims took only exact ints). */
+static bool dims_memo_ok(PyObject *o) { return PyLong_CheckExact(o) || PyTuple_CheckExact(o); }
+
+/* The launch configuration's grid and block, the last ones remembered. */
+static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_launch_config_t *cfg) {
+  if (grid == f->memo_grid && block == f->memo_block) {
+    memcpy(cfg->grid, f->memo_dims[0], sizeof cfg->grid);
+    memcpy(cfg->block, f->memo_dims[1], sizeof cfg->block);
+    return 0;
+  }
+  if (parse_dims(f->st, grid, "grid", cfg->grid) != 0 || parse_dims(f->st, block, "block", cfg->block) != 0)
+    return -1;
+  if (dims_memo_ok(grid) && dims_memo_ok(block)) {
+    Py_XSETREF(f->memo_grid, Py_NewRef(grid));
+    Py_XSETREF(f->memo_block, Py_NewRef(block));
+    memcpy(f->memo_dims[0], cfg->grid, sizeof cfg->grid);
+    memcpy(f->memo_dims[1], cfg->block, sizeof cfg->block);
+  }
+  return 0;
+}
+
+/* The kernel's arguments. A scalar that is the object the last launch passed in its place takes the last
+ * conversion; a tensor of the type whose framework's current stream the call runs on takes the short way. */
+static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, Py_ssize_t n, dls_arg_t *argv) {
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *o = uargs[i];
+    uint8_t kind = f->nsig >= 0 ? f->sig[i] : SIG_NONE;
+    if (kind == SIG_P || kind == SIG_CP) {
+      int rc = dlspy_call_fast_arg(c, o, (int)i, &argv[i]);
+      if (rc <= 0) {
+        if (rc < 0)
+          return -1;
+        continue;
+      }
+    }
+    if (i < MEMO_ARGS && o == f->memo_obj[i]) {
+      argv[i] = f->memo_arg[i];
+      continue;
+    }
+    if (convert_arg(c, o, kind, (int)i, &argv[i]) != 0)
+      return -1;
+    if (i < MEMO_ARGS && (PyLong_CheckExact(o) || PyFloat_CheckExact(o))) {
+      Py_XSETREF(f->memo_obj[i], Py_NewRef(o));
+      f->memo_arg[i] = argv[i];
+    }
+  }
+  return 0;
+}
+
 /* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No
  * Python object and no dlstream handle is made per call when the tensors'
  * type offers the DLPack C exchange API and the stream is the framework's. */
-static PyObject *function_launch(FunctionObject *f, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargsf,
-                                 PyObject *kwnames) {
+static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   static const char pycall[] = "Function.launch";
-  dlspy_state *st = PyType_GetModuleState(cls);
+  dlspy_state *st = f->st;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject *stream = NULL, *shared = NULL;
   if (kwnames != NULL) {
@@ -299,7 +370,7 @@ static PyObject *function_launch(FunctionObject *f, PyTypeObject *cls, PyObject 
     return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: at most %d kernel arguments, %zd given", pycall,
                         DLS_MAX_ARGS, n);
   dls_launch_config_t cfg;
-  if (parse_dims(st, args[0], "grid", cfg.grid) != 0 || parse_dims(st, args[1], "block", cfg.block) != 0)
+  if (launch_dims(f, args[0], args[1], &cfg) != 0)
     return NULL;
   cfg.shared_mem_bytes = 0;
   if (shared != NULL) {
@@ -315,15 +386,13 @@ static PyObject *function_launch(FunctionObject *f, PyTypeObject *cls, PyObject 
   if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
     return NULL;
   dls_arg_t argv[DLS_MAX_ARGS];
-  bool ok = true;
-  for (Py_ssize_t i = 0; i < n && ok; i++)
-    ok = convert_arg(&c, uargs[i], f->nsig >= 0 ? f->sig[i] : SIG_NONE, (int)i, &argv[i]) == 0;
+  bool ok = launch_args(f, &c, uargs, n, argv) == 0;
   if (ok) {
     dls_status_t rc;
     dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
     if (fn != NULL)
       rc = dls__launch(pycall, fn, c.s, &cfg, argv, (size_t)n);
-    else if (f->handle.id == 0 || (f->module && ((ModuleObject *)f->module)->handle.id == 0))
+    else if (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module)))
       dls__fail(rc, "%s: the function's module was closed", pycall);
     if (rc != DLS_OK) {
       dlspy_raisef(st, rc, "%s", dls_last_error());
@@ -338,6 +407,10 @@ static PyObject *function_launch(FunctionObject *f, PyTypeObject *cls, PyObject 
 static void function_dealloc(FunctionObject *f) {
   PyTypeObject *tp = Py_TYPE(f);
   Py_CLEAR(f->module); /* functions of a module go with it; built-ins belong to the runtime */
+  Py_CLEAR(f->memo_grid);
+  Py_CLEAR(f->memo_block);
+  for (int i = 0; i < MEMO_ARGS; i++)
+    Py_CLEAR(f->memo_obj[i]);
   tp->tp_free(f);
   Py_DECREF(tp);
 }
@@ -366,7 +439,7 @@ static PyObject *function_repr(FunctionObject *f) {
 }
 
 static PyMethodDef function_methods[] = {
-    {"launch", (PyCFunction)(void (*)(void))function_launch, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+    {"launch", (PyCFunction)(void (*)(void))function_launch, METH_FASTCALL | METH_KEYWORDS,
      "launch(grid, block, *args, stream=None, shared_mem=0)\n--\n\n"
      "Queues the kernel. grid and block are ints or tuples of up to 3 ints. Tensor arguments go through DLPack; "
      "the stream is `stream`, else use_stream()'s, else the current stream of the framework of the first tensor "
@@ -442,158 +515,7 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
       return NULL;
     sig = dflt;
   }
-  PyObject *f = function_new(st, h, dev, NULL, name, sig, pycall);
+  PyObject *f = dlspy_function_new(st, h, dev, NULL, name, sig, pycall);
   Py_XDECREF(dflt);
   return f;
 }
-
-/* ---- modules ---- */
-
-static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
-  static const char pycall[] = "Module";
-  dlspy_state *st = dlspy_state_of(tp);
-  static char *kwlist[] = {"image", "device", NULL};
-  PyObject *image, *dev_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Module", kwlist, &image, &dev_obj))
-    return NULL;
-  DLDevice dev;
-  if (dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_device(st, dev_obj, pycall, &dev) != 0)
-    return NULL;
-  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
-  if (m == NULL)
-    return NULL;
-  m->device = dev;
-  dls_status_t rc;
-  if (PyUnicode_Check(image) || PyObject_HasAttrString(image, "__fspath__")) {
-    PyObject *path = PyOS_FSPath(image), *bytes = NULL;
-    if (path == NULL || !PyUnicode_FSConverter(path, &bytes)) {
-      Py_XDECREF(path);
-      Py_DECREF(m);
-      return NULL;
-    }
-    rc = dls_module_load_file(dev, PyBytes_AS_STRING(bytes), &m->handle);
-    Py_DECREF(path);
-    Py_DECREF(bytes);
-  } else {
-    Py_buffer view;
-    if (PyObject_GetBuffer(image, &view, PyBUF_SIMPLE) != 0) {
-      Py_DECREF(m);
-      PyErr_Clear();
-      return dlspy_type_error(st, "Module(image=%R): expected bytes (cubin, fatbin or PTX) or a path", image);
-    }
-    /* PTX must end with a NUL; binary images ignore one more byte. */
-    char *copy = PyMem_Malloc((size_t)view.len + 1);
-    if (copy == NULL) {
-      PyBuffer_Release(&view);
-      Py_DECREF(m);
-      return PyErr_NoMemory();
-    }
-    memcpy(copy, view.buf, (size_t)view.len);
-    copy[view.len] = '\0';
-    size_t len = (size_t)view.len + 1;
-    PyBuffer_Release(&view);
-    rc = dls_module_load(dev, copy, len, &m->handle);
-    PyMem_Free(copy);
-  }
-  if (rc != DLS_OK) {
-    Py_DECREF(m);
-    return dlspy_raise(st, rc, pycall);
-  }
-  return (PyObject *)m;
-}
-
-PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device) {
-  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
-  if (m == NULL) {
-    (void)dls_module_unload(handle);
-    return NULL;
-  }
-  m->handle = handle;
-  m->device = device;
-  return (PyObject *)m;
-}
-
-bool dlspy_module_open(PyObject *m) { return ((ModuleObject *)m)->handle.id != 0; }
-
-static void module_dealloc(ModuleObject *m) {
-  PyTypeObject *tp = Py_TYPE(m);
-  if (m->handle.id != 0 && !atomic_load(&dlspy_dead))
-    (void)dls_module_unload(m->handle);
-  tp->tp_free(m);
-  Py_DECREF(tp);
-}
-
-static PyObject *module_function(ModuleObject *m, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames) {
-  static const char pycall[] = "Module.function";
-  dlspy_state *st = PyType_GetModuleState(cls);
-  static const char *const names[] = {"name", "signature", NULL};
-  PyObject *a[2];
-  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
-    return NULL;
-  if (a[0] == NULL || !PyUnicode_Check(a[0]))
-    return dlspy_type_error(st, "Module.function(name=%R): expected the kernel's (extern \"C\") name",
-                            a[0] ? a[0] : Py_None);
-  if (m->handle.id == 0)
-    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the module was closed", pycall);
-  const char *name = PyUnicode_AsUTF8(a[0]);
-  if (name == NULL || dlspy_check_runtime(st, pycall) != 0)
-    return NULL;
-  dls_function_t h;
-  dls_status_t rc = dls_module_function(m->handle, name, &h);
-  if (rc != DLS_OK)
-    return dlspy_raise(st, rc, pycall);
-  return function_new(st, h, m->device, (PyObject *)m, name, a[1], pycall);
-}
-
-static PyObject *module_close(ModuleObject *m, PyObject *unused) {
-  if (m->handle.id != 0) {
-    dls_module_t h = m->handle;
-    m->handle.id = 0;
-    if (!atomic_load(&dlspy_dead))
-      (void)dls_module_unload(h);
-  }
-  Py_RETURN_NONE;
-}
-
-static PyObject *module_enter(PyObject *m, PyObject *unused) { return Py_NewRef(m); }
-static PyObject *module_exit(ModuleObject *m, PyObject *const *args, Py_ssize_t nargs) { return module_close(m, NULL); }
-static PyObject *module_get_device(ModuleObject *m, void *c) { return dlspy_device_str(m->device); }
-static PyObject *module_get_closed(ModuleObject *m, void *c) { return PyBool_FromLong(m->handle.id == 0); }
-
-static PyMethodDef module_methods[] = {
-    {"function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "function(name, signature=None) -> Function\n--\n\n"
-     "A kernel by name. The optional signature ('p,cp,u64,f32' ...) converts Python ints and floats to the C types "
-     "the kernel takes: p and cp are pointers (tensors, int addresses, None; cp is read-only), i32 u32 i64 u64 f32 "
-     "f64 scalars, bytes a struct passed by value."},
-    {"get_function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "get_function(name, signature=None) -> Function\n--\n\nThe same as function() (CuPy's spelling)."},
-    DLSPY_MODULE_FROM_SOURCE_METHOD,
-    {"close", (PyCFunction)module_close, METH_NOARGS, "close()\n--\n\nUnloads the module; its functions go stale."},
-    {"__enter__", module_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef module_getset[] = {
-    {"device", (getter)module_get_device, NULL, "The device it was loaded on.", NULL},
-    {"closed", (getter)module_get_closed, NULL, "Whether close() was called.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyType_Slot module_slots[] = {
-    {Py_tp_doc, "Module(image, device=None)\n--\n\nKernels from a cubin, fatbin or PTX image (bytes) or file (path)."},
-    {Py_tp_new, module_tp_new},
-    {Py_tp_dealloc, module_dealloc},
-    {Py_tp_methods, module_methods},
-    {Py_tp_getset, module_getset},
-    {0, NULL},
-};
-
-PyType_Spec dlspy_module_spec = {
-    .name = "dlstream.Module",
-    .basicsize = sizeof(ModuleObject),
-    .flags = Py_TPFLAGS_DEFAULT,
-    .slots = module_slots,
-};

@@ -47,10 +47,16 @@ static PyMethodDef g_module_methods[] = {
      "first tensor argument is of that type (or of a type of that module, e.g. 'cupy') and that names no stream "
      "runs there. fn=None removes the provider. Types with the DLPack C exchange API use it instead."},
     {"_stream_providers", dlspy_mod_stream_providers, METH_NOARGS, "The registered stream providers (a copy)."},
+    {"_set_cupy_provider", dlspy_mod_set_cupy_provider, METH_O,
+     "Names the package's CuPy stream provider: while it is CuPy's, CuPy arrays are read in C."},
+    {"_stream_var_set", dlspy_mod_stream_var_set, METH_O,
+     "_stream_var.set(value) -> token: the only way the package sets use_stream's variable."},
     {"_readable", dlspy_mod_readable, METH_O, "Whether this process can read the byte at an address (tests)."},
     {"_live_handles", dlspy_mod_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
     {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,
      "Seconds for n exchange-API imports as a launch does them (benchmarks)."},
+    {"_bench_loop", (PyCFunction)(void (*)(void))dlspy_bench_loop, METH_FASTCALL,
+     "_bench_loop(fn, args, n): fn(*args) n times from C (scripts/callgrind-python)."},
     {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
@@ -97,6 +103,13 @@ static int module_exec(PyObject *m) {
   INTERN(s_name, "name");
   INTERN(s_module, "__module__");
   INTERN(s_cai, "__cuda_array_interface__");
+  INTERN(s_data, "data");
+  INTERN(s_shape, "shape");
+  INTERN(s_strides, "strides");
+  INTERN(s_c_contiguous, "_c_contiguous");
+  INTERN(s_dtype, "dtype");
+  INTERN(s_kind, "kind");
+  INTERN(s_itemsize, "itemsize");
   if ((st->max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) == NULL ||
       (st->kw_stream_maxv = PyTuple_Pack(2, st->s_stream, st->s_max_version)) == NULL ||
       (st->kw_stream = PyTuple_Pack(1, st->s_stream)) == NULL)
@@ -142,6 +155,12 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_VISIT(st->exc[i]);
   Py_VISIT(st->providers);
+  Py_VISIT(st->cupy_provider);
+  Py_VISIT(st->cupy.ndarray);
+  Py_VISIT(st->cupy.capsule);
+  Py_VISIT(st->cupy.get_current_stream);
+  for (int i = 0; i < st->cupy.ndtypes; i++)
+    Py_VISIT(st->cupy.dtypes[i]);
   for (int i = 0; i < st->types_n; i++) {
     Py_VISIT(st->types[i].type);
     Py_VISIT(st->types[i].provider);
@@ -154,6 +173,8 @@ static int module_clear(PyObject *m) {
   if (st == NULL)
     return 0;
   dlspy_type_cache_clear(st);
+  dlspy_cupy_clear(st);
+  Py_CLEAR(st->cupy_provider);
   Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);
   Py_CLEAR(st->EventType);
@@ -186,6 +207,13 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->s_name);
   Py_CLEAR(st->s_module);
   Py_CLEAR(st->s_cai);
+  Py_CLEAR(st->s_data);
+  Py_CLEAR(st->s_shape);
+  Py_CLEAR(st->s_strides);
+  Py_CLEAR(st->s_c_contiguous);
+  Py_CLEAR(st->s_dtype);
+  Py_CLEAR(st->s_kind);
+  Py_CLEAR(st->s_itemsize);
   Py_CLEAR(st->max_version);
   Py_CLEAR(st->kw_stream_maxv);
   Py_CLEAR(st->kw_stream);

@@ -33,6 +33,7 @@ PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
   dlspy_stream_cache_clear(st);
   dlspy_type_cache_clear(st);
+  dlspy_cupy_clear(st);
   Py_RETURN_NONE;
 }
 

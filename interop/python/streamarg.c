@@ -130,6 +130,8 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
     slot = st->scache_next;
     st->scache_next = (st->scache_next + 1) % DLSPY_STREAM_CACHE;
     /* Uses recorded on it hold the stream object itself; only the handle goes. */
+    if (st->smemo.handle.id == st->scache[slot].handle.id)
+      st->smemo.s = NULL;
     (void)dls_stream_destroy(st->scache[slot].handle);
   }
   st->scache[slot].device = device;
@@ -139,7 +141,26 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
   return 0;
 }
 
+int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
+                             dls__stream **out_s) {
+  dlspy_stream_memo *m = &st->smemo;
+  dls_stream_t h;
+  if (dlspy_stream_cached(st, device, native, pycall, &h) != 0)
+    return -1;
+  dls_status_t rc;
+  dls__stream *s = dls__stream_get(h, pycall, "stream", &rc);
+  if (s == NULL) {
+    dlspy_raise(st, rc, pycall);
+    return -1;
+  }
+  *m = (dlspy_stream_memo){device, native, h, s, s->kind == DLS__STREAM_DEFAULT};
+  *out = h;
+  *out_s = s;
+  return 0;
+}
+
 void dlspy_stream_cache_clear(dlspy_state *st) {
+  st->smemo.s = NULL;
   if (!atomic_load(&dlspy_dead) && atomic_load(&dls__state) == 1)
     for (int i = 0; i < st->scache_n; i++)
       (void)dls_stream_destroy(st->scache[i].handle);
@@ -216,8 +237,16 @@ int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const 
   return dlspy_stream_cached(st, device, native, pycall, out);
 }
 
+PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  st->stream_var_set = true;
+  return PyContextVar_Set(st->stream_var, value);
+}
+
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out) {
   out->id = 0;
+  if (DLS__LIKELY(!st->stream_var_set))
+    return 0; /* never set: every context holds the default */
   PyObject *cur = NULL;
   if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0)
     return -1;

@@ -147,6 +147,13 @@ fail:
   return -1;
 }
 
+int dlspy_xapi_failed(dlspy_call *c, int index) {
+  if (!PyErr_Occurred())
+    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
+                 c->pycall, index);
+  return -1;
+}
+
 /* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
 static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
@@ -155,16 +162,13 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   }
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
-  if (!PyErr_Occurred())
-    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
-                 c->pycall, index);
-  return -1;
+  return dlspy_xapi_failed(c, index);
 }
 
 /* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
  * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
  * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
-static int order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
+int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   if (producer != NULL && dlspy_same_stream(producer, c->s))
     return 0;
   bool done = producer == NULL;
@@ -191,7 +195,7 @@ static int order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
 static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, const DLTensor *dl, DLDevice home,
                        bool want_meta, dlspy_view *out) {
   dls__stream *producer;
-  if (dlspy_framework_stream(c, api, dl->device, &producer) != 0 || order_after(c, producer, obj) != 0)
+  if (dlspy_framework_stream(c, api, dl->device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0)
     return -1;
   dlspy_view_meta(out, dl, want_meta);
   out->ptr = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
@@ -240,7 +244,7 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
       return -1;
     }
   }
-  if (order_after(c, producer, obj) != 0)
+  if (dlspy_order_after(c, producer, obj) != 0)
     return -1;
   dlspy_view_meta(out, &cai->dl, want_meta);
   out->ptr = cai->dl.data;
@@ -249,10 +253,75 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
   return 0;
 }
 
+/* A CuPy array read in C (the first argument's read reused when it has what is asked), on the call's device or
+ * (peer) on another of its backend: ordered after CuPy's current stream of its device. 1: the C path cannot take
+ * it (nothing raised). */
+static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, bool peer, dlspy_view *out) {
+  dlspy_cai tmp, *v = &tmp;
+  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY && (c->first_cai.meta || !want_meta)) {
+    v = &c->first_cai;
+  } else {
+    int rc = dlspy_cupy_read(c->st, obj, want_meta || peer, &tmp);
+    if (rc != 0)
+      return rc;
+  }
+  DLDevice home = v->dl.device, sdev = c->s->dev->device;
+  if (!dlspy_same_device(home, sdev) && !(peer && home.device_type == sdev.device_type)) {
+    char a[32], b[32];
+    dlspy_raisef(c->st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
+                 c->pycall, index, dls_device_str(home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    return -1;
+  }
+  dls__stream *producer;
+  int rc = dlspy_cupy_stream(c, home, &producer);
+  if (rc != 0)
+    return rc;
+  if (dlspy_order_after(c, producer, obj) != 0)
+    return -1;
+  if (v->meta)
+    dlspy_view_meta(out, &v->dl, want_meta);
+  out->ptr = v->dl.data;
+  out->device = home;
+  out->arg = dls_arg_ptr(out->ptr);
+  return 0;
+}
+
+int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out) {
+  const dlspy_type_entry info = *dlspy_type_info(c->st, Py_TYPE(obj));
+  if (info.kind == DLSPY_KIND_XAPI) {
+    DLTensor dl;
+    DLDevice home;
+    if (xapi_read(c, info.api, obj, index, &dl) != 0)
+      return -1;
+    if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device)) {
+      dls__stream *producer;
+      if (dlspy_framework_stream(c, info.api, dl.device, &producer) != 0 ||
+          dlspy_order_after(c, producer, obj) != 0)
+        return -1;
+      *out = dls_arg_ptr(dl.data ? (char *)dl.data + dl.byte_offset : NULL);
+      return 0;
+    }
+  } else if (info.kind == DLSPY_KIND_CUPY) {
+    dlspy_view v;
+    int rc = cupy_tensor(c, obj, index, false, false, &v);
+    if (rc <= 0) {
+      if (rc == 0)
+        *out = v.arg;
+      return rc;
+    }
+  }
+  dlspy_view v;
+  int rc = dlspy_call_tensor(c, obj, index, readonly_ok, false, &v);
+  if (rc == 0)
+    *out = v.arg;
+  return rc;
+}
+
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
-  if (PyObject_TypeCheck(obj, st->TensorType)) {
+  const dlspy_type_entry info = *dlspy_type_info(st, tp);
+  if (info.kind == DLSPY_KIND_TENSOR) {
     TensorObject *t = (TensorObject *)obj;
     dls_status_t rc;
     dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
@@ -275,7 +344,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
     return 0;
   }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, tp);
+  const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
     DLTensor dl;
     if (xapi_read(c, api, obj, index, &dl) != 0)
@@ -284,6 +353,10 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device))
       return xapi_tensor(c, api, obj, &dl, home, want_meta, out);
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
+  } else if (info.kind == DLSPY_KIND_CUPY) {
+    int rc = cupy_tensor(c, obj, index, true, false, out);
+    if (rc <= 0)
+      return rc;
   }
   if (!PyCapsule_CheckExact(obj)) {
     if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
@@ -332,20 +405,25 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
     return 0;
   }
   DLDevice d;
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, Py_TYPE(obj));
+  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
+  const DLPackExchangeAPI *api = info.api;
+  dlspy_cai cp;
+  int rc;
   if (api != NULL) {
     DLTensor dl;
     if (xapi_read(c, api, obj, index, &dl) != 0)
       return -1;
     d = dl.device;
-  } else if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI) {
+  } else if (obj == c->first_obj && (c->first_kind == DLSPY_FIRST_CAI || c->first_kind == DLSPY_FIRST_CUPY)) {
     d = c->first_cai.dl.device;
+  } else if (info.kind == DLSPY_KIND_CUPY && (rc = dlspy_cupy_read(st, obj, false, &cp)) <= 0) {
+    if (rc < 0)
+      return -1;
+    d = cp.dl.device;
   } else if (PyCapsule_CheckExact(obj)) {
     return 1;
-  } else {
-    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
-    if (rc != 0)
-      return rc;
+  } else if ((rc = dlspy_dlpack_device(st, obj, c->pycall, &d)) != 0) {
+    return rc;
   }
   return dls__dlpack_home(d, out) ? 0 : 1;
 }
@@ -374,13 +452,16 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     out->arg = dls_arg_ptr(out->ptr);
     return dlspy_call_record_use(c, obj);
   }
-  const DLPackExchangeAPI *api = dlspy_xapi_of(st, Py_TYPE(obj));
+  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
+  const DLPackExchangeAPI *api = info.api;
   if (api != NULL) {
     DLTensor dl;
     if (xapi_read(c, api, obj, index, &dl) != 0)
       return -1;
     return xapi_tensor(c, api, obj, &dl, home, true, out);
   }
+  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, out)) <= 0)
+    return rc;
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
     return cai_tensor(c, obj, index, &c->first_cai, true, true, out, true);
   dlspy_cai cai;

@@ -152,10 +152,7 @@ int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DL
 
 /* ---- the cache ---- */
 
-const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
-  for (int i = 0; i < st->types_n; i++)
-    if (st->types[i].type == tp)
-      return &st->types[i];
+const dlspy_type_entry *dlspy_type_info_new(dlspy_state *st, PyTypeObject *tp) {
   const DLPackExchangeAPI *api = NULL;
   PyObject *names[] = {st->s_xapi, st->s_xapi_old};
   for (int k = 0; k < 2 && api == NULL; k++) {
@@ -168,6 +165,10 @@ const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
     }
   }
   PyObject *provider = provider_lookup(st, tp);
+  int kind = PyType_IsSubtype(tp, st->TensorType) ? DLSPY_KIND_TENSOR
+             : api != NULL                        ? DLSPY_KIND_XAPI
+             : dlspy_cupy_type(st, tp, provider)  ? DLSPY_KIND_CUPY
+                                                  : DLSPY_KIND_OTHER;
   int slot;
   if (st->types_n < DLSPY_TYPE_CACHE) {
     slot = st->types_n++;
@@ -179,13 +180,12 @@ const dlspy_type_entry *dlspy_type_info(dlspy_state *st, PyTypeObject *tp) {
   }
   Py_INCREF(tp);
   st->types[slot].type = tp;
+  st->types[slot].kind = kind;
   st->types[slot].api = api;
   st->types[slot].provider = provider;
   st->types[slot].cai_skip = false;
   return &st->types[slot];
 }
-
-const DLPackExchangeAPI *dlspy_xapi_of(dlspy_state *st, PyTypeObject *tp) { return dlspy_type_info(st, tp)->api; }
 
 void dlspy_type_skip_cai(dlspy_state *st, PyTypeObject *tp) {
   for (int i = 0; i < st->types_n; i++)

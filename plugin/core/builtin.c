@@ -6,23 +6,18 @@
 
 #include "internal.h"
 
-static const char *const g_builtin_names[] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
-                                              "dls_copy_strided", "dls_spin",     "dls_latch",
-                                              "dls_empty"};
-#define DLS__NBUILTIN (sizeof g_builtin_names / sizeof g_builtin_names[0])
+/* The built-ins by index: the launches below name theirs without a string compare. */
+enum { BI_FILL, BI_AXPY_F32, BI_AXPY_F64, BI_COPY_STRIDED, BI_SPIN, BI_LATCH, BI_EMPTY, DLS__NBUILTIN };
+static const char *const g_builtin_names[DLS__NBUILTIN] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
+                                                           "dls_copy_strided", "dls_spin",     "dls_latch",
+                                                           "dls_empty"};
 _Static_assert(DLS__NBUILTIN <= 8, "dls__device.builtins has 8 slots");
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
 
-dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, dls__function **out) {
-  size_t k = 0;
-  while (k < DLS__NBUILTIN && strcmp(g_builtin_names[k], name) != 0)
-    k++;
-  if (k == DLS__NBUILTIN)
-    return dls__fail(DLS_ERR_NOT_FOUND,
-                     "%s(name=\"%s\"): no such built-in (dls_fill, dls_axpy_f32, dls_axpy_f64, dls_copy_strided, "
-                     "dls_spin, dls_latch, dls_empty)",
-                     call, name);
+/* Built-in number k of a device, made at its first use. */
+static dls_status_t builtin_at(dls__device *dev, size_t k, const char *call, dls__function **out) {
+  const char *name = g_builtin_names[k];
   dls__function *f = __atomic_load_n(&dev->builtins[k], __ATOMIC_ACQUIRE);
   if (DLS__LIKELY(f != NULL)) {
     *out = f;
@@ -58,6 +53,18 @@ dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, 
   pthread_mutex_unlock(&g_builtin_mu);
   *out = f;
   return DLS_OK;
+}
+
+dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, dls__function **out) {
+  size_t k = 0;
+  while (k < DLS__NBUILTIN && strcmp(g_builtin_names[k], name) != 0)
+    k++;
+  if (k == DLS__NBUILTIN)
+    return dls__fail(DLS_ERR_NOT_FOUND,
+                     "%s(name=\"%s\"): no such built-in (dls_fill, dls_axpy_f32, dls_axpy_f64, dls_copy_strided, "
+                     "dls_spin, dls_latch, dls_empty)",
+                     call, name);
+  return builtin_at(dev, k, call, out);
 }
 
 static void drop_builtins(dls__device *dev) {
@@ -132,11 +139,11 @@ static dls_status_t check_span(const char *call, const char *arg, dls_arg_t a, i
   return DLS_OK;
 }
 
-static dls_status_t builtin_launch(const char *call, dls_stream_t stream, const char *name, uint64_t n,
-                                   const dls_arg_t *args, size_t nargs) {
+static dls_status_t builtin_launch(const char *call, dls_stream_t stream, size_t k, uint64_t n, const dls_arg_t *args,
+                                   size_t nargs) {
   DLS__GET_STREAM(s, stream, call, "stream");
   dls__function *f;
-  DLS__TRY(dls__builtin(s->dev, name, call, &f));
+  DLS__TRY(builtin_at(s->dev, k, call, &f));
   uint64_t blocks = n == 0 ? 1 : (n + 255) / 256;
   if (blocks > 4096)
     blocks = 4096; /* the kernels loop over the rest */
@@ -166,11 +173,11 @@ dls_status_t dls_fill(dls_stream_t stream, dls_arg_t dst, uint64_t count, uint32
   uint64_t pattern = 0;
   memcpy(&pattern, value, elem_size);
   dls_arg_t args[4] = {dst, dls_arg_u64(count), dls_arg_u32(elem_size), dls_arg_u64(pattern)};
-  return builtin_launch(call, stream, "dls_fill", count, args, 4);
+  return builtin_launch(call, stream, BI_FILL, count, args, 4);
 }
 
-static dls_status_t axpy(const char *call, const char *name, dls_stream_t stream, uint64_t n, dls_arg_t a,
-                         dls_arg_t x, dls_arg_t y, uint32_t elem) {
+static dls_status_t axpy(const char *call, size_t k, dls_stream_t stream, uint64_t n, dls_arg_t a, dls_arg_t x,
+                         dls_arg_t y, uint32_t elem) {
   DLS__ENTER(call);
   uint64_t bytes;
   if (mul_overflows(n, elem, &bytes))
@@ -178,15 +185,15 @@ static dls_status_t axpy(const char *call, const char *name, dls_stream_t stream
   DLS__TRY(check_span(call, "x", x, 0, (int64_t)bytes));
   DLS__TRY(check_span(call, "y", y, 0, (int64_t)bytes));
   dls_arg_t args[4] = {dls_arg_u64(n), a, x, y};
-  return builtin_launch(call, stream, name, n, args, 4);
+  return builtin_launch(call, stream, k, n, args, 4);
 }
 
 dls_status_t dls_axpy_f32(dls_stream_t stream, uint64_t n, float a, dls_arg_t x, dls_arg_t y) {
-  return axpy("dls_axpy_f32", "dls_axpy_f32", stream, n, dls_arg_f32(a), x, y, 4);
+  return axpy("dls_axpy_f32", BI_AXPY_F32, stream, n, dls_arg_f32(a), x, y, 4);
 }
 
 dls_status_t dls_axpy_f64(dls_stream_t stream, uint64_t n, double a, dls_arg_t x, dls_arg_t y) {
-  return axpy("dls_axpy_f64", "dls_axpy_f64", stream, n, dls_arg_f64(a), x, y, 8);
+  return axpy("dls_axpy_f64", BI_AXPY_F64, stream, n, dls_arg_f64(a), x, y, 8);
 }
 
 /* Byte range [lo, hi) a strided view touches, relative to its first element. */
@@ -237,14 +244,14 @@ dls_status_t dls_copy_strided(dls_stream_t stream, dls_arg_t dst, dls_arg_t src,
   DLS__TRY(view_span(call, "src", desc, desc->src_strides, &lo, &hi));
   DLS__TRY(check_span(call, "src", src, lo, hi));
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(desc, sizeof *desc)};
-  return builtin_launch(call, stream, "dls_copy_strided", count, args, 3);
+  return builtin_launch(call, stream, BI_COPY_STRIDED, count, args, 3);
 }
 
 dls_status_t dls_spin(dls_stream_t stream, uint64_t nanoseconds) {
   static const char call[] = "dls_spin";
   DLS__ENTER(call);
   dls_arg_t args[1] = {dls_arg_u64(nanoseconds)};
-  return builtin_launch(call, stream, "dls_spin", 0, args, 1);
+  return builtin_launch(call, stream, BI_SPIN, 0, args, 1);
 }
 
 /* ---- latches ---- */
@@ -341,7 +348,7 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
                      call, dls__stream_describe(s, cap, d, sizeof d));
   }
   dls__function *f;
-  DLS__TRY(dls__builtin(s->dev, "dls_latch", call, &f));
+  DLS__TRY(builtin_at(s->dev, BI_LATCH, call, &f));
   dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};
   dls_launch_config_t cfg = dls_config_1d(1, 1);
   dls_status_t st = dls__buffer_reserve(l->mem, s);

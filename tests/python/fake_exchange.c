@@ -22,13 +22,12 @@ typedef struct {
 
 static void *g_current_stream;  /* what current_work_stream reports */
 static long g_dltensor_calls, g_stream_calls, g_managed_calls, g_deleter_calls;
-static int g_fail_next;         /* make the next dltensor call fail */
+static long g_fail_next;        /* the dltensor call that fails: 1 the next one, 2 the one after ...; 0 none */
 
 static int fake_dltensor(void *obj, DLTensor *out) {
   FakeTensor *t = obj;
   g_dltensor_calls++;
-  if (g_fail_next) {
-    g_fail_next = 0;
+  if (g_fail_next > 0 && --g_fail_next == 0) {
     PyErr_SetString(PyExc_BufferError, "fake framework: cannot describe this tensor");
     return -1;
   }
@@ -207,15 +206,22 @@ static PyObject *counters(PyObject *m, PyObject *unused) {
                        g_managed_calls, "deleter", g_deleter_calls);
 }
 
-static PyObject *fail_next(PyObject *m, PyObject *unused) {
-  g_fail_next = 1;
+static PyObject *fail_next(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  long n = nargs > 0 ? PyLong_AsLong(args[0]) : 1;
+  if (n < 1) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "fail_next(n=1): n >= 1");
+    return NULL;
+  }
+  g_fail_next = n;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"set_current_stream", set_current_stream, METH_O, "What current_work_stream reports (an int pointer)."},
     {"counters", counters, METH_NOARGS, "Calls made into the exchange API so far."},
-    {"fail_next", fail_next, METH_NOARGS, "The next dltensor_from_py_object_no_sync fails."},
+    {"fail_next", (PyCFunction)(void (*)(void))fail_next, METH_FASTCALL,
+     "fail_next(n=1): the n-th next dltensor_from_py_object_no_sync fails."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -92,7 +92,7 @@ class use_stream:
         self._token = None
 
     def __enter__(self) -> Stream | None:
-        self._token = _stream_var.set(self.stream)
+        self._token = _dlstream._stream_var_set(self.stream)
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
@@ -102,9 +102,13 @@ class use_stream:
 
 # CuPy's and torch's current streams, for their tensors without the DLPack C exchange API (registered by module
 # name: neither is imported here).
+from ._providers import cupy_current_stream as _cupy_current_stream  # noqa: E402
 from ._providers import register_builtin as _register_builtin_providers  # noqa: E402
 
 _register_builtin_providers(register_stream_provider)
+# While this is the provider registered for CuPy's arrays, the extension reads them and CuPy's current stream in C
+# (the same answer, without the provider's Python call or the arrays' __cuda_array_interface__).
+_dlstream._set_cupy_provider(_cupy_current_stream)
 __all__ += ["register_stream_provider"]
 
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the

@@ -46,7 +46,7 @@ class capture:
                 s.close()
             raise
         self.stream = s
-        self._token = _dlstream._stream_var.set(s)
+        self._token = _dlstream._stream_var_set(s)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -60,7 +60,7 @@ class _Branch:
             raise StateError("dlstream.branch() inside a branch of the same group: open a nested "
                              "dlstream.stream_parallel() in the branch first")
         self.stream = g._group.branch()
-        self._tokens = (_dlstream._stream_var.set(self.stream), _branch_var.set(g))
+        self._tokens = (_dlstream._stream_var_set(self.stream), _branch_var.set(g))
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
