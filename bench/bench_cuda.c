@@ -63,7 +63,9 @@ typedef struct cuda_ctx {
   DLDevice device;
   dls__CUcontext ctx;
   dls__CUstream s1, s2;     /* raw streams, also wrapped for dlstream */
-  dls_stream_t ds1, ds2;
+  dls_stream_t ds1, ds2;    /* s1, s2 wrapped: foreign streams, as torch's are */
+  dls_stream_t os1, os2;    /* streams dlstream made itself */
+  dls_stream_t u1, u2;      /* the pair the dlstream rows use now (ds or os) */
   dls__CUevent ev;          /* raw event */
   dls_event_t dev_ev;       /* dlstream event */
   dls__CUfunction raw_empty, raw_axpy;
@@ -74,11 +76,12 @@ typedef struct cuda_ctx {
   float a;
 } cuda_ctx;
 
-
 static int cuda_drain(void *p) {
   cuda_ctx *c = p;
   CU_CHECK(cu.cuStreamSynchronize(c->s1));
   CU_CHECK(cu.cuStreamSynchronize(c->s2));
+  if (c->os1.id != 0 && (dls_stream_synchronize(c->os1) != DLS_OK || dls_stream_synchronize(c->os2) != DLS_OK))
+    return -1;
   return 0;
 }
 
@@ -181,7 +184,7 @@ static int dls_alloc_free(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
-    DLS_CHECK(dls_buffer_alloc(c->ds1, ALLOC_BYTES, &b));
+    DLS_CHECK(dls_buffer_alloc(c->u1, ALLOC_BYTES, &b));
     DLS_CHECK(dls_buffer_free(b));
   }
   return 0;
@@ -204,8 +207,8 @@ static int dls_alloc_use_free(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
-    DLS_CHECK(dls_buffer_alloc(c->ds1, ALLOC_BYTES, &b));
-    DLS_CHECK(dls_buffer_record_use(b, c->ds2));
+    DLS_CHECK(dls_buffer_alloc(c->u1, ALLOC_BYTES, &b));
+    DLS_CHECK(dls_buffer_record_use(b, c->u2));
     DLS_CHECK(dls_buffer_free(b));
   }
   return 0;
@@ -223,8 +226,8 @@ static int raw_record_wait(void *p, int n) {
 static int dls_record_wait(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
-    DLS_CHECK(dls_event_record(c->dev_ev, c->ds1));
-    DLS_CHECK(dls_stream_wait_event(c->ds2, c->dev_ev));
+    DLS_CHECK(dls_event_record(c->dev_ev, c->u1));
+    DLS_CHECK(dls_stream_wait_event(c->u2, c->dev_ev));
   }
   return 0;
 }
@@ -311,6 +314,10 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_CU(cu.cuEventCreate(&c.ev, DLS__CU_EVENT_DISABLE_TIMING));
   SETUP_DLS(dls_stream_wrap(c.device, c.s1, &c.ds1));
   SETUP_DLS(dls_stream_wrap(c.device, c.s2, &c.ds2));
+  SETUP_DLS(dls_stream_create(c.device, NULL, &c.os1));
+  SETUP_DLS(dls_stream_create(c.device, NULL, &c.os2));
+  c.u1 = c.ds1;
+  c.u2 = c.ds2;
   SETUP_DLS(dls_event_create(c.device, DLS_EVENT_DEFAULT, &c.dev_ev));
   /* The anchor's pool keeps its memory too, as dlstream's does. */
   dls__CUmemoryPool pool;
@@ -352,6 +359,20 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
           cuda_drain, &c, 2000);
   add_row(bench_gpu_label, "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
+  /* The same on streams dlstream made (dls_stream_create), as C code of its own uses: a wrapped stream may
+   * be put into a capture by its framework at any time, so each alloc, free and record on one asks the
+   * driver for its capture state; a stream dlstream made is asked only while a capture is known. */
+  c.u1 = c.os1;
+  c.u2 = c.os2;
+  add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered, dlstream's own stream", "cuMemAllocAsync+cuMemFreeAsync",
+          raw_alloc_free, dls_alloc_free, cuda_drain, &c, 1000);
+  add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB, dlstream's own streams",
+          "cuMemAllocAsync+cuEventRecord+cuStreamWaitEvent+cuMemFreeAsync", raw_alloc_use_free, dls_alloc_use_free,
+          cuda_drain, &c, 1000);
+  add_row(bench_gpu_label, "event record+wait, dlstream's own streams", "cuEventRecord+cuStreamWaitEvent",
+          raw_record_wait, dls_record_wait, cuda_drain, &c, 2000);
+  c.u1 = c.ds1;
+  c.u2 = c.ds2;
   run_groups(c.device, c.ctx, kernels);
   static const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20,
                                  (size_t)256 << 20, (size_t)1 << 30};
@@ -371,6 +392,8 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   dls_event_destroy(c.dev_ev);
   dls_stream_destroy(c.ds1);
   dls_stream_destroy(c.ds2);
+  dls_stream_destroy(c.os1);
+  dls_stream_destroy(c.os2);
   dls_shutdown();
   cu.cuCtxSetCurrent(c.ctx);
   if (mod != NULL)
