@@ -449,6 +449,21 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_graph=NULL): output pointer is NULL", call);
   out_graph->id = 0;
   DLS__GET_STREAM(s, stream, call, "stream");
+  /* A group begun in the capture has branches that have not rejoined: the
+   * driver would fail the end and drop the capture. Refused first, so the
+   * group can end and the capture go on. */
+  pthread_mutex_lock(&g_mu);
+  dls__capture *mine = find_origin(s);
+  uint64_t mine_id = mine != NULL && mine->own ? mine->id : 0;
+  pthread_mutex_unlock(&g_mu);
+  int open = mine_id != 0 ? dls__groups_open_in_capture(mine_id) : 0;
+  if (open > 0) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE,
+                     "%s: %s: %d group(s) begun in the capture are still open, so their branches have not rejoined "
+                     "it; end them first (nothing changed: the capture goes on)",
+                     call, dls__stream_describe(s, mine_id, d, sizeof d), open);
+  }
   dls__capture *c = take_own(s);
   if (c == NULL) {
     uint64_t id;

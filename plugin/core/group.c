@@ -15,6 +15,7 @@ typedef struct dls__group {
   dls__branch inline_branches[8];
   dls__branch *branches;
   int n, cap;
+  uint64_t cap_id;     /* the origin's capture at begin (0: eager) */
   uint64_t id;
 } dls__group;
 
@@ -49,6 +50,7 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
     return dls__fail_prefix(st, "%s: recording the fork point", call);
   }
   g->origin = o;
+  g->cap_id = cap;
   dls__stream_ref(o);
   g->branches = g->inline_branches;
   g->cap = 8;
@@ -142,4 +144,20 @@ dls_status_t dls_group_branch_count(dls_group_t group, int *out_count) {
   DLS__GET_GROUP(g, group, call, "group");
   *out_count = g->n;
   return DLS_OK;
+}
+
+static _Thread_local uint64_t t_count_cap;
+static _Thread_local int t_count;
+
+static void count_in_capture(uint64_t id, void *obj) {
+  (void)id;
+  if (((dls__group *)obj)->cap_id == t_count_cap)
+    t_count++;
+}
+
+int dls__groups_open_in_capture(uint64_t cap_id) {
+  t_count_cap = cap_id;
+  t_count = 0;
+  dls__handle_each(DLS_HANDLE_GROUP, count_in_capture);
+  return t_count;
 }

@@ -320,6 +320,9 @@ DLS__INTERNAL dls_status_t dls__capture_check_host_wait(const char *call);
 /* Whether a capture dlstream knows of is underway on a device (captures
  * other frameworks ended are forgotten first). */
 DLS__INTERNAL bool dls__capture_on_device(dls__device *dev);
+/* Groups begun in capture `cap_id` and not ended yet (their branches have
+ * not rejoined: the capture cannot end). */
+DLS__INTERNAL int dls__groups_open_in_capture(uint64_t cap_id);
 /* Whether a capture is still underway as far as dlstream can tell. */
 DLS__INTERNAL bool dls__capture_underway(uint64_t id);
 /* A buffer allocated in capture `id` (a capture dlstream began: its graph
