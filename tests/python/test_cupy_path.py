@@ -52,7 +52,8 @@ out = {}
 def run(body, c_api):
     env = {"LD_LIBRARY_PATH": NULL_DRIVER, "DLS_FAKE_CUPY_C_API": "1" if c_api else "0"}
     code = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    r = run_python(code, env={**env, "PYTHONPATH": os.pathsep.join([p for p in sys.path if p] + [FAKE_CUPY])})
+    # the stand-in first: a real CuPy in site-packages must not shadow it
+    r = run_python(code, env={**env, "PYTHONPATH": os.pathsep.join([FAKE_CUPY] + [p for p in sys.path if p])})
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
