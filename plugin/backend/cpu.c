@@ -179,6 +179,20 @@ cpu_cmd *dls__cpu_cmd_new(int type, size_t extra) {
   return c;
 }
 
+/* Appends a command to a worker's FIFO; `counted` commands are what
+ * synchronize waits for. */
+static void fifo_push(cpu_stream *s, cpu_cmd *c, int counted) {
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = c;
+  else
+    s->head = c;
+  s->tail = c;
+  s->submitted += (uint64_t)counted;
+  pthread_cond_signal(&s->cv_work);
+  pthread_mutex_unlock(&s->mu);
+}
+
 dls_status_t dls__cpu_enqueue(cpu_stream *s, cpu_cmd *c) {
   if (c == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a stream command");
@@ -187,15 +201,7 @@ dls_status_t dls__cpu_enqueue(cpu_stream *s, cpu_cmd *c) {
     free(c);
     return DLS_OK;
   }
-  pthread_mutex_lock(&s->mu);
-  if (s->tail)
-    s->tail->next = c;
-  else
-    s->head = c;
-  s->tail = c;
-  s->submitted++;
-  pthread_cond_signal(&s->cv_work);
-  pthread_mutex_unlock(&s->mu);
+  fifo_push(s, c, 1);
   return DLS_OK;
 }
 
@@ -308,14 +314,7 @@ dls_status_t dls__cpu_stream_destroy(int dev, void *native) {
   pthread_mutex_lock(&g.mu);
   g.exiting++;
   pthread_mutex_unlock(&g.mu);
-  pthread_mutex_lock(&s->mu);
-  if (s->tail)
-    s->tail->next = c;
-  else
-    s->head = c;
-  s->tail = c;
-  pthread_cond_signal(&s->cv_work);
-  pthread_mutex_unlock(&s->mu);
+  fifo_push(s, c, 0); /* not counted: synchronize never waits for it */
   return DLS_OK;
 }
 
