@@ -9,9 +9,9 @@ beside an eager group.
 Without CUDA or torch it prints "skipped: <reason>" and exits 0."""
 import argparse
 import json
-import statistics
 import sys
-import time
+
+import gpubench
 
 KS = (2, 4, 8, 16, 32)
 SPIN_S = 200e-6
@@ -22,24 +22,12 @@ def main():
     p.add_argument("--json")
     p.add_argument("--reps", type=int, default=9)
     args = p.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("skipped: torch is not installed")
+    found = gpubench.torch_and_dlstream()
+    if found is None:
         return 0
-    import dlstream
-    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
-        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
-        return 0
+    torch, dlstream = found
     dev = "cuda:0"
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cycles = 1_000_000
-    for _ in range(3):
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        cycles = int(cycles * (SPIN_S * 1e3) / start.elapsed_time(end))
+    cycles = gpubench.sleep_cycles(torch, SPIN_S)
     side = [torch.cuda.Stream() for _ in range(max(KS))]
 
     def here():
@@ -84,15 +72,7 @@ def main():
         return g, g.replay
 
     def wall_ms(replay):
-        replay()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            replay()
-            torch.cuda.synchronize()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(out)
+        return gpubench.wall_ms(torch, replay, args.reps)
 
     rows = []
     keep = []
@@ -111,17 +91,10 @@ def main():
 
     # host time of one replay call (queued, not waited for) beside one eager group of 16 branches
     def host_us(fn, n=300):
-        fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            for _ in range(n):
+        def calls(m):
+            for _ in range(m):
                 fn()
-            t1 = time.perf_counter()
-            torch.cuda.synchronize()
-            out.append((t1 - t0) / n * 1e6)
-        return statistics.median(out)
+        return gpubench.host_us(torch, calls, n, args.reps, warm=fn)
 
     empty = dlstream.builtin_function("dls_empty", dev)
 

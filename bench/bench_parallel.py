@@ -17,7 +17,8 @@ import json
 import os
 import statistics
 import sys
-import time
+
+import gpubench
 
 KS = (2, 4, 8, 16, 32)
 SPIN_S = 200e-6
@@ -31,27 +32,15 @@ def main():
     args = p.parse_args()
     if args.connections:
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
-    try:
-        import torch
-    except ImportError:
-        print("skipped: torch is not installed")
+    found = gpubench.torch_and_dlstream()
+    if found is None:
         return 0
-    import dlstream
-    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
-        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
-        return 0
+    torch, dlstream = found
     conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
     dev = "cuda:0"
     cur = torch.cuda.current_stream()
     # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cycles = 1_000_000
-    for _ in range(3):
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        cycles = int(cycles * (SPIN_S * 1e3) / start.elapsed_time(end))
+    cycles = gpubench.sleep_cycles(torch, SPIN_S)
     side = [torch.cuda.Stream() for _ in range(max(KS))]
 
     def run_serial_dls(k):
@@ -91,15 +80,7 @@ def main():
         return statistics.median(out[1:])
 
     def wall_ms(fn, k):
-        fn(k)
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            fn(k)
-            torch.cuda.synchronize()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(out)
+        return gpubench.wall_ms(torch, lambda: fn(k), args.reps)
 
     rows = []
     for k in KS:
@@ -140,16 +121,7 @@ def main():
                 cur.wait_stream(s)
 
     def per_call_us(fn, n=2000):
-        fn(200)
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            fn(n)
-            t1 = time.perf_counter()
-            torch.cuda.synchronize()
-            out.append((t1 - t0) / n * 1e6)
-        return statistics.median(out)
+        return gpubench.host_us(torch, fn, n, args.reps, warm=lambda: fn(200))
 
     overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
                 "dlstream_4_empty_serial_us": per_call_us(serial4),

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the GPU benchmark scripts share: the skip when torch or CUDA is missing, the calibration of torch's sleep
+kernel, and the wall-clock and host-time measurements (medians of repetitions)."""
+import statistics
+import time
+
+
+def torch_and_dlstream():
+    """(torch, dlstream) when both can run on a CUDA device; otherwise prints "skipped: <reason>" and returns
+    None (the scripts then exit 0)."""
+    try:
+        import torch
+    except ImportError:
+        print("skipped: torch is not installed")
+        return None
+    import dlstream
+    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
+        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
+        return None
+    return torch, dlstream
+
+
+def sleep_cycles(torch, seconds):
+    """The cycle count for which torch's sleep kernel runs about `seconds`, measured with device events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 1_000_000
+    for _ in range(3):
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        cycles = int(cycles * (seconds * 1e3) / start.elapsed_time(end))
+    return cycles
+
+
+def wall_ms(torch, fn, reps):
+    """Median wall time of fn() up to torch.cuda.synchronize(), in ms, after one warm-up call."""
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(out)
+
+
+def host_us(torch, fn, n, reps, warm=None):
+    """Median host time of one of n calls, in µs: fn(n) makes the n calls, which are queued, not waited for
+    (the device is synchronized outside the timing). warm(): the warm-up (default fn(n))."""
+    (warm or (lambda: fn(n)))()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(n)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        out.append((t1 - t0) / n * 1e6)
+    return statistics.median(out)
