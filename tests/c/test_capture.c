@@ -9,14 +9,17 @@ TestSuite(capture, .fini = dlst_fini);
 
 #define N 1024
 
-static void read_floats(dls_buffer_t b, dls_stream_t s, float *out) {
-  OK(dls_buffer_read(b, 0, out, N * sizeof(float), s));
-  OK(dls_stream_synchronize(s));
-}
-
 static void expect_all(const float *v, float want, const char *what) {
   for (int i = 0; i < N; i++)
     cr_assert_float_eq(v[i], want, 1e-6, "%s: element %d is %g, wanted %g", what, i, v[i], want);
+}
+
+/* Reads the buffer back (stream-ordered on s) and checks every element. */
+static void expect_buffer(dls_buffer_t b, dls_stream_t s, float want, const char *what) {
+  float v[N];
+  OK(dls_buffer_read(b, 0, v, N * sizeof(float), s));
+  OK(dls_stream_synchronize(s));
+  expect_all(v, want, what);
 }
 
 static dls_buffer_t filled(dls_stream_t s, float value) {
@@ -50,13 +53,10 @@ BACKEND_TEST(capture, captured_work_runs_only_when_replayed) {
   OK(dls_stream_end_capture(s, &g));
   OK(dls_stream_capture_status(s, &cs));
   cr_assert_eq(cs, DLS_CAPTURE_NONE);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 0.0f, "after the capture, before any replay"); /* the negative control */
+  expect_buffer(y, s, 0.0f, "after the capture, before any replay"); /* the negative control */
   for (int i = 1; i <= 3; i++) {
     OK(dls_graph_launch(g, s));
-    read_floats(y, s, v);
-    expect_all(v, 2.0f * (float)i, "after a replay");
+    expect_buffer(y, s, 2.0f * (float)i, "after a replay");
   }
   OK(dls_graph_destroy(g));
   OK(dls_buffer_free(x));
@@ -78,9 +78,7 @@ BACKEND_TEST(capture, replays_on_another_stream_and_after_destroy_of_the_handle)
   for (int i = 0; i < 3; i++)
     OK(dls_graph_launch(g, r));
   OK(dls_graph_destroy(g)); /* queued replays still run */
-  float v[N];
-  read_floats(y, r, v);
-  expect_all(v, 3.0f, "three replays on another stream");
+  expect_buffer(y, r, 3.0f, "three replays on another stream");
   FAILS(dls_graph_launch(g, r), DLS_ERR_INVALID_HANDLE, "graph handle is stale");
   OK(dls_buffer_free(x));
   OK(dls_buffer_free(y));
@@ -97,9 +95,7 @@ BACKEND_TEST(capture, hundred_launches_in_one_capture) {
   for (int i = 0; i < 100; i++)
     OK(dls_axpy_f32(s, N, 1.0f, dls_arg_buffer(x), dls_arg_buffer(y)));
   end_and_replay(s, 3);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 300.0f, "100 captured launches replayed 3 times");
+  expect_buffer(y, s, 300.0f, "100 captured launches replayed 3 times");
   OK(dls_buffer_free(x));
   OK(dls_buffer_free(y));
   OK(dls_stream_destroy(s));
@@ -119,9 +115,7 @@ BACKEND_TEST(capture, temporary_freed_inside_the_capture) {
     OK(dls_buffer_free(tmp));
   }
   end_and_replay(s, 3);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 30.0f, "two temporaries per replay, three replays");
+  expect_buffer(y, s, 30.0f, "two temporaries per replay, three replays");
   OK(dls_buffer_free(y));
   OK(dls_stream_destroy(s));
 }
@@ -139,15 +133,12 @@ BACKEND_TEST(capture, temporary_freed_after_the_capture_is_a_graph_output) {
   OK(dls_axpy_f32(s, N, 2.0f, dls_arg_buffer(x), dls_arg_buffer(out)));
   dls_graph_t g;
   OK(dls_stream_end_capture(s, &g));
-  float v[N];
   for (int i = 0; i < 3; i++) {
     OK(dls_graph_launch(g, s));
-    read_floats(out, s, v);
-    expect_all(v, 9.0f, "the graph output after a replay");
+    expect_buffer(out, s, 9.0f, "the graph output after a replay");
   }
   OK(dls_graph_destroy(g));      /* the output still holds the graph's memory */
-  read_floats(out, s, v);
-  expect_all(v, 9.0f, "the graph output after its graph handle is gone");
+  expect_buffer(out, s, 9.0f, "the graph output after its graph handle is gone");
   OK(dls_buffer_free(out));      /* now the graph goes, after its last replay */
   OK(dls_buffer_free(x));
   OK(dls_stream_destroy(s));
@@ -176,14 +167,10 @@ BACKEND_TEST(capture, groups_and_nested_groups_replay) {
   OK(dls_group_end(g));
   OK(dls_axpy_f32(s, N, 1.0f, dls_arg_buffer(c), dls_arg_buffer(a))); /* after the join: sees c */
   end_and_replay(s, 3);
-  float v[N];
-  read_floats(b, s, v);
-  expect_all(v, 6.0f, "branch b");
-  read_floats(c, s, v);
-  expect_all(v, 9.0f, "nested branch c");
+  expect_buffer(b, s, 6.0f, "branch b");
+  expect_buffer(c, s, 9.0f, "nested branch c");
   /* a = sum over replays of (1 + c after that replay) = (1+3) + (1+6) + (1+9) */
-  read_floats(a, s, v);
-  expect_all(v, 21.0f, "the origin after the join");
+  expect_buffer(a, s, 21.0f, "the origin after the join");
   /* Pooled branch streams came back to the pool eager: usable outside any capture. */
   dls_stream_t p;
   OK(dls_stream_acquire(d, &p));
@@ -218,9 +205,7 @@ BACKEND_TEST(capture, events_inside_a_capture_are_graph_dependencies) {
   FAILS(dls_event_synchronize(e), DLS_ERR_STATE, "graph");
   OK(dls_group_end(g));
   end_and_replay(s, 2);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 24.0f, "((0 + 4) * 2 + 4) * 2");
+  expect_buffer(y, s, 24.0f, "((0 + 4) * 2 + 4) * 2");
   OK(dls_event_record(e, s)); /* an eager record makes it an ordinary event again */
   OK(dls_event_synchronize(e));
   OK(dls_event_destroy(e));
@@ -241,9 +226,7 @@ static void capture_still_valid(dls_stream_t s, dls_buffer_t y, float before) {
   OK(dls_axpy_f32(s, N, 1.0f, dls_arg_buffer(t), dls_arg_buffer(y)));
   OK(dls_buffer_free(t));
   end_and_replay(s, 1);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, before + 1.0f, "the capture after a refusal");
+  expect_buffer(y, s, before + 1.0f, "the capture after a refusal");
 }
 
 BACKEND_TEST(capture, waits_that_tie_a_capture_to_eager_work_are_refused) {
@@ -344,9 +327,7 @@ BACKEND_TEST(capture, an_open_group_refuses_the_end_and_the_capture_goes_on) {
   cr_assert_eq(cs, DLS_CAPTURE_ACTIVE, "the refusal must leave the capture going");
   OK(dls_group_end(g));
   end_and_replay(s, 1);
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 2.0f, "the branch's fill, replayed");
+  expect_buffer(y, s, 2.0f, "the branch's fill, replayed");
   OK(dls_buffer_free(y));
   OK(dls_stream_destroy(s));
 }
@@ -395,9 +376,7 @@ BACKEND_TEST(capture, deferred_release_pending_at_capture_start) {
   OK(dls_stream_synchronize(held));
   cr_assert_eq(dls_deferred_poll(), 0);
   cr_assert_eq(atomic_load(&g_released), 1, "released exactly once, after the capture");
-  float v[N];
-  read_floats(y, s, v);
-  expect_all(v, 130.0f, "130 launches captured next to a pending release");
+  expect_buffer(y, s, 130.0f, "130 launches captured next to a pending release");
   OK(dls_latch_destroy(l));
   OK(dls_buffer_free(z));
   OK(dls_buffer_free(x));
