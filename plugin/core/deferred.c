@@ -62,15 +62,19 @@ static void deferred_finish(dls__deferred *d) {
 static bool deferred_ready(dls__deferred *d) {
   if (d->cap_id != 0 && dls__capture_underway(d->cap_id))
     return false;
+  if (d->nwait == 0)
+    return true;
+  /* The capture mode is the calling thread's, and an entry's events are all
+   * of one backend (its devices may differ): one switch serves them all. */
+  dls__relaxed r;
+  dls__relaxed_enter(&r, d->marks[0].dev);
   bool ready = true;
   for (int i = 0; i < d->nwait && ready; i++) {
     dls__device *dev = d->marks[i].dev;
-    dls__relaxed r;
-    dls__relaxed_enter(&r, dev);
     int done = 0;
     ready = dev->be->event_query(dev->id, d->marks[i].event, &done) == DLS_OK && done;
-    dls__relaxed_leave(&r);
   }
+  dls__relaxed_leave(&r);
   return ready;
 }
 
