@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
-#include "dlspy.h"
+#include "function.h"
 
 #include <string.h>
 
@@ -19,28 +19,6 @@ static const char *sig_name(uint8_t k) {
   static const char *const names[] = {"any", "p", "cp", "i32", "u32", "i64", "u64", "f32", "f64", "bytes"};
   return k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
-
-/* Arguments whose last scalar a Function remembers (see FunctionObject). */
-#define MEMO_ARGS 16
-
-typedef struct FunctionObject {
-  PyObject_HEAD
-  dls_function_t handle;
-  DLDevice device;
-  dlspy_state *st;  /* its module's state (the type keeps the module alive) */
-  PyObject *module; /* the Module, kept alive; NULL for built-ins */
-  int nsig;         /* -1: no signature */
-  uint8_t sig[DLS_MAX_ARGS];
-  /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
-   * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
-   * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
-   * the same object converts the same way, and none can reach the Function (no cycle). */
-  PyObject *memo_grid, *memo_block;
-  uint32_t memo_dims[2][3];
-  PyObject *memo_obj[MEMO_ARGS];
-  dls_arg_t memo_arg[MEMO_ARGS];
-  char name[64];
-} FunctionObject;
 
 /* "p, p, u64, f32" or a sequence of tokens. */
 static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, FunctionObject *f) {
@@ -314,7 +292,9 @@ static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_l
 
 /* The kernel's arguments. A scalar that is the object the last launch passed in its place takes the last
  * conversion; a tensor of the type whose framework's current stream the call runs on takes the short way. */
-static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, Py_ssize_t n, dls_arg_t *argv) {
+static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, Py_ssize_t n, dls_arg_t *argv,
+                       uint64_t *taken) {
+  *taken = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = uargs[i];
     uint8_t kind = f->nsig >= 0 ? f->sig[i] : SIG_NONE;
@@ -323,6 +303,7 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
       if (rc <= 0) {
         if (rc < 0)
           return -1;
+        *taken |= (uint64_t)1 << i;
         continue;
       }
     }
@@ -347,6 +328,11 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   static const char pycall[] = "Function.launch";
   dlspy_state *st = f->st;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames == NULL) {
+    int rc = dlspy_plan_launch(f, args, nargs);
+    if (rc <= 0)
+      return rc == 0 ? Py_NewRef(Py_None) : NULL;
+  }
   PyObject *stream = NULL, *shared = NULL;
   if (kwnames != NULL) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
@@ -386,7 +372,8 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
     return NULL;
   dls_arg_t argv[DLS_MAX_ARGS];
-  bool ok = launch_args(f, &c, uargs, n, argv) == 0;
+  uint64_t taken = 0;
+  bool ok = launch_args(f, &c, uargs, n, argv, &taken) == 0;
   if (ok) {
     dls_status_t rc;
     dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
@@ -399,6 +386,8 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
       ok = false;
     }
   }
+  if (ok && kwnames == NULL)
+    dlspy_plan_note(f, &c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
   if (dlspy_call_end(&c, ok) != 0 || !ok)
     return NULL;
   Py_RETURN_NONE;
@@ -411,6 +400,7 @@ static void function_dealloc(FunctionObject *f) {
   Py_CLEAR(f->memo_block);
   for (int i = 0; i < MEMO_ARGS; i++)
     Py_CLEAR(f->memo_obj[i]);
+  dlspy_plan_clear(f);
   tp->tp_free(f);
   Py_DECREF(tp);
 }
@@ -418,6 +408,7 @@ static void function_dealloc(FunctionObject *f) {
 static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicode_FromString(f->name); }
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
+static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.type != NULL); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;
@@ -452,6 +443,7 @@ static PyGetSetDef function_getset[] = {
     {"device", (getter)function_get_device, NULL, "The device it runs on.", NULL},
     {"handle", (getter)function_get_handle, NULL, "The dlstream handle.", NULL},
     {"signature", (getter)function_get_signature, NULL, "The argument kinds, or None.", NULL},
+    {"_planned", (getter)function_get_planned, NULL, "Whether a call shaped like the last takes its launch plan.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

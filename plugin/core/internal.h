@@ -279,9 +279,20 @@ typedef struct dls__function {
   uint64_t id;
 } dls__function;
 
+/* The bytes of a scalar or raw-pointer argument, DLS_ARG_I32 to DLS_ARG_PTR. */
+static inline uint32_t dls__arg_scalar_size(int32_t kind) {
+  static const uint8_t sizes[DLS_ARG_PTR + 1] = {0, 4, 8, 4, 8, 4, 8, sizeof(void *)};
+  return sizes[kind];
+}
 /* Launch with typed args resolved (shared by dls_launch and the built-ins). */
 DLS__INTERNAL dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s,
                                        const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs);
+/* A launch whose arguments are values already (scalars and raw pointers: nothing to order or record): params[i]
+ * points at argument i's sizes[i] bytes. The caller vouches for the configuration (every dimension >= 1) and for
+ * the arguments (at most DLS_MAX_ARGS, DLS_MAX_ARG_BYTES in all); the function and stream are checked. */
+DLS__INTERNAL dls_status_t dls__launch_params(const char *call, dls__function *fn, dls__stream *s,
+                                              const dls_launch_config_t *config, void **params,
+                                              const uint32_t *sizes, int nargs);
 /* A built-in function object of a device (cached). */
 DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call,
                                         dls__function **out);

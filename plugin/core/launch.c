@@ -356,21 +356,53 @@ static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dl
   return DLS_OK;
 }
 
-/* Sizes of the scalar kinds and raw pointers, DLS_ARG_I32 to DLS_ARG_PTR. */
-static const uint8_t k_scalar_size[DLS_ARG_PTR + 1] = {0, 4, 8, 4, 8, 4, 8, sizeof(void *)};
 
-dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
-                         const dls_arg_t *args, size_t nargs) {
+/* What every launch checks of its function and stream: one device, and no work on a legacy default stream
+ * while a capture is underway on its device. */
+static inline dls_status_t check_function_stream(const char *call, const dls__function *fn, dls__stream *s) {
   if (DLS__UNLIKELY(fn->dev != s->dev))
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, fn->name,
                      fn->dev->name, s->dev->name);
-  DLS__TRY(check_config(call, config));
   if (DLS__UNLIKELY(atomic_load_explicit(&s->dev->captures, memory_order_relaxed) > 0) && dls__stream_legacy(s) &&
       dls__capture_on_device(s->dev))
     return dls__fail(DLS_ERR_STATE,
                      "%s: a capture is underway on %s, and work on its legacy default stream would merge into it "
                      "(the driver invalidates the capture); launch on the capturing stream or a created one",
                      call, s->dev->name);
+  return DLS_OK;
+}
+
+/* Queues the launch on the backend. */
+static inline dls_status_t queue_launch(const char *call, const dls__function *fn, dls__stream *s,
+                                        const dls_launch_config_t *config, void **params, const uint32_t *sizes,
+                                        int nargs) {
+  dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, nargs);
+  if (DLS__UNLIKELY(st != DLS_OK))
+    return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
+  return DLS_OK;
+}
+
+/* Deferred releases are polled now and then, not on every launch: a poll
+ * queries an event per pending entry. */
+static inline void poll_now_and_then(void) {
+  static _Thread_local unsigned launches;
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && (++launches & 63) == 0)
+    /* polls only where no capture forbids it */
+    dls_deferred_poll();
+}
+
+dls_status_t dls__launch_params(const char *call, dls__function *fn, dls__stream *s,
+                                const dls_launch_config_t *config, void **params, const uint32_t *sizes, int nargs) {
+  DLS__TRY(check_function_stream(call, fn, s));
+  DLS__TRY(queue_launch(call, fn, s, config, params, sizes, nargs));
+  poll_now_and_then();
+  return DLS_OK;
+}
+
+dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                         const dls_arg_t *args, size_t nargs) {
+  DLS__TRY(check_function_stream(call, fn, s));
+  DLS__TRY(check_config(call, config));
   if (DLS__UNLIKELY(nargs > DLS_MAX_ARGS))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): at most %d arguments", call, nargs, DLS_MAX_ARGS);
   if (DLS__UNLIKELY(args == NULL && nargs != 0))
@@ -387,7 +419,7 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
       /* Scalars and raw pointers are passed where they are: the arguments are
        * borrowed for the call, and every backend copies the values at once. */
       params[i] = (void *)(uintptr_t)&a->v;
-      sizes[i] = k_scalar_size[a->kind];
+      sizes[i] = dls__arg_scalar_size(a->kind);
     } else {
       DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused));
     }
@@ -411,9 +443,7 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
     if (DLS__UNLIKELY(st != DLS_OK))
       return dls__fail_prefix(st, "%s(args): recording a buffer's use", call);
   }
-  st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, (int)nargs);
-  if (DLS__UNLIKELY(st != DLS_OK))
-    return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
+  DLS__TRY(queue_launch(call, fn, s, config, params, sizes, (int)nargs));
   for (int i = 0; i < nused; i++) {
     bool seen = false;
     for (int j = 0; j < i && !seen; j++)
@@ -424,12 +454,7 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
         return dls__fail_prefix(st, "%s: recording a buffer use after the launch", call);
     }
   }
-  /* Deferred releases are polled now and then, not on every launch: a poll
-   * queries an event per pending entry. */
-  static _Thread_local unsigned launches;
-  if (DLS__UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && (++launches & 63) == 0)
-    /* polls only where no capture forbids it */
-    dls_deferred_poll();
+  poll_now_and_then();
   return DLS_OK;
 }
 

@@ -52,6 +52,36 @@ def test_launch_on_torch_current_stream_runs_on_side(axpy):
     latch.close()
 
 
+@needs_torch_cuda
+@pytest.mark.parametrize("under_side", [True, False])
+def test_planned_launches_follow_torchs_current_stream(axpy, under_side):
+    """Launches shaped like the last take the Function's plan, which still asks torch for its current stream at
+    each call: the launch under torch.cuda.stream(side) sits behind side's latch; the negative control (no
+    stream context) runs on the default stream at once."""
+    side = torch.cuda.Stream()
+    x = torch.ones(1024, device="cuda")
+    y = torch.zeros(1024, device="cuda")
+    for _ in range(3):
+        axpy.launch(4, 256, 1024, 1.0, x, y)
+    assert axpy._planned
+    torch.cuda.synchronize()
+    latch = dlstream.Latch(DEV)
+    latch.wait(dlstream.Stream.wrap(side), timeout=TIMEOUT)
+    if under_side:
+        with torch.cuda.stream(side):
+            axpy.launch(4, 256, 1024, 1.0, x, y)
+    else:
+        axpy.launch(4, 256, 1024, 1.0, x, y)
+    torch.cuda.current_stream().synchronize()
+    early = float(y[0].item())
+    latch.open()
+    side.synchronize()
+    latch.check()
+    latch.close()
+    assert early == (3.0 if under_side else 4.0), "held on side" if under_side else "ran on the default stream"
+    assert torch.equal(y, torch.full_like(y, 4.0))
+
+
 def _producer_consumer(ordered_by_dlstream):
     """torch writes x on producer stream p (held by a latch); dlstream reads x on its own stream s."""
     p = torch.cuda.Stream()

@@ -74,6 +74,13 @@ def fake(fx, a, cls=None, device_type=None):
     return cls(a, a.ctypes.data, a.shape, **kw)
 
 
+def axpy_on_fakes(fx):
+    """The CPU axpy built-in, x = 0..7 and y = 1 as NumPy arrays, and the fake framework's tensors over them."""
+    x = np.arange(8, dtype=np.float32)
+    y = np.ones(8, np.float32)
+    return dlstream.builtin_function("dls_axpy_f32", CPU), x, y, fake(fx, x), fake(fx, y)
+
+
 def test_tensors_of_another_type_or_device_take_the_general_path(fx, no_leaks):
     axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
     x = np.arange(8, dtype=np.float32)
@@ -86,10 +93,7 @@ def test_tensors_of_another_type_or_device_take_the_general_path(fx, no_leaks):
 
 
 def test_a_framework_failing_on_a_later_tensor_raises(fx, no_leaks):
-    axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
-    x = np.arange(8, dtype=np.float32)
-    y = np.ones(8, np.float32)
-    fxx, fyy = fake(fx, x), fake(fx, y)
+    axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
     before = fx.counters()["dltensor"]
     axpy.launch(1, 8, 8, 1.0, fxx, fyy)
     assert fx.counters()["dltensor"] - before == 2, "each tensor read once"
@@ -103,10 +107,7 @@ def test_a_framework_failing_on_a_later_tensor_raises(fx, no_leaks):
 
 def test_a_framework_stream_that_changes_is_followed(fx, no_leaks):
     """The last framework stream resolved is remembered; a new one must be seen (the latch holds it)."""
-    axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
-    x = np.arange(8, dtype=np.float32)
-    y = np.ones(8, np.float32)
-    fxx, fyy = fake(fx, x), fake(fx, y)
+    axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
     s = dlstream.Stream(CPU)
     fx.set_current_stream(0)
     axpy.launch(1, 8, 8, 1.0, fxx, fyy)
@@ -124,3 +125,125 @@ def test_a_framework_stream_that_changes_is_followed(fx, no_leaks):
     fx.set_current_stream(0)
     s.close()
     dlstream._dlstream._clear_caches()
+
+
+# ---- the launch plan: a call shaped like the last one on a framework's current stream ----
+
+def latch_on(stream):
+    latch = dlstream.Latch(CPU)
+    latch.wait(stream)
+    return latch
+
+
+def runs_held(y, before, stream, launch):
+    """Whether `launch` queues on `stream`: held behind a latch there, y must not change while every other stream
+    drains; then it must."""
+    latch = latch_on(stream)
+    launch()
+    dlstream.Stream.legacy(CPU).synchronize()
+    settle()
+    held = (y == before).all()
+    latch.open()
+    stream.synchronize()
+    latch.close()
+    return held and not (y == before).all()
+
+
+def test_a_call_shaped_like_the_last_takes_the_plan(fx, no_leaks):
+    axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
+    assert not axpy._planned
+    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    assert axpy._planned
+    before = fx.counters()
+    for _ in range(10):
+        axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    after = fx.counters()
+    assert after["dltensor"] - before["dltensor"] == 20, "each tensor read at each call"
+    assert after["current_stream"] - before["current_stream"] == 10, "the current stream asked at each call"
+    assert after["managed"] == before["managed"]
+    settle()
+    assert (y == 11 * x + 1).all()
+
+
+def test_the_plan_reads_new_scalars_tensors_and_streams(fx, no_leaks):
+    """Each part of a planned call that can change is taken from this call: a new scalar, other tensors of the
+    type, another current stream (held by a latch, with the first stream as the negative control)."""
+    axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
+    x = np.arange(8, dtype=np.float32)
+    y, z = np.ones(8, np.float32), np.zeros(8, np.float32)
+    fxx, fyy, fzz = fake(fx, x), fake(fx, y), fake(fx, z)
+    a, b = dlstream.Stream(CPU), dlstream.Stream(CPU)
+    fx.set_current_stream(a.ptr)
+    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    axpy.launch(1, 8, 8, 1.0, fxx, fzz)  # another tensor object of the type: the plan
+    a.synchronize()
+    assert (y == x + 1).all() and (z == x).all()
+    axpy.launch(1, 8, 8, 3.0, fxx, fzz)  # a new scalar: the general path, then a new plan
+    a.synchronize()
+    assert (z == 4 * x).all() and axpy._planned
+    fx.set_current_stream(b.ptr)
+    assert runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz)), "on the new current stream"
+    assert (z == 7 * x).all()
+    fx.set_current_stream(a.ptr)
+    assert not runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz)), "negative control: on a"
+    fx.set_current_stream(0)
+    a.close()
+    b.close()
+    dlstream._dlstream._clear_caches()
+
+
+def test_the_plan_gives_way_to_stream_choices_and_other_arguments(fx, no_leaks):
+    """stream=, use_stream() and an argument the plan did not see take the general path, which decides again."""
+    axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
+    s = dlstream.Stream(CPU)
+    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    assert axpy._planned
+    settle()
+    assert runs_held(y, y.copy(), s, lambda: axpy.launch(1, 8, 8, 1.0, fxx, fyy, stream=s)), "stream= decides"
+    assert axpy._planned, "a call with keywords leaves the plan"
+
+    def in_use_stream():
+        with dlstream.use_stream(s):
+            axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+
+    assert runs_held(y, y.copy(), s, in_use_stream), "use_stream() decides"
+    assert not runs_held(y, y.copy(), s, lambda: axpy.launch(1, 8, 8, 1.0, fxx, fyy)), "and ends with its block"
+    axpy.launch(1, 8, 8, 1.0, fxx, y)  # a NumPy array where the plan had a tensor: the general path
+    axpy.launch(1, 8, 8, 1.0, fxx, fake(fx, y, fx.FakeTensorInt))  # another exchange-API type
+    settle()
+    assert (y == 6 * x + 1).all()
+    with pytest.raises(dlstream.Error):  # a tensor on a GPU for this CPU call: refused by the general path
+        axpy.launch(1, 8, 8, 1.0, fxx, fake(fx, y, device_type=dlstream.kDLCUDA))
+    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    assert axpy._planned
+    for n in (1, 2):  # the framework fails on the first, then on the second tensor of a planned call
+        fx.fail_next(n)
+        with pytest.raises(BufferError, match="cannot describe"):
+            axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    settle()
+    assert (y == 8 * x + 1).all()
+    s.close()
+    dlstream._dlstream._clear_caches()
+
+
+def test_a_plan_holds_no_tensor_and_goes_with_its_function(fx, no_leaks):
+    x = np.arange(8, dtype=np.float32)
+    y = np.ones(8, np.float32)
+    fxx, fyy = fake(fx, x), fake(fx, y)
+
+    def plan_and_drop():
+        axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
+        axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+        axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+        return axpy._planned, sys.getrefcount(fx.FakeTensor)
+
+    plan_and_drop()  # the type is known to dlstream from now on
+    rx, ry, rt = sys.getrefcount(fxx), sys.getrefcount(fyy), sys.getrefcount(fx.FakeTensor)
+    planned, rt_planned = plan_and_drop()
+    rt_after = sys.getrefcount(fx.FakeTensor)  # outside the assert: its rewriting holds temporaries
+    assert planned and rt_planned == rt + 1, "the plan keeps its type"
+    assert rt_after == rt, "and lets it go with its Function"
+    assert (sys.getrefcount(fxx), sys.getrefcount(fyy)) == (rx, ry), "but no tensor"
+    settle()
+    assert (y == 4 * x + 1).all()

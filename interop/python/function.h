@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlstream.Function's object, shared by its launch path (launch.c) and its launch plan (launchplan.c). */
+#ifndef DLSTREAM_PY_FUNCTION_H
+#define DLSTREAM_PY_FUNCTION_H
+
+#include "dlspy.h"
+
+/* Arguments whose last scalar a Function remembers (see FunctionObject). */
+#define MEMO_ARGS 16
+
+/* The shape of the last launch that ran on an exchange-API framework's current stream with nothing to order,
+ * keep or stage: which arguments were that framework's tensors, and that every other one was a remembered
+ * scalar. A call of the same shape needs only the tensors' data pointers and the framework's current stream
+ * (launchplan.c). */
+typedef struct dlspy_launch_plan {
+  PyTypeObject *type;             /* the tensors' type (strong); NULL: no plan */
+  const DLPackExchangeAPI *api;   /* its exchange API */
+  DLDevice dev;                   /* the device the framework names for the tensors (the Function's) */
+  DLDevice home;                  /* the same as dlstream names it */
+  uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
+  int n;                          /* the kernel's argument count */
+  uint32_t sizes[DLS_MAX_ARGS];   /* each argument's bytes */
+} dlspy_launch_plan;
+
+typedef struct FunctionObject {
+  PyObject_HEAD
+  dls_function_t handle;
+  DLDevice device;
+  dlspy_state *st;  /* its module's state (the type keeps the module alive) */
+  PyObject *module; /* the Module, kept alive; NULL for built-ins */
+  int nsig;         /* -1: no signature */
+  uint8_t sig[DLS_MAX_ARGS];
+  /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
+   * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
+   * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
+   * the same object converts the same way, and none can reach the Function (no cycle). */
+  PyObject *memo_grid, *memo_block;
+  uint32_t memo_dims[2][3];
+  PyObject *memo_obj[MEMO_ARGS];
+  dls_arg_t memo_arg[MEMO_ARGS];
+  dlspy_launch_plan plan;
+  char name[64];
+} FunctionObject;
+
+/* Runs launch(grid, block, *args) (no keywords) by f's plan. Returns 0 when it ran, -1 with an exception, 1 when
+ * the call does not have the plan's shape (nothing raised, nothing done: the general path takes it). */
+int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs);
+/* After the general path queued a launch without keywords: makes the plan of its shape when it has one.
+ * `taken`: bit i set when argument i was a tensor of the call's fast type (dlspy_call_fast_arg). */
+void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
+                     uint64_t taken);
+/* Drops the plan. */
+void dlspy_plan_clear(FunctionObject *f);
+
+#endif

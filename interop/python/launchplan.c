@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A Function's launch plan: the short way for a call shaped like the last one that ran on a framework's current
+ * stream (the common loop: the same kernel, the same grid and scalars, that framework's tensors).
+ *
+ * The general path (launch.c, handshake.c) decides, for each call, which argument picks the stream and how each
+ * tensor is taken. A call with the plan's shape would decide the same: its scalars are the very objects the plan
+ * saw (immutable, so they convert the same way), and its tensor arguments are of the plan's type in the same
+ * places, so the first of them picks its framework's current stream and none needs ordering (the call runs on the
+ * stream the framework names for them). What is left per call is what can change between calls: the tensors' data
+ * pointers and devices, the framework's current stream, and whether a use_stream() context names a stream. Any
+ * difference hands the call to the general path before anything was done. */
+#include "function.h"
+
+static int framework_failed(dlspy_state *st, const char *what, int index) {
+  if (!PyErr_Occurred()) {
+    if (index >= 0)
+      dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "Function.launch(args[%d]): the framework could not describe the tensor",
+                   index);
+    else
+      dlspy_raisef(st, DLS_ERR_BACKEND, "Function.launch: the framework's %s failed", what);
+  }
+  return -1;
+}
+
+int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs) {
+  static const char pycall[] = "Function.launch";
+  const dlspy_launch_plan *p = &f->plan;
+  dlspy_state *st = f->st;
+  if (p->type == NULL || nargs - 2 != p->n || args[0] != f->memo_grid || args[1] != f->memo_block)
+    return 1;
+  if (DLS__UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) ||
+                    atomic_load_explicit(&dls__state, memory_order_acquire) != 1))
+    return 1;
+  if (DLS__UNLIKELY(st->stream_var_set)) {
+    dls_stream_t ctx;
+    if (dlspy_context_stream(st, &ctx) != 0)
+      return -1;
+    if (ctx.id != 0)
+      return 1; /* use_stream() names the stream */
+  }
+  PyObject *const *uargs = args + 2;
+  void *params[DLS_MAX_ARGS];
+  void *ptrs[DLS_MAX_ARGS];
+  for (int i = 0; i < p->n; i++) {
+    PyObject *o = uargs[i];
+    if ((p->tensors >> i) & 1) {
+      if (Py_TYPE(o) != p->type)
+        return 1;
+      DLTensor dl;
+      if (p->api->dltensor_from_py_object_no_sync(o, &dl) != 0)
+        return framework_failed(st, NULL, i);
+      if (dl.device.device_type != p->dev.device_type || dl.device.device_id != p->dev.device_id)
+        return 1;
+      ptrs[i] = dl.data != NULL ? (char *)dl.data + dl.byte_offset : NULL;
+      params[i] = &ptrs[i];
+    } else if (o == f->memo_obj[i]) { /* i < MEMO_ARGS: the plan has no scalar past them */
+      params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
+    } else {
+      return 1;
+    }
+  }
+  void *native = NULL;
+  if (p->api->current_work_stream(p->dev.device_type, p->dev.device_id, &native) != 0)
+    return framework_failed(st, "current_work_stream", -1);
+  dls_stream_t h;
+  dls__stream *s;
+  if (dlspy_stream_lookup(st, p->home, native, pycall, &h, &s) != 0)
+    return -1;
+  dls_status_t rc;
+  dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
+  if (fn == NULL)
+    return 1; /* the general path says why */
+  bool counted = s->kind != DLS__STREAM_DEFAULT;
+  if (counted)
+    dls__stream_ref(s);
+  dls_launch_config_t cfg; /* the dimensions launch_dims checked when it remembered them */
+  memcpy(cfg.grid, f->memo_dims[0], sizeof cfg.grid);
+  memcpy(cfg.block, f->memo_dims[1], sizeof cfg.block);
+  cfg.shared_mem_bytes = 0;
+  rc = dls__launch_params(pycall, fn, s, &cfg, params, p->sizes, p->n);
+  if (counted)
+    dls__stream_unref(s);
+  if (DLS__UNLIKELY(rc != DLS_OK)) {
+    dlspy_raisef(st, rc, "%s", dls_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
+                     uint64_t taken) {
+  Py_ssize_t n = nargs - 2;
+  bool fits = taken != 0 && c->fast_type != NULL && c->fast_api != NULL && c->s == c->cur_stream &&
+              c->cur_api == (const void *)c->fast_api && args[0] == f->memo_grid && args[1] == f->memo_block &&
+              n <= DLS_MAX_ARGS;
+  for (Py_ssize_t i = 0; fits && i < n; i++)
+    fits = ((taken >> i) & 1) || (i < MEMO_ARGS && args[2 + i] == f->memo_obj[i] &&
+                                  (uint32_t)f->memo_arg[i].kind - 1u < DLS_ARG_PTR);
+  DLDevice home;
+  if (!fits || !dls__dlpack_home(c->fast_dev, &home)) {
+    dlspy_plan_clear(f);
+    return;
+  }
+  dlspy_launch_plan *p = &f->plan;
+  if (p->type != c->fast_type) {
+    Py_XSETREF(p->type, (PyTypeObject *)Py_NewRef((PyObject *)c->fast_type));
+  }
+  p->api = c->fast_api;
+  p->dev = c->fast_dev;
+  p->home = home;
+  p->tensors = taken;
+  p->n = (int)n;
+  for (Py_ssize_t i = 0; i < n; i++)
+    p->sizes[i] = ((taken >> i) & 1) ? (uint32_t)sizeof(void *) : dls__arg_scalar_size(f->memo_arg[i].kind);
+}
+
+void dlspy_plan_clear(FunctionObject *f) {
+  Py_CLEAR(f->plan.type);
+  f->plan.n = 0;
+  f->plan.tensors = 0;
+}
