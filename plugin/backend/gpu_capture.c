@@ -51,7 +51,13 @@ dls_status_t dls__gpu_stream_capture_status(dls__gpu *g, int dev, void *stream, 
   }
   unsigned status = DLS__CAPTURE_NONE;
   unsigned long long id = 0;
-  DLS__GPU_CALL(g, dev, g->calls.capture_info(stream, &status, &id), "%s(stream=%p)", g->names.capture_info, stream);
+  /* A created stream names its context (and device) itself: it is asked as it is, without making the device
+   * current first (a context check each: this runs at every alloc, free and record on a wrapped stream). A
+   * refusal, such as a thread with no context where the driver wants one, is asked again the usual way; a
+   * failed query is no stream work, so it cannot harm a capture. */
+  if (dls__gpu_special_stream(g, stream) || g->calls.capture_info(stream, &status, &id) != DLS__GPU_OK)
+    DLS__GPU_CALL(g, dev, g->calls.capture_info(stream, &status, &id), "%s(stream=%p)", g->names.capture_info,
+                  stream);
   *out_status = (int)status;
   /* Each vendor counts its own captures: the tag keeps CUDA's and HIP's ids apart. */
   *out_id = status != DLS__CAPTURE_NONE ? (uint64_t)id | g->k.capture_id_tag : 0;
