@@ -3,7 +3,9 @@
  *
  * Each figure is the median over 7 repetitions of N calls, after one
  * warm-up repetition, timed with clock_gettime(CLOCK_MONOTONIC). Queued work
- * is drained between repetitions, outside the timed region. The rows live in
+ * is drained between repetitions, outside the timed region. A row's anchor
+ * and dlstream repetitions are interleaved, and its ratio is the median of
+ * the repetitions' ratios. The rows live in
  * bench_cuda.c, bench_cpu.c and bench_group.c; this file times them, prints
  * the table and writes the JSON.
  *
@@ -35,24 +37,65 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* One timed repetition of `body`: microseconds per operation, or -1 when it (or the drain after it) failed. */
+static double time_once(bench_body body, bench_drain drain, void *ctx, int n) {
+  double t0 = now_s();
+  int rc = body(ctx, n);
+  double t1 = now_s();
+  if (rc != 0 || (drain != NULL && drain(ctx) != 0))
+    return -1;
+  return (t1 - t0) * 1e6 / n;
+}
+
+static double median_of(double *t, int k) {
+  qsort(t, (size_t)k, sizeof t[0], cmp_double);
+  return t[k / 2];
+}
+
+static figure summarize(double *t) {
+  figure f;
+  f.median_us = median_of(t, REPS);
+  f.spread = f.median_us > 0 ? (t[REPS - 1] - t[0]) / f.median_us : 0;
+  f.ok = true;
+  return f;
+}
+
 figure measure(bench_body body, bench_drain drain, void *ctx, int n) {
   figure f = {0, 0, false};
   double t[REPS];
   if (body(ctx, n) != 0 || (drain != NULL && drain(ctx) != 0)) /* warm-up */
     return f;
-  for (int r = 0; r < REPS; r++) {
-    double t0 = now_s();
-    int rc = body(ctx, n);
-    double t1 = now_s();
-    if (rc != 0 || (drain != NULL && drain(ctx) != 0))
+  for (int r = 0; r < REPS; r++)
+    if ((t[r] = time_once(body, drain, ctx, n)) < 0)
       return f;
-    t[r] = (t1 - t0) * 1e6 / n;
+  return summarize(t);
+}
+
+/* A row's two sides, interleaved: each repetition times both, the anchor first in even ones and dlstream first in
+ * odd ones, so that drift of the machine (clocks, the GPU's queues, neighbours) reaches both alike. *ratio is the
+ * median of the repetitions' ratios. */
+static void measure_pair(bench_body anchor, bench_body dls, bench_drain drain, void *ctx, int n, figure *fa,
+                         figure *fd, double *ratio) {
+  double ta[REPS], td[REPS], q[REPS];
+  fa->ok = fd->ok = false;
+  bool a_ok = anchor(ctx, n) == 0 && (drain == NULL || drain(ctx) == 0); /* warm-ups */
+  bool d_ok = dls(ctx, n) == 0 && (drain == NULL || drain(ctx) == 0);
+  for (int r = 0; r < REPS && (a_ok || d_ok); r++) {
+    for (int side = 0; side < 2; side++) {
+      if ((side == 0) == (r % 2 == 0)) {
+        if (a_ok)
+          a_ok = (ta[r] = time_once(anchor, drain, ctx, n)) >= 0;
+      } else if (d_ok) {
+        d_ok = (td[r] = time_once(dls, drain, ctx, n)) >= 0;
+      }
+    }
+    q[r] = a_ok && d_ok && ta[r] > 0 ? td[r] / ta[r] : 0;
   }
-  qsort(t, REPS, sizeof t[0], cmp_double);
-  f.median_us = t[REPS / 2];
-  f.spread = f.median_us > 0 ? (t[REPS - 1] - t[0]) / f.median_us : 0;
-  f.ok = true;
-  return f;
+  *ratio = a_ok && d_ok ? median_of(q, REPS) : 0;
+  if (a_ok)
+    *fa = summarize(ta);
+  if (d_ok)
+    *fd = summarize(td);
 }
 
 /* ---------------------------------------------------------------- results */
@@ -62,6 +105,7 @@ typedef struct row {
   char operation[96];
   char anchor_name[64]; /* "" when there is no anchor */
   figure anchor, dls;
+  double ratio; /* dlstream / anchor: the median of the interleaved repetitions' ratios */
   int n;
 } row;
 
@@ -98,13 +142,13 @@ void add_row(const char *backend, const char *op, const char *anchor_name, bench
   snprintf(r->anchor_name, sizeof r->anchor_name, "%s", anchor_name != NULL ? anchor_name : "");
   r->n = n;
   g_error[0] = '\0';
-  if (anchor != NULL) {
-    r->anchor = measure(anchor, drain, ctx, n);
-    if (!r->anchor.ok)
-      fprintf(stderr, "bench: %s / %s anchor failed: %s\n", backend, op, g_error);
-  }
-  g_error[0] = '\0';
-  r->dls = measure(dls, drain, ctx, n);
+  r->ratio = 0;
+  if (anchor != NULL)
+    measure_pair(anchor, dls, drain, ctx, n, &r->anchor, &r->dls, &r->ratio);
+  else
+    r->dls = measure(dls, drain, ctx, n);
+  if (anchor != NULL && !r->anchor.ok)
+    fprintf(stderr, "bench: %s / %s anchor failed: %s\n", backend, op, g_error);
   if (!r->dls.ok)
     fprintf(stderr, "bench: %s / %s failed: %s\n", backend, op, g_error);
 }
@@ -119,8 +163,8 @@ static void print_table(void) {
       snprintf(a, sizeof a, "%.3f", r->anchor.median_us);
     if (r->dls.ok)
       snprintf(d, sizeof d, "%.3f", r->dls.median_us);
-    if (r->anchor.ok && r->dls.ok && r->anchor.median_us > 0)
-      snprintf(ratio, sizeof ratio, "%.2f", r->dls.median_us / r->anchor.median_us);
+    if (r->anchor.ok && r->dls.ok && r->ratio > 0)
+      snprintf(ratio, sizeof ratio, "%.2f", r->ratio);
     if (r->anchor.ok)
       snprintf(spread, sizeof spread, "%.0f%% / %.0f%%", 100 * r->anchor.spread, 100 * r->dls.spread);
     else
@@ -156,7 +200,7 @@ static int write_json(const char *path, const char *cuda_device, const char *cud
     perror(path);
     return -1;
   }
-  fprintf(f, "{\n  \"reps\": %d,\n  \"statistic\": \"median per operation, microseconds\",\n  \"cuda_device\": ",
+  fprintf(f, "{\n  \"reps\": %d,\n  \"statistic\": \"median per operation, microseconds; ratio: the median of the interleaved repetitions' ratios\",\n  \"cuda_device\": ",
           REPS);
   json_string(f, cuda_device);
   fprintf(f, ",\n  \"cuda_skipped\": ");
@@ -181,8 +225,7 @@ static int write_json(const char *path, const char *cuda_device, const char *cud
     fprintf(f, ", ");
     json_number(f, "dlstream_us", r->dls.ok, r->dls.median_us);
     fprintf(f, ", ");
-    json_number(f, "ratio", r->anchor.ok && r->dls.ok && r->anchor.median_us > 0,
-                r->anchor.median_us > 0 ? r->dls.median_us / r->anchor.median_us : 0);
+    json_number(f, "ratio", r->anchor.ok && r->dls.ok && r->ratio > 0, r->ratio);
     fprintf(f, ", ");
     json_number(f, "anchor_spread", r->anchor.ok, r->anchor.spread);
     fprintf(f, ", ");

@@ -19,26 +19,28 @@ typedef struct dlspy_launch_plan {
   DLDevice home;                  /* the same as dlstream names it */
   uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
   int n;                          /* the kernel's argument count */
-  uint32_t sizes[DLS_MAX_ARGS];   /* each argument's bytes */
 } dlspy_launch_plan;
 
+/* The fields a launch reads come first, in the order it reads them: a launch leaves the caches cold (the driver's
+ * cuLaunchKernel sweeps them), so each line it touches costs. */
 typedef struct FunctionObject {
   PyObject_HEAD
   dls_function_t handle;
-  DLDevice device;
-  dlspy_state *st;  /* its module's state (the type keeps the module alive) */
-  PyObject *module; /* the Module, kept alive; NULL for built-ins */
-  int nsig;         /* -1: no signature */
-  uint8_t sig[DLS_MAX_ARGS];
+  dlspy_state *st; /* its module's state (the type keeps the module alive) */
   /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
    * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
    * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
    * the same object converts the same way, and none can reach the Function (no cycle). */
   PyObject *memo_grid, *memo_block;
   uint32_t memo_dims[2][3];
+  dlspy_launch_plan plan;
   PyObject *memo_obj[MEMO_ARGS];
   dls_arg_t memo_arg[MEMO_ARGS];
-  dlspy_launch_plan plan;
+  uint32_t plan_sizes[DLS_MAX_ARGS]; /* the plan's argument sizes */
+  DLDevice device;
+  PyObject *module; /* the Module, kept alive; NULL for built-ins */
+  int nsig;         /* -1: no signature */
+  uint8_t sig[DLS_MAX_ARGS];
   char name[64];
 } FunctionObject;
 

@@ -70,16 +70,14 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
   dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
   if (fn == NULL)
     return 1; /* the general path says why */
-  bool counted = s->kind != DLS__STREAM_DEFAULT;
-  if (counted)
-    dls__stream_ref(s);
+  /* No reference is taken on `s` (the general path takes one because it runs Python code while it holds the
+   * stream): the framework was asked before the lookup, and nothing from here to the launch runs Python code or
+   * lets the GIL go, so nothing can drop the handle meanwhile. */
   dls_launch_config_t cfg; /* the dimensions launch_dims checked when it remembered them */
   memcpy(cfg.grid, f->memo_dims[0], sizeof cfg.grid);
   memcpy(cfg.block, f->memo_dims[1], sizeof cfg.block);
   cfg.shared_mem_bytes = 0;
-  rc = dls__launch_params(pycall, fn, s, &cfg, params, p->sizes, p->n);
-  if (counted)
-    dls__stream_unref(s);
+  rc = dls__launch_params(pycall, fn, s, &cfg, params, f->plan_sizes, p->n);
   if (DLS__UNLIKELY(rc != DLS_OK)) {
     dlspy_raisef(st, rc, "%s", dls_last_error());
     return -1;
@@ -111,7 +109,7 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   p->tensors = taken;
   p->n = (int)n;
   for (Py_ssize_t i = 0; i < n; i++)
-    p->sizes[i] = ((taken >> i) & 1) ? (uint32_t)sizeof(void *) : dls__arg_scalar_size(f->memo_arg[i].kind);
+    f->plan_sizes[i] = ((taken >> i) & 1) ? (uint32_t)sizeof(void *) : dls__arg_scalar_size(f->memo_arg[i].kind);
 }
 
 void dlspy_plan_clear(FunctionObject *f) {
