@@ -27,7 +27,9 @@ typedef struct cuda_api {
   DLS__CUDA_REQUIRED_SYMBOLS(API_FIELD)
   DLS__CUDA_OPTIONAL_SYMBOLS(API_FIELD)
   DLS__CUDA_TOOLS_SYMBOLS(API_FIELD)
+  DLS__CUDA_OLD_ABI_SYMBOLS(API_FIELD)
 #undef API_FIELD
+  dls__PFN_cuStreamGetCaptureInfo_v12030 capture_info_v3; /* the ABI the backend prefers, when the driver has it */
 } cuda_api;
 
 extern cuda_api cu;

@@ -47,6 +47,12 @@ static const char *cuda_load(void) {
   DLS__CUDA_REQUIRED_SYMBOLS(RESOLVE)
   DLS__CUDA_OPTIONAL_SYMBOLS(RESOLVE)
   DLS__CUDA_TOOLS_SYMBOLS(RESOLVE)
+  /* the capture query at the ABI the backend prefers (12.3's), then at the old one (fn: the last found) */
+  RESOLVE(cuStreamGetCaptureInfo, 12030, ())
+  cu.capture_info_v3 = (dls__PFN_cuStreamGetCaptureInfo_v12030)fn;
+  if (driver < 12030)
+    cu.capture_info_v3 = NULL;
+  RESOLVE(cuStreamGetCaptureInfo, 10010, ())
 #undef RESOLVE
 #define NEED(name, version, params)                                  \
   if (cu.name == NULL) {                                             \
@@ -214,6 +220,48 @@ static int dls_alloc_use_free(void *p, int n) {
   return 0;
 }
 
+/* The capture-state question a launcher must ask of a stream it did not make before each allocation, free and
+ * record on it (another framework may be capturing the stream): the anchors below ask it as dlstream does. */
+static int ask_capture(dls__CUstream s) {
+  dls__CUstreamCaptureStatus status;
+  dls__cuuint64_t id;
+  CU_CHECK(cu.capture_info_v3 != NULL ? cu.capture_info_v3(s, &status, &id, NULL, NULL, NULL, NULL)
+                                      : cu.cuStreamGetCaptureInfo(s, &status, &id));
+  return 0;
+}
+
+static int raw_alloc_free_asking(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls__CUdeviceptr ptr;
+    if (ask_capture(c->s1) != 0)
+      return -1;
+    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
+    if (ask_capture(c->s1) != 0)
+      return -1;
+    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
+  }
+  return 0;
+}
+
+static int raw_alloc_use_free_asking(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls__CUdeviceptr ptr;
+    if (ask_capture(c->s1) != 0)
+      return -1;
+    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
+    if (ask_capture(c->s2) != 0)
+      return -1;
+    CU_CHECK(cu.cuEventRecord(c->ev, c->s2));
+    if (ask_capture(c->s1) != 0)
+      return -1;
+    CU_CHECK(cu.cuStreamWaitEvent(c->s1, c->ev, 0));
+    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
+  }
+  return 0;
+}
+
 static int raw_record_wait(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
@@ -359,6 +407,16 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
           cuda_drain, &c, 2000);
   add_row(bench_gpu_label, "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
+  /* The same two rows against the raw sequence with the capture-state questions in it: what is left is dlstream's
+   * own bookkeeping. */
+  if (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL) {
+    add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered (anchor asks the capture state as dlstream does)",
+            "cuStreamGetCaptureInfo+cuMemAllocAsync+cuStreamGetCaptureInfo+cuMemFreeAsync", raw_alloc_free_asking,
+            dls_alloc_free, cuda_drain, &c, 1000);
+    add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB (anchor asks the capture state as dlstream does)",
+            "the raw sequence + 3 x cuStreamGetCaptureInfo", raw_alloc_use_free_asking, dls_alloc_use_free, cuda_drain,
+            &c, 1000);
+  }
   /* The same on streams dlstream made (dls_stream_create), as C code of its own uses: a wrapped stream may
    * be put into a capture by its framework at any time, so each alloc, free and record on one asks the
    * driver for its capture state; a stream dlstream made is asked only while a capture is known. */

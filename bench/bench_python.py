@@ -32,20 +32,33 @@ def measure(fn, calls, reps, sync=None):
     return statistics.median(out)
 
 
-def measure_paired(fa, fb, calls, reps, sync):
-    """Two loops like measure_loop's, interleaved (a b, then b a, ...) so that both see the same machine state:
-    (median of a, median of b, median of the paired differences a - b), in microseconds per call."""
-    for f in (fa, fb):
+def measure_interleaved(fns, calls, reps, sync):
+    """Loops like measure_loop's, interleaved so that all see the same machine state: each repetition runs every
+    one, starting one further along each time. Returns each loop's samples (µs per call), one per repetition."""
+    for f in fns:
         f(max(200, calls // 10))
         sync()
-    ta, tb = [], []
+    out = [[] for _ in fns]
     for r in range(reps):
-        for f, out in ((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta)):
+        for k in range(len(fns)):
+            i = (r + k) % len(fns)
             t0 = time.perf_counter()
-            f(calls)
-            out.append((time.perf_counter() - t0) / calls * 1e6)
+            fns[i](calls)
+            out[i].append((time.perf_counter() - t0) / calls * 1e6)
             sync()
+    return out
+
+
+def measure_paired(fa, fb, calls, reps, sync):
+    """(median of a, median of b, median of the paired differences a - b), interleaved, in µs per call."""
+    ta, tb = measure_interleaved([fa, fb], calls, reps, sync)
     return statistics.median(ta), statistics.median(tb), statistics.median(a - b for a, b in zip(ta, tb))
+
+
+def slope(xs, ys):
+    """The least-squares slope of ys over xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 def measure_loop(fn, calls, reps, sync=None):
@@ -101,6 +114,17 @@ def gpu_rows(args):
     rows.append(("dlstream launch: axpy, 2 torch tensors + 2 scalars, torch's current stream", t_launch, "launch"))
     rows.append(("raw cuLaunchKernel from C, same kernel and arguments (the floor)", t_raw, "raw"))
     rows.append(("the launch above the floor (median of the interleaved pairs' differences)", t_over, "over"))
+
+    def raw_c_torch_loop(n):
+        raw_c(0, x, y, N, n)
+
+    # the same floor with torch's part of any launcher that takes torch tensors on torch's current stream: both
+    # tensors read and the current stream asked through the DLPack exchange API at each launch
+    t_launch2, t_raw_torch, t_over_torch = measure_paired(dl_loop, raw_c_torch_loop, calls, max(reps, 15), sync)
+    rows.append(("raw cuLaunchKernel from C, after reading both tensors and torch's current stream (exchange API)",
+                 t_raw_torch, "raw_torch"))
+    rows.append(("the launch above that floor (median of the interleaved pairs' differences)", t_over_torch,
+                 "over_torch"))
 
     def torch_loop(n):
         for _ in range(n):
@@ -173,17 +197,23 @@ def gpu_rows(args):
 
     # scaling: launch cost against the number of torch tensor arguments (an empty kernel of N pointers)
     tensors = [torch.zeros(256, device="cuda") for _ in range(16)]
-    for n in (1, 2, 4, 8, 16):
+    counts, loops = (1, 2, 4, 8, 16), []
+    for n in counts:
         mod = dlstream.Module(empty_ptx(n).encode(), device="cuda:0")
         fn = mod.function("touch", ",".join(["p"] * n))
-        targs = tensors[:n]
 
-        def touch_loop(k, fn=fn, targs=targs):
+        def touch_loop(k, fn=fn, targs=tensors[:n]):
             for _ in range(k):
                 fn.launch(1, 32, *targs)
 
+        loops.append(touch_loop)
+    # interleaved, and the slope taken in each repetition: its median is the cost of one more tensor
+    samples = measure_interleaved(loops, calls, max(reps, 15), sync)
+    for n, ts in zip(counts, samples):
         rows.append((f"scaling: launch of an empty kernel with {n} torch tensor argument{'s' if n > 1 else ''}",
-                     measure_loop(touch_loop, calls, reps, sync), f"args{n}"))
+                     statistics.median(ts), f"args{n}"))
+    rows.append(("each extra torch tensor argument (median of the repetitions' slopes over 1 to 16 tensors)",
+                 statistics.median(slope(counts, rep) for rep in zip(*samples)), "slope"))
 
     # events
     s1, s2 = dlstream.Stream("cuda:0"), dlstream.Stream("cuda:0")
@@ -482,16 +512,6 @@ def table(rows, title):
     print()
 
 
-def per_tensor_slope(tags):
-    """µs per extra tensor argument: the least-squares slope of the scaling rows (1 to 16 torch tensors)."""
-    pts = sorted((int(tag[4:]), t) for tag, t in tags.items() if tag.startswith("args") and tag[4:].isdigit())
-    if len(pts) < 2:
-        return None
-    mx = sum(n for n, _ in pts) / len(pts)
-    my = sum(t for _, t in pts) / len(pts)
-    return sum((n - mx) * (t - my) for n, t in pts) / sum((n - mx) ** 2 for n, _ in pts)
-
-
 def launch_targets(tags):
     """The launch targets of issues 13 and 12 (shared/ANCHORS.md), met or missed in this run; printed, and returned
     for the JSON as {key: {"what", "value", "limit", "met"}}: overhead above the C floor for 2 torch tensors + 2
@@ -501,9 +521,12 @@ def launch_targets(tags):
     if "over" in tags:
         checks["launch_overhead_us"] = ("overhead above raw cuLaunchKernel, axpy, 2 torch tensors + 2 scalars, µs",
                                         tags["over"], 0.4)
-    slope = per_tensor_slope(tags)
-    if slope is not None:
-        checks["per_tensor_us"] = ("each extra torch tensor argument (slope of the scaling rows), µs", slope, 0.1)
+    if "over_torch" in tags:
+        checks["launch_overhead_torch_us"] = ("the same above the floor that reads the tensors and the stream from "
+                                              "torch (dlstream's own part), µs", tags["over_torch"], 0.4)
+    if "slope" in tags:
+        checks["per_tensor_us"] = ("each extra torch tensor argument (slope of the scaling rows), µs", tags["slope"],
+                                   0.1)
     if "cupy_stream" in tags and "cupy_stream_raw" in tags:
         checks["cupy_over_rawkernel"] = ("CuPy arrays in `with cupy.cuda.Stream()`: dlstream / CuPy RawKernel",
                                          tags["cupy_stream"] / tags["cupy_stream_raw"], 1.0)

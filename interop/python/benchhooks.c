@@ -66,18 +66,29 @@ PyObject *dlspy_bench_loop(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
   Py_RETURN_NONE;
 }
 
-/* _bench_raw_axpy(native_stream, x_ptr, y_ptr, n_elems, calls) -> seconds
- * for `calls` launches of the built-in dls_axpy_f32 straight through the
- * CUDA backend's launch (cuLaunchKernel plus its context check), skipping
- * every dlstream and Python layer: the floor the Python launch is held to. */
+/* _bench_raw_axpy(native_stream, x, y, n_elems, calls) -> seconds for `calls` launches of the built-in
+ * dls_axpy_f32 straight through the CUDA backend's launch (cuLaunchKernel plus its context check), skipping every
+ * dlstream and Python layer: the floor the Python launch is held to. x and y are int device pointers; or two
+ * tensors of a type with the DLPack C exchange API, read through it at every launch with the framework's current
+ * stream asked each time (native_stream is then unused): the floor of any launcher that takes that framework's
+ * tensors on its current stream. */
 PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 5) {
-    PyErr_SetString(PyExc_TypeError, "_bench_raw_axpy(native_stream, x_ptr, y_ptr, n_elems, calls)");
+    PyErr_SetString(PyExc_TypeError, "_bench_raw_axpy(native_stream, x, y, n_elems, calls)");
     return NULL;
   }
+  const DLPackExchangeAPI *api = NULL;
+  if (!PyLong_Check(args[1])) {
+    api = dlspy_xapi_of(dlspy_state_of_module(m), Py_TYPE(args[1]));
+    if (api == NULL || Py_TYPE(args[2]) != Py_TYPE(args[1])) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "_bench_raw_axpy: x and y: int pointers, or exchange-API tensors");
+      return NULL;
+    }
+  }
   void *stream = PyLong_AsVoidPtr(args[0]);
-  void *x = PyLong_AsVoidPtr(args[1]);
-  void *y = PyLong_AsVoidPtr(args[2]);
+  void *x = api ? NULL : PyLong_AsVoidPtr(args[1]);
+  void *y = api ? NULL : PyLong_AsVoidPtr(args[2]);
   unsigned long long n = PyLong_AsUnsignedLongLong(args[3]);
   long calls = PyLong_AsLong(args[4]);
   if (PyErr_Occurred())
@@ -95,6 +106,18 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
   dls_launch_config_t cfg = dls_config_1d((uint32_t)((n + 255) / 256), 256);
   double t0 = seconds();
   for (long i = 0; i < calls; i++) {
+    if (api != NULL) {
+      DLTensor dx, dy;
+      if (api->dltensor_from_py_object_no_sync(args[1], &dx) != 0 ||
+          api->dltensor_from_py_object_no_sync(args[2], &dy) != 0 ||
+          api->current_work_stream(dx.device.device_type, dx.device.device_id, &stream) != 0) {
+        if (!PyErr_Occurred())
+          PyErr_SetString(PyExc_RuntimeError, "_bench_raw_axpy: the framework refused");
+        return NULL;
+      }
+      x = (char *)dx.data + dx.byte_offset;
+      y = (char *)dy.data + dy.byte_offset;
+    }
     rc = f->dev->be->launch(f->dev->id, f->native, stream, &cfg, params, sizes, 4);
     if (rc != DLS_OK) {
       PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
