@@ -326,7 +326,7 @@ def source_rows(args, x, y, N, sync):
         import torch
         launch = dlstream.builtin_function("dls_axpy_f32", "cuda:0").launch
 
-        @torch.library.custom_op("dlstream_bench::axpy", mutates_args=("y",))
+        @torch.library.custom_op("dlstream_bench::axpy", mutates_args=("yt",))
         def dls_op(a: float, xt: torch.Tensor, yt: torch.Tensor) -> None:
             launch(grid, block, xt.numel(), a, xt, yt)
 
