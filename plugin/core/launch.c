@@ -356,7 +356,6 @@ static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dl
   return DLS_OK;
 }
 
-
 /* What every launch checks of its function and stream: one device, and no work on a legacy default stream
  * while a capture is underway on its device. */
 static inline dls_status_t check_function_stream(const char *call, const dls__function *fn, dls__stream *s) {
