@@ -13,6 +13,7 @@
 #ifndef DLSTREAM_BACKEND_H
 #define DLSTREAM_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -127,6 +128,13 @@ typedef struct dls__backend {
    * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */
   dls_status_t (*device_arch)(int dev, char *out_arch, size_t size);
 } dls__backend;
+
+/* Latches (dls_latch_*) holding a stream, counted by the core: from a latch's
+ * first wait until it is opened or destroyed. While one holds, a backend makes
+ * no call of its own accord that waits for all work of a device (the debug
+ * allocator's driver frees): that call would wait out the latch's timeout.
+ * Backends only read it. */
+extern _Atomic int dls__latches_holding;
 
 /* The backends compiled into this library. Each is always present: an
  * unavailable one fails its probe() with the reason. */

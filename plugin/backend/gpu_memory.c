@@ -11,7 +11,8 @@
  * free (cuMemFree, hipFree) synchronizes the device, so it runs only where
  * waiting is the lesser evil: at shutdown, on out-of-memory (then the
  * allocation is retried), and in debug mode (which never reuses, so that a
- * late reader meets freed memory). Parked blocks are checked at later
+ * late reader meets freed memory; not while a latch holds a stream, whose
+ * timeout that free would wait out). Parked blocks are checked at later
  * allocations and frees, never waited for.
  *
  * Capture: on a capturing stream even the pool-less path is stream-ordered
@@ -110,6 +111,14 @@ static size_t dls__gpu_release_parked(dls__gpu *g, dls__gpu_device *d, bool ever
   return freed;
 }
 
+/* Debug mode frees passed blocks at once with the driver's free, which waits
+ * for all work of the device (free_mu held): not while a latch holds a stream,
+ * whose timeout it would wait out; they go at a later call, or at shutdown. */
+static void dls__gpu_debug_release(dls__gpu *g, dls__gpu_device *d) {
+  if (atomic_load_explicit(&dls__latches_holding, memory_order_acquire) == 0)
+    dls__gpu_release_parked(g, d, false);
+}
+
 /* The parked block that fits `size` best and whose stream has passed; NULL: none. */
 static void *dls__gpu_reuse_parked(dls__gpu *g, dls__gpu_device *d, size_t size) {
   size_t best = SIZE_MAX;
@@ -162,7 +171,7 @@ static dls_status_t dls__gpu_alloc_unpooled(dls__gpu *g, int dev, dls__gpu_devic
   pthread_mutex_lock(&d->free_mu);
   void *p = NULL;
   if (g->debug_alloc)
-    dls__gpu_release_parked(g, d, false);
+    dls__gpu_debug_release(g, d);
   else
     p = dls__gpu_reuse_parked(g, d, size);
   r = DLS__GPU_OK;
@@ -247,7 +256,7 @@ static dls_status_t dls__gpu_free_unpooled(dls__gpu *g, int dev, dls__gpu_device
   if (g->debug_alloc) {
     unsigned mode = dls__gpu_relax(g);
     pthread_mutex_lock(&d->free_mu);
-    dls__gpu_release_parked(g, d, false);
+    dls__gpu_debug_release(g, d);
     pthread_mutex_unlock(&d->free_mu);
     dls__gpu_unrelax(g, mode);
   }

@@ -262,7 +262,22 @@ typedef struct dls__latch {
   uint32_t *host;       /* [0] flag, [1] timed out */
   uint32_t *device;     /* the same words as the device sees them */
   uint64_t id;
+  atomic_bool holding;  /* counted in dls__latches_holding: waited on, not opened yet */
 } dls__latch;
+
+_Atomic int dls__latches_holding;
+
+/* The latch is waited on: it holds a stream until it is opened. */
+static void latch_hold(dls__latch *l) {
+  if (!atomic_exchange(&l->holding, true))
+    atomic_fetch_add(&dls__latches_holding, 1);
+}
+
+/* Opened or destroyed: it holds nothing from now on. */
+static void latch_let_go(dls__latch *l) {
+  if (atomic_exchange(&l->holding, false))
+    atomic_fetch_sub(&dls__latches_holding, 1);
+}
 
 typedef struct dls__mapped {
   dls__device *dev;
@@ -355,6 +370,9 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   DLS__TRY(dls__launch(call, f, s, &cfg, args, 3));
+  latch_hold(l);
+  if (__atomic_load_n(&l->host[0], __ATOMIC_ACQUIRE) != 0)
+    latch_let_go(l); /* opened already, or meanwhile by another thread */
   /* The flag memory is freed only after every stream that waited passes. */
   st = dls__buffer_use(l->mem, s);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
@@ -365,6 +383,7 @@ dls_status_t dls_latch_open(dls_latch_t latch) {
   DLS__ENTER(call);
   DLS__GET_LATCH(l, latch, call, "latch");
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
+  latch_let_go(l);
   return DLS_OK;
 }
 
@@ -387,6 +406,7 @@ dls_status_t dls_latch_destroy(dls_latch_t latch) {
   if (dls__handle_free(DLS_HANDLE_LATCH, latch.id) == NULL)
     return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(latch): destroyed concurrently", call);
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
+  latch_let_go(l);
   dls__buffer_unref(l->mem);
   dls__free(l);
   return DLS_OK;
