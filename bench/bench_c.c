@@ -277,8 +277,8 @@ int main(int argc, char **argv) {
   const char *cpu_skipped = run_cpu();
   if (cpu_skipped != NULL)
     printf("CPU: skipped: %s\n", cpu_skipped);
-  printf("median of %d repetitions after a warm-up; µs per operation; ratio = dlstream / anchor; spread = "
-         "(max - min) / median\n\n",
+  printf("median of %d repetitions after a warm-up, anchor and dlstream interleaved; µs per operation; ratio = the "
+         "median of the repetitions' dlstream / anchor; spread = (max - min) / median\n\n",
          REPS);
   print_table();
   print_speedups();
