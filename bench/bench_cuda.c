@@ -72,6 +72,8 @@ typedef struct cuda_ctx {
   dls_stream_t ds1, ds2;    /* s1, s2 wrapped: foreign streams, as torch's are */
   dls_stream_t os1, os2;    /* streams dlstream made itself */
   dls_stream_t u1, u2;      /* the pair the dlstream rows use now (ds or os) */
+  size_t bytes;             /* the size the allocation rows allocate now */
+  bool ask;                 /* the raw allocation rows ask the capture state as dlstream must on wrapped streams */
   dls__CUevent ev;          /* raw event */
   dls_event_t dev_ev;       /* dlstream event */
   dls__CUfunction raw_empty, raw_axpy;
@@ -153,75 +155,8 @@ static int dls_stream_pooled(void *p, int n) {
   return 0;
 }
 
-#define ALLOC_BYTES ((size_t)1 << 20)
-static size_t g_scale_bytes; /* the size of the allocation-scaling rows */
-
-static int raw_alloc_free_n(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls__CUdeviceptr ptr;
-    CU_CHECK(cu.cuMemAllocAsync(&ptr, g_scale_bytes, c->s1));
-    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
-  }
-  return 0;
-}
-
-static int dls_alloc_free_n(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls_buffer_t b;
-    DLS_CHECK(dls_buffer_alloc(c->ds1, g_scale_bytes, &b));
-    DLS_CHECK(dls_buffer_free(b));
-  }
-  return 0;
-}
-
-static int raw_alloc_free(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls__CUdeviceptr ptr;
-    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
-    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
-  }
-  return 0;
-}
-
-static int dls_alloc_free(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls_buffer_t b;
-    DLS_CHECK(dls_buffer_alloc(c->u1, ALLOC_BYTES, &b));
-    DLS_CHECK(dls_buffer_free(b));
-  }
-  return 0;
-}
-
-/* The raw sequence that a free after a use on a second stream needs. */
-static int raw_alloc_use_free(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls__CUdeviceptr ptr;
-    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
-    CU_CHECK(cu.cuEventRecord(c->ev, c->s2));
-    CU_CHECK(cu.cuStreamWaitEvent(c->s1, c->ev, 0));
-    CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
-  }
-  return 0;
-}
-
-static int dls_alloc_use_free(void *p, int n) {
-  cuda_ctx *c = p;
-  for (int i = 0; i < n; i++) {
-    dls_buffer_t b;
-    DLS_CHECK(dls_buffer_alloc(c->u1, ALLOC_BYTES, &b));
-    DLS_CHECK(dls_buffer_record_use(b, c->u2));
-    DLS_CHECK(dls_buffer_free(b));
-  }
-  return 0;
-}
-
 /* The capture-state question a launcher must ask of a stream it did not make before each allocation, free and
- * record on it (another framework may be capturing the stream): the anchors below ask it as dlstream does. */
+ * record on it (another framework may be capturing the stream): with c->ask the raw rows ask it as dlstream does. */
 static int ask_capture(dls__CUstream s) {
   dls__CUstreamCaptureStatus status;
   dls__cuuint64_t id;
@@ -230,34 +165,65 @@ static int ask_capture(dls__CUstream s) {
   return 0;
 }
 
-static int raw_alloc_free_asking(void *p, int n) {
-  cuda_ctx *c = p;
+/* The raw loops, inlined with `ask` constant: without it they are the bare driver sequence. */
+static inline __attribute__((always_inline)) int alloc_free_loop(cuda_ctx *c, int n, const bool ask) {
   for (int i = 0; i < n; i++) {
     dls__CUdeviceptr ptr;
-    if (ask_capture(c->s1) != 0)
+    if (ask && ask_capture(c->s1) != 0)
       return -1;
-    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
-    if (ask_capture(c->s1) != 0)
+    CU_CHECK(cu.cuMemAllocAsync(&ptr, c->bytes, c->s1));
+    if (ask && ask_capture(c->s1) != 0)
       return -1;
     CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
   }
   return 0;
 }
 
-static int raw_alloc_use_free_asking(void *p, int n) {
+static int raw_alloc_free(void *p, int n) {
+  cuda_ctx *c = p;
+  return c->ask ? alloc_free_loop(c, n, true) : alloc_free_loop(c, n, false);
+}
+
+static int dls_alloc_free(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
+    dls_buffer_t b;
+    DLS_CHECK(dls_buffer_alloc(c->u1, c->bytes, &b));
+    DLS_CHECK(dls_buffer_free(b));
+  }
+  return 0;
+}
+
+/* The raw sequence that a free after a use on a second stream needs. */
+static inline __attribute__((always_inline)) int alloc_use_free_loop(cuda_ctx *c, int n, const bool ask) {
+  for (int i = 0; i < n; i++) {
     dls__CUdeviceptr ptr;
-    if (ask_capture(c->s1) != 0)
+    if (ask && ask_capture(c->s1) != 0)
       return -1;
-    CU_CHECK(cu.cuMemAllocAsync(&ptr, ALLOC_BYTES, c->s1));
-    if (ask_capture(c->s2) != 0)
+    CU_CHECK(cu.cuMemAllocAsync(&ptr, c->bytes, c->s1));
+    if (ask && ask_capture(c->s2) != 0)
       return -1;
     CU_CHECK(cu.cuEventRecord(c->ev, c->s2));
-    if (ask_capture(c->s1) != 0)
+    if (ask && ask_capture(c->s1) != 0)
       return -1;
     CU_CHECK(cu.cuStreamWaitEvent(c->s1, c->ev, 0));
     CU_CHECK(cu.cuMemFreeAsync(ptr, c->s1));
+  }
+  return 0;
+}
+
+static int raw_alloc_use_free(void *p, int n) {
+  cuda_ctx *c = p;
+  return c->ask ? alloc_use_free_loop(c, n, true) : alloc_use_free_loop(c, n, false);
+}
+
+static int dls_alloc_use_free(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls_buffer_t b;
+    DLS_CHECK(dls_buffer_alloc(c->u1, c->bytes, &b));
+    DLS_CHECK(dls_buffer_record_use(b, c->u2));
+    DLS_CHECK(dls_buffer_free(b));
   }
   return 0;
 }
@@ -366,6 +332,7 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_DLS(dls_stream_create(c.device, NULL, &c.os2));
   c.u1 = c.ds1;
   c.u2 = c.ds2;
+  c.bytes = (size_t)1 << 20;
   SETUP_DLS(dls_event_create(c.device, DLS_EVENT_DEFAULT, &c.dev_ev));
   /* The anchor's pool keeps its memory too, as dlstream's does. */
   dls__CUmemoryPool pool;
@@ -410,12 +377,14 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   /* The same two rows against the raw sequence with the capture-state questions in it: what is left is dlstream's
    * own bookkeeping. */
   if (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL) {
+    c.ask = true;
     add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered (anchor asks the capture state as dlstream does)",
-            "cuStreamGetCaptureInfo+cuMemAllocAsync+cuStreamGetCaptureInfo+cuMemFreeAsync", raw_alloc_free_asking,
+            "cuStreamGetCaptureInfo+cuMemAllocAsync+cuStreamGetCaptureInfo+cuMemFreeAsync", raw_alloc_free,
             dls_alloc_free, cuda_drain, &c, 1000);
     add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB (anchor asks the capture state as dlstream does)",
-            "the raw sequence + 3 x cuStreamGetCaptureInfo", raw_alloc_use_free_asking, dls_alloc_use_free, cuda_drain,
-            &c, 1000);
+            "the raw sequence + 3 x cuStreamGetCaptureInfo", raw_alloc_use_free, dls_alloc_use_free, cuda_drain, &c,
+            1000);
+    c.ask = false;
   }
   /* The same on streams dlstream made (dls_stream_create), as C code of its own uses: a wrapped stream may
    * be put into a capture by its framework at any time, so each alloc, free and record on one asks the
@@ -436,12 +405,12 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
                                  (size_t)256 << 20, (size_t)1 << 30};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     char op[96];
-    g_scale_bytes = sizes[i];
+    c.bytes = sizes[i];
     if (sizes[i] >= ((size_t)1 << 20))
       snprintf(op, sizeof op, "scaling: alloc+free %zu MiB, stream-ordered", sizes[i] >> 20);
     else
       snprintf(op, sizeof op, "scaling: alloc+free %zu KiB, stream-ordered", sizes[i] >> 10);
-    add_row(bench_gpu_label, op, "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free_n, dls_alloc_free_n, cuda_drain, &c, 500);
+    add_row(bench_gpu_label, op, "cuMemAllocAsync+cuMemFreeAsync", raw_alloc_free, dls_alloc_free, cuda_drain, &c, 500);
   }
 
   cuda_drain(&c);
