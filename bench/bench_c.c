@@ -13,7 +13,8 @@
  * --gpu rocm measures dlstream's HIP backend (kDLROCM) instead of its CUDA
  * one; on an NVIDIA GPU that means through the HIP-on-CUDA stand-in
  * (DLSTREAM_HIP_LIBRARY, DLSTREAM_HIP_BUILTINS: docs/hip.md).
- *   --only TEXT  runs only the rows whose "backend: operation" contains TEXT
+ *   --only TEXT  runs only the rows whose "backend: operation" contains TEXT; TEXT ending in '$' must end it
+ *                (scripts/callgrind-ops names exactly one row so)
  *   --calls N    N calls per repetition in every row (scripts/callgrind-ops uses it) */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -118,7 +119,12 @@ static int g_calls;        /* --calls, 0: each row's own */
 bool row_wanted(const char *backend, const char *op) {
   char name[160];
   snprintf(name, sizeof name, "%s: %s", backend, op);
-  return g_only == NULL || strstr(name, g_only) != NULL;
+  if (g_only == NULL)
+    return true;
+  size_t n = strlen(g_only), len = strlen(name);
+  if (n > 0 && g_only[n - 1] == '$') /* anchored at the end */
+    return len >= n - 1 && strncmp(name + len - (n - 1), g_only, n - 1) == 0;
+  return strstr(name, g_only) != NULL;
 }
 
 void bench_error(const char *fmt, ...) {
