@@ -442,8 +442,24 @@ static inline int dlspy_call_end(dlspy_call *c, bool ok) {
 }
 /* dlspy_call_fast_arg for a CuPy array (cupyarg.c). */
 int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out);
-/* Raises for an exchange-API framework that could not describe args[index] (unless it raised); returns -1. */
-int dlspy_xapi_failed(dlspy_call *c, int index);
+/* Raises for an exchange-API framework that could not describe args[index] of `pycall` (unless it raised);
+ * returns -1. */
+int dlspy_xapi_failed(dlspy_state *st, const char *pycall, int index);
+/* Raises for a framework whose current_work_stream(dev) failed (unless it raised); returns -1. */
+int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev);
+/* An exchange-API framework's current stream of `dev` as its native handle; -1 with an exception when the
+ * framework fails. */
+static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, const DLPackExchangeAPI *api,
+                                          DLDevice dev, void **out_native) {
+  *out_native = NULL;
+  if (DLS__LIKELY(api->current_work_stream(dev.device_type, dev.device_id, out_native) == 0))
+    return 0;
+  return dlspy_framework_current_failed(st, pycall, dev);
+}
+/* Where a DLTensor view's data starts (NULL for no data). */
+static inline void *dlspy_view_data(const DLTensor *dl) {
+  return dl->data != NULL ? (char *)dl->data + dl->byte_offset : NULL;
+}
 /* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
  * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
  * raised): dlspy_call_arg takes it; -1 with an exception. */
@@ -456,10 +472,10 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls
   if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
     dl = c->first_dl;
   else if (c->fast_api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-    return dlspy_xapi_failed(c, index);
+    return dlspy_xapi_failed(c->st, c->pycall, index);
   if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
     return 1;
-  *out = dls_arg_ptr(dl.data != NULL ? (char *)dl.data + dl.byte_offset : NULL);
+  *out = dls_arg_ptr(dlspy_view_data(&dl));
   return 0;
 }
 

@@ -164,14 +164,17 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
 }
 
 /* The framework's current stream for a device, as a core stream. */
+int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev) {
+  if (!PyErr_Occurred())
+    dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream(device=%d:%d) failed", pycall,
+                 (int)dev.device_type, (int)dev.device_id);
+  return -1;
+}
+
 int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  void *native = NULL;
-  if (api->current_work_stream(dev.device_type, dev.device_id, &native) != 0) {
-    if (!PyErr_Occurred())
-      dlspy_raisef(c->st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream(device=%d:%d) failed", c->pycall,
-                   (int)dev.device_type, (int)dev.device_id);
+  void *native;
+  if (dlspy_framework_current(c->st, c->pycall, api, dev, &native) != 0)
     return -1;
-  }
   DLDevice home;
   if (!dls__dlpack_home(dev, &home))
     home = dev;
@@ -281,12 +284,8 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   const DLPackExchangeAPI *api = info.api;
   if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
-    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
-      if (!PyErr_Occurred())
-        dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%zd]): the framework could not describe the tensor",
-                     c->pycall, i);
-      return -1;
-    }
+    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0)
+      return dlspy_xapi_failed(st, c->pycall, (int)i);
     DLDevice home;
     if (!dls__dlpack_home(dl.device, &home))
       return ARG_DONE;

@@ -11,17 +11,6 @@
  * difference hands the call to the general path before anything was done. */
 #include "function.h"
 
-static int framework_failed(dlspy_state *st, const char *what, int index) {
-  if (!PyErr_Occurred()) {
-    if (index >= 0)
-      dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "Function.launch(args[%d]): the framework could not describe the tensor",
-                   index);
-    else
-      dlspy_raisef(st, DLS_ERR_BACKEND, "Function.launch: the framework's %s failed", what);
-  }
-  return -1;
-}
-
 int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs) {
   static const char pycall[] = "Function.launch";
   const dlspy_launch_plan *p = &f->plan;
@@ -48,10 +37,10 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
         return 1;
       DLTensor dl;
       if (p->api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-        return framework_failed(st, NULL, i);
+        return dlspy_xapi_failed(st, pycall, i);
       if (dl.device.device_type != p->dev.device_type || dl.device.device_id != p->dev.device_id)
         return 1;
-      ptrs[i] = dl.data != NULL ? (char *)dl.data + dl.byte_offset : NULL;
+      ptrs[i] = dlspy_view_data(&dl);
       params[i] = &ptrs[i];
     } else if (o == f->memo_obj[i]) { /* i < MEMO_ARGS: the plan has no scalar past them */
       params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
@@ -59,9 +48,9 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
       return 1;
     }
   }
-  void *native = NULL;
-  if (p->api->current_work_stream(p->dev.device_type, p->dev.device_id, &native) != 0)
-    return framework_failed(st, "current_work_stream", -1);
+  void *native;
+  if (dlspy_framework_current(st, pycall, p->api, p->dev, &native) != 0)
+    return -1;
   dls_stream_t h;
   dls__stream *s;
   if (dlspy_stream_lookup(st, p->home, native, pycall, &h, &s) != 0)

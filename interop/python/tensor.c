@@ -318,7 +318,7 @@ TENSOR_GETTER(device, dlspy_device_str(ti->buf->dev->device))
 TENSOR_GETTER(size, PyLong_FromUnsignedLongLong(count_of(ti)))
 TENSOR_GETTER(itemsize, PyLong_FromSize_t(dls_dtype_size(ti->dl.dtype)))
 TENSOR_GETTER(nbytes, PyLong_FromUnsignedLongLong(count_of(ti) * dls_dtype_size(ti->dl.dtype)))
-TENSOR_GETTER(data_ptr, PyLong_FromVoidPtr(ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL))
+TENSOR_GETTER(data_ptr, PyLong_FromVoidPtr(dlspy_view_data(&ti->dl)))
 TENSOR_GETTER(read_only, PyBool_FromLong(!!(ti->flags & DLS_TENSOR_READ_ONLY)))
 
 static PyObject *tensor_get_handle(TensorObject *t, void *c) { return PyLong_FromUnsignedLongLong(t->handle.id); }

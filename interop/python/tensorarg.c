@@ -147,10 +147,10 @@ fail:
   return -1;
 }
 
-int dlspy_xapi_failed(dlspy_call *c, int index) {
+int dlspy_xapi_failed(dlspy_state *st, const char *pycall, int index) {
   if (!PyErr_Occurred())
-    dlspy_raisef(c->st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor",
-                 c->pycall, index);
+    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor", pycall,
+                 index);
   return -1;
 }
 
@@ -162,7 +162,7 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   }
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
-  return dlspy_xapi_failed(c, index);
+  return dlspy_xapi_failed(c->st, c->pycall, index);
 }
 
 /* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
@@ -198,7 +198,7 @@ static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *ob
   if (dlspy_framework_stream(c, api, dl->device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0)
     return -1;
   dlspy_view_meta(out, dl, want_meta);
-  out->ptr = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+  out->ptr = dlspy_view_data(dl);
   out->device = home;
   out->arg = dls_arg_ptr(out->ptr);
   return 0;
@@ -298,7 +298,7 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
       if (dlspy_framework_stream(c, info.api, dl.device, &producer) != 0 ||
           dlspy_order_after(c, producer, obj) != 0)
         return -1;
-      *out = dls_arg_ptr(dl.data ? (char *)dl.data + dl.byte_offset : NULL);
+      *out = dls_arg_ptr(dlspy_view_data(&dl));
       return 0;
     }
   } else if (info.kind == DLSPY_KIND_CUPY) {
@@ -339,7 +339,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
       return -1;
     }
     dlspy_view_meta(out, &ti->dl, want_meta);
-    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
+    out->ptr = dlspy_view_data(&ti->dl);
     out->device = ti->buf->dev->device;
     out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
     return 0;
@@ -447,7 +447,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
       return -1;
     }
     dlspy_view_meta(out, &ti->dl, true);
-    out->ptr = ti->dl.data ? (char *)ti->dl.data + ti->dl.byte_offset : NULL;
+    out->ptr = dlspy_view_data(&ti->dl);
     out->device = home;
     out->arg = dls_arg_ptr(out->ptr);
     return dlspy_call_record_use(c, obj);
@@ -516,7 +516,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     return -1;
   }
   dlspy_view_meta(out, dl, true);
-  out->ptr = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+  out->ptr = dlspy_view_data(dl);
   out->device = home;
   out->arg = dls_arg_ptr(out->ptr);
   if (dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed) != 0) {
