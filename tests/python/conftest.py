@@ -40,6 +40,14 @@ def fx():
     mod.set_current_stream(0)
 
 
+def held(stream, **wait):
+    """A CPU latch holding `stream`: work queued on it after this waits until the latch is opened (`wait`: the
+    latch wait's keywords, such as timeout)."""
+    latch = dlstream.Latch(CPU)
+    latch.wait(stream, **wait)
+    return latch
+
+
 def settle():
     """Runs every release whose stream has passed: sync the CPU default stream and poll."""
     dlstream.current_stream(CPU).synchronize()

@@ -11,6 +11,7 @@ import pytest
 
 import dlstream
 from conftest import CPU, settle
+from conftest import held as conftest_held
 
 TIMEOUT = 20.0
 
@@ -53,9 +54,7 @@ class CaiArray:
 
 
 def held(stream):
-    latch = dlstream.Latch(CPU)
-    latch.wait(stream, timeout=TIMEOUT)
-    return latch
+    return conftest_held(stream, timeout=TIMEOUT)
 
 
 def finish(latch, *streams):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, settle
+from conftest import CPU, held, settle
 
 
 @pytest.fixture
@@ -159,13 +159,6 @@ def test_fast_path_makes_no_handles_or_objects(fx, axpy, no_leaks):
 
 
 # ---- which stream ----
-
-def held(stream):
-    """A latch holding `stream`: work queued after it waits until open()."""
-    latch = dlstream.Latch(CPU)
-    latch.wait(stream)
-    return latch
-
 
 def test_stream_choice_order(fx, axpy, no_leaks):
     """explicit stream= > use_stream() > the framework's current stream > the legacy default stream.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, settle
+from conftest import CPU, held, settle
 
 
 @pytest.fixture
@@ -129,24 +129,18 @@ def test_a_framework_stream_that_changes_is_followed(fx, no_leaks):
 
 # ---- the launch plan: a call shaped like the last one on a framework's current stream ----
 
-def latch_on(stream):
-    latch = dlstream.Latch(CPU)
-    latch.wait(stream)
-    return latch
-
-
 def runs_held(y, before, stream, launch):
     """Whether `launch` queues on `stream`: held behind a latch there, y must not change while every other stream
     drains; then it must."""
-    latch = latch_on(stream)
+    latch = held(stream)
     launch()
     dlstream.Stream.legacy(CPU).synchronize()
     settle()
-    held = (y == before).all()
+    waited = (y == before).all()
     latch.open()
     stream.synchronize()
     latch.close()
-    return held and not (y == before).all()
+    return waited and not (y == before).all()
 
 
 def test_a_call_shaped_like_the_last_takes_the_plan(fx, no_leaks):
