@@ -40,6 +40,13 @@ DLS_API dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_m
  * caller: dls_graph_destroy(). DLS_ERR_STATE when the capture was
  * invalidated or a stream that joined it has not rejoined `stream`. */
 DLS_API dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph);
+/* Ends the capture dlstream began on `stream` and drops what it recorded, open
+ * groups or an invalidated capture included (use it where
+ * dls_stream_end_capture was refused, or to abandon a capture). DLS_OK when
+ * the stream is not capturing; DLS_ERR_STATE when its capture was begun
+ * elsewhere (torch, the driver). Destroying the stream handle that began a
+ * capture discards it the same way. */
+DLS_API dls_status_t dls_stream_discard_capture(dls_stream_t stream);
 /* The capture state of a stream, including captures dlstream did not begin. */
 DLS_API dls_status_t dls_stream_capture_status(dls_stream_t stream, dls_capture_status_t *out_status);
 /* Queues one replay of the graph on `stream` (a stream of the graph's device).

@@ -542,6 +542,50 @@ dls_status_t dls_graph_destroy(dls_graph_t graph) {
   return DLS_OK;
 }
 
+/* Ends a capture taken out of the registry: an own one is ended on its
+ * stream and what it recorded is dropped (a failed end ends it too); a
+ * foreign one is only forgotten. */
+static void capture_drop(dls__capture *c) {
+  void *native = NULL;
+  if (c->own && c->dev->be->stream_end_capture(c->dev->id, c->origin->native, &native) == DLS_OK && native != NULL)
+    (void)c->dev->be->graph_destroy(c->dev->id, native);
+  capture_free(c);
+}
+
+void dls__capture_drop_on(dls__stream *s) {
+  if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0))
+    return;
+  /* This stream object's own capture only: another wrapper of the same
+   * native stream going away leaves a capture begun through this one. */
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = g_captures;
+  while (c != NULL && !(c->own && c->origin == s))
+    c = c->next;
+  if (c != NULL)
+    unlink_capture(c);
+  pthread_mutex_unlock(&g_mu);
+  if (c != NULL)
+    capture_drop(c);
+}
+
+dls_status_t dls_stream_discard_capture(dls_stream_t stream) {
+  static const char call[] = "dls_stream_discard_capture";
+  DLS__ENTER(call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  dls__capture *c = take_own(s);
+  if (c == NULL) {
+    uint64_t id;
+    char d[128];
+    if (dls__stream_capture(s, &id) == DLS__CAPTURE_NONE)
+      return DLS_OK; /* nothing to discard */
+    return dls__fail(DLS_ERR_STATE, "%s: %s is capturing, but its capture was begun elsewhere: end it there", call,
+                     dls__stream_describe(s, id, d, sizeof d));
+  }
+  capture_drop(c);
+  dls_deferred_poll(); /* releases that waited for the capture to be over */
+  return DLS_OK;
+}
+
 /* Ends the captures dlstream began (their graphs are dropped) and forgets the others. */
 void dls__captures_shutdown(void) {
   for (;;) {
@@ -552,9 +596,6 @@ void dls__captures_shutdown(void) {
     pthread_mutex_unlock(&g_mu);
     if (c == NULL)
       return;
-    void *native = NULL;
-    if (c->own && c->dev->be->stream_end_capture(c->dev->id, c->origin->native, &native) == DLS_OK)
-      (void)c->dev->be->graph_destroy(c->dev->id, native);
-    capture_free(c);
+    capture_drop(c);
   }
 }

@@ -350,6 +350,9 @@ DLS__INTERNAL void dls__capture_orphan_alloc(uint64_t id, dls__buffer *b);
  * ordered after an eager use: the caller then frees the memory on it once
  * those uses completed. NULL otherwise. */
 DLS__INTERNAL dls__stream *dls__graph_release_output(dls__buffer *b);
+/* The stream's handle is going away: a capture begun through it ends, and
+ * what it recorded is dropped (no one could end it any more). */
+DLS__INTERNAL void dls__capture_drop_on(dls__stream *s);
 /* Describes a stream for messages: "pooled stream 0x5f.. on cuda:0 (in capture 3)". */
 DLS__INTERNAL const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size);
 /* Driver queries dlstream makes on its own initiative run in relaxed capture

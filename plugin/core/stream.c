@@ -299,6 +299,7 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
     return DLS_OK;
   DLS__ENTER(call);
   DLS__TAKE(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
+  dls__capture_drop_on(s);
   dls__stream_unref(s);
   return DLS_OK;
 }
