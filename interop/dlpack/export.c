@@ -55,13 +55,13 @@ static void export_deleter_legacy(DLManagedTensor *self) {
 }
 
 /* The consumer stream of `t`, or NULL for {0}; it must be on the tensor's device. */
-static dls_status_t resolve_consumer(const char *call, const dls__tensor *t, dls_stream_t consumer,
+static dls_status_t resolve_consumer(const char *call, const dls__tensor *t, dls_stream_t consumer, dls__hold *h,
                                      dls__stream **out) {
   *out = NULL;
   if (consumer.id == 0)
     return DLS_OK;
   dls_status_t st;
-  dls__stream *s = dls__stream_get(consumer, call, "consumer", &st);
+  dls__stream *s = dls__stream_hold(h, consumer, call, "consumer", &st);
   if (s == NULL)
     return st;
   if (s->dev != t->buf->dev) {
@@ -78,10 +78,9 @@ static dls_status_t resolve_consumer(const char *call, const dls__tensor *t, dls
 static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_stream_t consumer, bool legacy,
                                   dls__export **out, uint64_t *out_flags) {
   DLS__ENTER(call);
+  DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, t, tensor, call, "tensor");
+  DLS__HOLD_VAR(cs_hold);
   dls_status_t st;
-  dls__tensor *t = dls__tensor_get(tensor, call, "tensor", &st);
-  if (t == NULL)
-    return st;
   if (legacy && (t->flags & DLS_TENSOR_READ_ONLY))
     return dls__fail(DLS_ERR_READ_ONLY,
                      "%s(tensor=%#llx): the tensor is read-only and a legacy DLManagedTensor cannot say so; "
@@ -93,7 +92,7 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
                      "cannot say so; export it with dls_tensor_export_versioned",
                      call, (unsigned long long)tensor.id);
   dls__stream *cs;
-  DLS__TRY(resolve_consumer(call, t, consumer, &cs));
+  DLS__TRY(resolve_consumer(call, t, consumer, &cs_hold, &cs));
 
   const int32_t ndim = t->dl.ndim;
   dls__export *e = (dls__export *)dls__calloc(1, sizeof *e + 2u * (size_t)ndim * sizeof(int64_t));
@@ -168,12 +167,10 @@ dls_status_t dls_tensor_export_legacy(dls_tensor_t tensor, dls_stream_t consumer
 dls_status_t dls_tensor_order_before(dls_tensor_t tensor, dls_stream_t consumer) {
   static const char call[] = "dls_tensor_order_before";
   DLS__ENTER(call);
-  dls_status_t st;
-  dls__tensor *t = dls__tensor_get(tensor, call, "tensor", &st);
-  if (t == NULL)
-    return st;
+  DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, t, tensor, call, "tensor");
+  DLS__HOLD_VAR(cs_hold);
   dls__stream *cs;
-  DLS__TRY(resolve_consumer(call, t, consumer, &cs));
+  DLS__TRY(resolve_consumer(call, t, consumer, &cs_hold, &cs));
   if (cs == NULL)
     return DLS_OK;
   DLS__TRY(dls__buffer_order_before(t->buf, cs));

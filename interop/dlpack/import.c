@@ -38,10 +38,10 @@ static dls_status_t fail_release(dls_status_t status, dls_release_fn release, vo
 /* The stream the producer ordered its work before: `producer`, or the legacy
  * default stream of the tensor's device for {0}. It must be on that device. */
 static dls_status_t resolve_producer(const char *call, dls_stream_t producer, DLDevice home, DLDevice device,
-                                     dls__stream **out) {
+                                     dls__hold *held, dls__stream **out) {
   dls_stream_t h = producer.id == 0 ? dls_stream_default(home, DLS_STREAM_LEGACY) : producer;
   dls_status_t st;
-  dls__stream *s = dls__stream_get(h, call, "producer", &st);
+  dls__stream *s = dls__stream_hold(held, h, call, "producer", &st);
   if (s == NULL)
     return st;
   if (!dls__device_eq(s->dev->device, home)) {
@@ -67,7 +67,8 @@ static dls_status_t import_common(const char *call, const char *prefix, const DL
   if (st != DLS_OK)
     return fail_release(st, release, user_data);
   dls__stream *ps = NULL;
-  st = resolve_producer(call, producer, lay.home, meta->device, &ps);
+  DLS__HOLD_VAR(ps_hold);
+  st = resolve_producer(call, producer, lay.home, meta->device, &ps_hold, &ps);
   if (st != DLS_OK)
     return fail_release(st, release, user_data);
   /* Host memory (kDLCPU) is released only after the producer stream passes

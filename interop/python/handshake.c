@@ -515,10 +515,10 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   }
   c->nposts = 0;
   if (c->temp_handle != 0)
-    (void)dls__handle_free(DLS_HANDLE_STREAM, c->temp_handle); /* the stream itself: our reference, below */
-  c->temp_handle = 0;
-  if (s->kind != DLS__STREAM_DEFAULT)
+    (void)dls__handle_end(DLS_HANDLE_STREAM, c->temp_handle); /* its drop lets go of our reference */
+  else if (s->kind != DLS__STREAM_DEFAULT)
     dls__stream_unref(s);
+  c->temp_handle = 0;
   c->s = NULL;
   return result;
 }

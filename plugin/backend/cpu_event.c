@@ -98,8 +98,18 @@ dls_status_t dls__cpu_event_record(int dev, void *ev, void *stream) {
   pthread_mutex_unlock(&g.mu);
   atomic_fetch_add(&n->refs, 1); /* one for the event, one for the command */
   c->u.rec.node = n;
-  set_latest(ev, n);
-  return dls__cpu_enqueue(s, c);
+  /* A wait sees only a record already queued (CUDA's rule): queueing the
+   * record and making it the event's latest are one step, so no stream can
+   * queue a wait for a record that is not on its stream yet, and waits can
+   * never form a cycle. Waits take the event's lock only to read it. */
+  cpu_event *e = ev;
+  pthread_mutex_lock(&e->mu);
+  dls_status_t st = dls__cpu_enqueue(s, c);
+  cpu_node *old = e->latest;
+  e->latest = n;
+  pthread_mutex_unlock(&e->mu);
+  dls__cpu_node_unref(old);
+  return st;
 }
 
 /* Waits on a placeholder record: a stream of its capture waits on that

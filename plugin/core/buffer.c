@@ -507,11 +507,12 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
   if (buffer.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__TAKE(DLS_HANDLE_BUFFER, dls__buffer, b, buffer, call, "buffer");
-  dls__buffer_unref(b);
+  DLS__END(DLS_HANDLE_BUFFER, buffer, call, "buffer");
   dls_deferred_poll();
   return DLS_OK;
 }
+
+void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
 
 dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream) {
   static const char call[] = "dls_buffer_record_use";

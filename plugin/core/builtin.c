@@ -71,10 +71,9 @@ static void drop_builtins(dls__device *dev) {
   for (size_t k = 0; k < DLS__NBUILTIN; k++) {
     dls__function *f = dev->builtins[k];
     if (f != NULL) {
-      dls__handle_free(DLS_HANDLE_FUNCTION, f->id);
       atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
-      dls__free(f);
       dev->builtins[k] = NULL;
+      (void)dls__handle_end(DLS_HANDLE_FUNCTION, f->id); /* its drop frees it */
     }
   }
 }
@@ -107,13 +106,14 @@ static dls_status_t check_span(const char *call, const char *arg, dls_arg_t a, i
   dls__buffer *b = NULL;
   char *base = NULL;
   dls_status_t st;
+  DLS__HOLD_VAR(held);
   if (a.kind == DLS_ARG_BUFFER) {
-    b = dls__handle_get(DLS_HANDLE_BUFFER, a.v.buffer.id, call, arg, &st);
+    b = dls__hold_get(&held, DLS_HANDLE_BUFFER, a.v.buffer.id, call, arg, &st);
     if (b == NULL)
       return st;
     base = b->ptr;
   } else if (a.kind == DLS_ARG_TENSOR || a.kind == DLS_ARG_TENSOR_IN) {
-    dls__tensor *t = dls__handle_get(DLS_HANDLE_TENSOR, a.v.tensor.id, call, arg, &st);
+    dls__tensor *t = dls__hold_get(&held, DLS_HANDLE_TENSOR, a.v.tensor.id, call, arg, &st);
     if (t == NULL)
       return st;
     b = t->buf;
@@ -403,11 +403,16 @@ dls_status_t dls_latch_destroy(dls_latch_t latch) {
     return DLS_OK;
   DLS__ENTER(call);
   DLS__GET_LATCH(l, latch, call, "latch");
-  if (dls__handle_free(DLS_HANDLE_LATCH, latch.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(latch): destroyed concurrently", call);
+  /* Opened at once: no stream waits on a latch nobody can open any more. */
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
+  latch_let_go(l);
+  DLS__END(DLS_HANDLE_LATCH, latch, call, "latch");
+  return DLS_OK;
+}
+
+void dls__latch_drop(void *obj) {
+  dls__latch *l = obj;
   latch_let_go(l);
   dls__buffer_unref(l->mem);
   dls__free(l);
-  return DLS_OK;
 }

@@ -23,6 +23,7 @@ typedef struct dls__capture {
   dls__device *dev;
   int mode;              /* DLS_CAPTURE_*; foreign captures count as global */
   bool own;
+  bool ending;           /* a thread is ending it: it stays known until the driver has ended it */
   pthread_t thread;      /* the thread that began it */
   dls__stream *origin;   /* ref held */
   dls__capture_alloc *allocs; /* own: memory allocated in it and not freed in it */
@@ -156,7 +157,7 @@ static bool foreign_over(dls__capture *c) {
 static void forget_finished(void) {
   for (dls__capture *c = g_captures, *next; c != NULL; c = next) {
     next = c->next;
-    if (!c->own && foreign_over(c)) {
+    if (!c->own && !c->ending && foreign_over(c)) {
       unlink_capture(c);
       capture_free(c);
     }
@@ -392,16 +393,28 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
   return DLS_OK;
 }
 
-/* The own capture begun on `s`, taken out of the registry; NULL when none. */
-static dls__capture *take_own(dls__stream *s) {
+/* The own capture begun on `s` (on its native stream, or through this very
+ * object), claimed for ending; NULL when none or another thread ends it. It
+ * stays known until forget(): until the driver has ended it, its streams
+ * are still in it (a pooled branch must not be handed out meanwhile). */
+static dls__capture *claim_own(dls__stream *s, bool this_object) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = g_captures;
-  while (c != NULL && !(c->own && c->origin->dev == s->dev && c->origin->native == s->native))
+  while (c != NULL && !(c->own && !c->ending &&
+                        (this_object ? c->origin == s : c->origin->dev == s->dev && c->origin->native == s->native)))
     c = c->next;
   if (c != NULL)
-    unlink_capture(c);
+    c->ending = true;
   pthread_mutex_unlock(&g_mu);
   return c;
+}
+
+/* A claimed capture the driver has ended: forgotten and freed. */
+static void forget(dls__capture *c) {
+  pthread_mutex_lock(&g_mu);
+  unlink_capture(c);
+  pthread_mutex_unlock(&g_mu);
+  capture_free(c);
 }
 
 static dls_status_t graph_publish(dls__capture *c, void *native, const char *call, dls_graph_t *out) {
@@ -464,7 +477,7 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
                      "it; end them first (nothing changed: the capture goes on)",
                      call, dls__stream_describe(s, mine_id, d, sizeof d), open);
   }
-  dls__capture *c = take_own(s);
+  dls__capture *c = claim_own(s, false);
   if (c == NULL) {
     uint64_t id;
     char d[128];
@@ -479,7 +492,7 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
     st = graph_publish(c, native, call, out_graph);
   else /* the backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin */
     st = dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-  capture_free(c);
+  forget(c);
   dls_deferred_poll(); /* releases that waited for the capture to be over */
   return st;
 }
@@ -535,21 +548,20 @@ dls_status_t dls_graph_destroy(dls_graph_t graph) {
   if (graph.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_GRAPH(gr, graph, call, "graph");
-  if (dls__handle_free(DLS_HANDLE_GRAPH, graph.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(graph): destroyed concurrently", call);
-  graph_unref(gr);
+  DLS__END(DLS_HANDLE_GRAPH, graph, call, "graph");
   return DLS_OK;
 }
 
-/* Ends a capture taken out of the registry: an own one is ended on its
- * stream and what it recorded is dropped (a failed end ends it too); a
- * foreign one is only forgotten. */
+void dls__graph_drop(void *obj) { graph_unref(obj); }
+
+/* Ends a claimed capture: an own one is ended on its stream and what it
+ * recorded is dropped (a failed end ends it too); a foreign one is only
+ * forgotten. */
 static void capture_drop(dls__capture *c) {
   void *native = NULL;
   if (c->own && c->dev->be->stream_end_capture(c->dev->id, c->origin->native, &native) == DLS_OK && native != NULL)
     (void)c->dev->be->graph_destroy(c->dev->id, native);
-  capture_free(c);
+  forget(c);
 }
 
 void dls__capture_drop_on(dls__stream *s) {
@@ -557,13 +569,7 @@ void dls__capture_drop_on(dls__stream *s) {
     return;
   /* This stream object's own capture only: another wrapper of the same
    * native stream going away leaves a capture begun through this one. */
-  pthread_mutex_lock(&g_mu);
-  dls__capture *c = g_captures;
-  while (c != NULL && !(c->own && c->origin == s))
-    c = c->next;
-  if (c != NULL)
-    unlink_capture(c);
-  pthread_mutex_unlock(&g_mu);
+  dls__capture *c = claim_own(s, true);
   if (c != NULL)
     capture_drop(c);
 }
@@ -572,7 +578,7 @@ dls_status_t dls_stream_discard_capture(dls_stream_t stream) {
   static const char call[] = "dls_stream_discard_capture";
   DLS__ENTER(call);
   DLS__GET_STREAM(s, stream, call, "stream");
-  dls__capture *c = take_own(s);
+  dls__capture *c = claim_own(s, false);
   if (c == NULL) {
     uint64_t id;
     char d[128];
@@ -591,8 +597,10 @@ void dls__captures_shutdown(void) {
   for (;;) {
     pthread_mutex_lock(&g_mu);
     dls__capture *c = g_captures;
+    while (c != NULL && c->ending)
+      c = c->next;
     if (c != NULL)
-      unlink_capture(c);
+      c->ending = true;
     pthread_mutex_unlock(&g_mu);
     if (c == NULL)
       return;

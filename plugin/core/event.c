@@ -4,16 +4,23 @@
 
 #include "internal.h"
 
+/* Calls on one event may race (two threads record it, one waits on it):
+ * what they share is atomic, and a native is never freed while the event
+ * lives, so a racing call uses a valid one. */
 typedef struct dls__event {
   dls__device *dev;
-  void *native;
+  _Atomic(void *) native;
   unsigned flags;
   bool foreign;
-  bool recorded;   /* owned events: recorded at least once */
-  bool pooled;     /* owned, no flags, native never handed out: it came from the device's pool and goes back */
-  uint64_t cap_id; /* owned events: the capture of the latest record (0: eager) */
+  _Atomic bool recorded;   /* owned events: recorded at least once */
+  _Atomic bool pooled;     /* owned, no flags, native never handed out: it came from the device's pool and goes back */
+  _Atomic uint64_t cap_id; /* owned events: the capture of the latest record (0: eager) */
+  void *displaced;         /* the pooled native dls_event_native replaced: back to the pool at the end */
+  dls__spin mu;            /* dls_event_native's replacement of the native */
   uint64_t id;
 } dls__event;
+
+static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
 #define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(DLS_HANDLE_EVENT, dls__event, var, handle, call, arg)
 
@@ -23,12 +30,14 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   e->dev = dev;
-  e->native = native;
+  atomic_init(&e->native, native);
   e->flags = flags;
   e->foreign = foreign;
-  e->recorded = false;
-  e->pooled = pooled;
-  e->cap_id = 0;
+  atomic_init(&e->recorded, false);
+  atomic_init(&e->pooled, pooled);
+  atomic_init(&e->cap_id, 0);
+  e->displaced = NULL;
+  atomic_flag_clear(&e->mu.f);
   e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
@@ -99,14 +108,20 @@ dls_status_t dls_event_destroy(dls_event_t event) {
   if (event.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__TAKE(DLS_HANDLE_EVENT, dls__event, e, event, call, "event");
-  dls_status_t st = DLS_OK;
-  if (e->pooled)
-    dls__event_pool_put(e->dev, e->native); /* a pending record still completes; the next user re-records */
+  DLS__END(DLS_HANDLE_EVENT, event, call, "event");
+  return DLS_OK;
+}
+
+void dls__event_drop(void *obj) {
+  dls__event *e = obj;
+  void *native = native_of(e);
+  if (atomic_load_explicit(&e->pooled, memory_order_relaxed))
+    dls__event_pool_put(e->dev, native); /* a pending record still completes; the next user re-records */
   else if (!e->foreign)
-    st = e->dev->be->event_destroy(e->dev->id, e->native);
+    (void)e->dev->be->event_destroy(e->dev->id, native);
+  if (e->displaced != NULL)
+    dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
-  return st;
 }
 
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
@@ -120,23 +135,24 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   uint64_t cap = 0;
   if (dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED)
     return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
-  dls_status_t st = e->dev->be->event_record(e->dev->id, e->native, s->native);
+  dls_status_t st = e->dev->be->event_record(e->dev->id, native_of(e), s->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
-  e->recorded = true;
-  e->cap_id = cap;
+  atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
+  atomic_store_explicit(&e->recorded, true, memory_order_release);
   return DLS_OK;
 }
 
 /* A record made in a capture is a node of the graph, not work that runs:
  * nothing outside that capture may wait for it, query it or block on it. */
-static dls_status_t refuse_captured(const char *call, const dls__event *e) {
-  if (DLS__LIKELY(e->cap_id == 0))
+static dls_status_t refuse_captured(const char *call, dls__event *e) {
+  uint64_t cap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
+  if (DLS__LIKELY(cap == 0))
     return dls__capture_check_host_wait(call);
   return dls__fail(DLS_ERR_STATE,
                    "%s: the event was last recorded in capture %llu: that record is a node of its graph and never "
                    "completes outside a replay; record the event again outside the capture",
-                   call, (unsigned long long)e->cap_id);
+                   call, (unsigned long long)cap);
 }
 
 dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
@@ -149,26 +165,26 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
                      call, s->dev->name, e->dev->name);
-  if (!e->foreign && !e->recorded)
+  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
     return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
   if (!e->foreign) {
     /* Both in one capture state, or the wait would tie a capture to eager work. */
-    uint64_t cap = 0;
+    uint64_t cap = 0, ecap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
     (void)dls__stream_capture(s, &cap);
-    if (cap != e->cap_id) {
+    if (cap != ecap) {
       char d[128];
-      if (e->cap_id != 0)
+      if (ecap != 0)
         return dls__fail(DLS_ERR_STATE,
                          "%s: %s waits on an event recorded in capture %llu; only streams of that capture may wait "
                          "on it (use a group to fork work inside a capture); nothing was queued",
-                         call, dls__stream_describe(s, cap, d, sizeof d), (unsigned long long)e->cap_id);
+                         call, dls__stream_describe(s, cap, d, sizeof d), (unsigned long long)ecap);
       return dls__fail(DLS_ERR_STATE,
                        "%s: %s waits on an event recorded outside its capture; the wait would invalidate the "
                        "capture, so nothing was queued",
                        call, dls__stream_describe(s, cap, d, sizeof d));
     }
   }
-  dls_status_t st = s->dev->be->stream_wait_event(s->dev->id, s->native, e->native);
+  dls_status_t st = s->dev->be->stream_wait_event(s->dev->id, s->native, native_of(e));
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -179,9 +195,9 @@ dls_status_t dls_event_synchronize(dls_event_t event) {
   DLS__ENTER(call);
   DLS__GET_EVENT(e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
-  if (!e->foreign && !e->recorded)
+  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
     return DLS_OK; /* never recorded: complete */
-  dls_status_t st = e->dev->be->event_synchronize(e->dev->id, e->native);
+  dls_status_t st = e->dev->be->event_synchronize(e->dev->id, native_of(e));
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   dls_deferred_poll();
@@ -195,11 +211,11 @@ dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_complete=NULL): output pointer is NULL", call);
   DLS__GET_EVENT(e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
-  if (!e->foreign && !e->recorded) {
+  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire)) {
     *out_complete = 1; /* never recorded: complete */
     return DLS_OK;
   }
-  dls_status_t st = e->dev->be->event_query(e->dev->id, e->native, out_complete);
+  dls_status_t st = e->dev->be->event_query(e->dev->id, native_of(e), out_complete);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -215,7 +231,7 @@ dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out
   if (!(a->flags & DLS_EVENT_TIMING) || !(b->flags & DLS_EVENT_TIMING))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: %s event was created without DLS_EVENT_TIMING", call,
                      (a->flags & DLS_EVENT_TIMING) ? "end" : "start");
-  dls_status_t st = a->dev->be->event_elapsed_ms(a->dev->id, a->native, b->native, out_ms);
+  dls_status_t st = a->dev->be->event_elapsed_ms(a->dev->id, native_of(a), native_of(b), out_ms);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -225,19 +241,30 @@ dls_status_t dls_event_native(dls_event_t event, void **out_native) {
   if (out_native == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
   DLS__GET_EVENT(e, event, call, "event");
-  if (e->pooled) {
+  if (atomic_load_explicit(&e->pooled, memory_order_acquire)) {
     /* Its owner may now wait on the native outside dlstream: it must not
-     * carry a record of the pool's, and it is destroyed, not pooled, at the end. */
-    if (!e->recorded) {
-      void *fresh;
+     * carry a record of the pool's, and it is destroyed, not pooled, at the
+     * end. The pooled native it replaces stays with the event (a racing
+     * record may still use it) and goes back to the pool at the end. */
+    void *fresh = NULL;
+    if (!atomic_load_explicit(&e->recorded, memory_order_acquire)) {
       dls_status_t st = e->dev->be->event_create(e->dev->id, DLS_EVENT_DEFAULT, &fresh);
       if (st != DLS_OK)
         return dls__fail_prefix(st, "%s", call);
-      dls__event_pool_put(e->dev, e->native);
-      e->native = fresh;
     }
-    e->pooled = false;
+    dls__spin_lock(&e->mu);
+    if (atomic_load_explicit(&e->pooled, memory_order_relaxed)) {
+      if (fresh != NULL) {
+        e->displaced = native_of(e);
+        atomic_store_explicit(&e->native, fresh, memory_order_release);
+        fresh = NULL;
+      }
+      atomic_store_explicit(&e->pooled, false, memory_order_release);
+    }
+    dls__spin_unlock(&e->mu);
+    if (fresh != NULL) /* another thread replaced it first */
+      (void)e->dev->be->event_destroy(e->dev->id, fresh);
   }
-  *out_native = e->native;
+  *out_native = native_of(e);
   return DLS_OK;
 }

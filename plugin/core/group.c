@@ -9,6 +9,8 @@ typedef struct dls__branch {
   uint64_t handle;
 } dls__branch;
 
+/* Calls on one group may come from several threads: `mu` orders its
+ * branches and its end. */
 typedef struct dls__group {
   dls__stream *origin; /* ref held */
   void *fork;          /* pooled event recorded on the origin at begin */
@@ -17,6 +19,8 @@ typedef struct dls__group {
   int n, cap;
   uint64_t cap_id;     /* the origin's capture at begin (0: eager) */
   uint64_t id;
+  pthread_mutex_t mu;
+  _Atomic bool ended;  /* joined by dls_group_end: no branch is added any more */
 } dls__group;
 
 #define DLS__GET_GROUP(var, handle, call, arg) DLS__GET(DLS_HANDLE_GROUP, dls__group, var, handle, call, arg)
@@ -24,9 +28,7 @@ typedef struct dls__group {
 dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   static const char call[] = "dls_group_begin";
   DLS__ENTER(call);
-  if (out_group == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_group=NULL): output pointer is NULL", call);
-  out_group->id = 0;
+  DLS__OUT(call, out_group);
   DLS__GET_STREAM(o, origin, call, "origin");
   dls__group *g = dls__calloc(1, sizeof *g);
   if (g == NULL)
@@ -54,43 +56,50 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   dls__stream_ref(o);
   g->branches = g->inline_branches;
   g->cap = 8;
+  pthread_mutex_init(&g->mu, NULL);
+  atomic_fetch_add(&o->open_groups, 1);
   g->id = dls__handle_new(DLS_HANDLE_GROUP, g);
   if (g->id == 0) {
+    atomic_fetch_sub(&o->open_groups, 1);
+    pthread_mutex_destroy(&g->mu);
     dls__event_pool_put(dev, g->fork);
     dls__stream_unref(o);
     dls__free(g);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
-  atomic_fetch_add(&o->open_groups, 1);
   out_group->id = g->id;
   return DLS_OK;
 }
 
-dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
-  static const char call[] = "dls_group_branch";
-  DLS__ENTER(call);
-  if (out_branch == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_branch=NULL): output pointer is NULL", call);
-  out_branch->id = 0;
-  DLS__GET_GROUP(g, group, call, "group");
+/* Room for one more branch (g->mu held). */
+static dls_status_t branch_room(dls__group *g, const char *call) {
+  if (g->n < g->cap)
+    return DLS_OK;
+  int cap = g->cap * 2;
+  dls__branch *p = dls__malloc((size_t)cap * sizeof *p);
+  if (p == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  for (int i = 0; i < g->n; i++)
+    p[i] = g->branches[i];
+  if (g->branches != g->inline_branches)
+    dls__free(g->branches);
+  g->branches = p;
+  g->cap = cap;
+  return DLS_OK;
+}
+
+/* A new branch (g->mu held): a pooled stream that waits on the fork point. */
+static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *out_branch) {
   dls__device *dev = g->origin->dev;
-  if (g->n == g->cap) {
-    int cap = g->cap * 2;
-    dls__branch *p = dls__malloc((size_t)cap * sizeof *p);
-    if (p == NULL)
-      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-    for (int i = 0; i < g->n; i++)
-      p[i] = g->branches[i];
-    if (g->branches != g->inline_branches)
-      dls__free(g->branches);
-    g->branches = p;
-    g->cap = cap;
-  }
+  DLS__TRY(branch_room(g, call));
   dls_stream_t h;
   dls_status_t st = dls_stream_acquire(dev->device, &h);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
-  dls__stream *b = dls__handle_peek(DLS_HANDLE_STREAM, h.id);
+  DLS__HOLD_VAR(held);
+  dls__stream *b = dls__hold_get(&held, DLS_HANDLE_STREAM, h.id, call, "branch", &st);
+  if (b == NULL)
+    return st; /* ended by another thread before it was handed out */
   st = dev->be->stream_wait_event(dev->id, b->native, g->fork);
   if (st != DLS_OK) {
     dls_stream_destroy(h);
@@ -104,60 +113,100 @@ dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
   return DLS_OK;
 }
 
+dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
+  static const char call[] = "dls_group_branch";
+  DLS__ENTER(call);
+  DLS__OUT(call, out_branch);
+  DLS__GET_GROUP(g, group, call, "group");
+  pthread_mutex_lock(&g->mu);
+  dls_status_t st = atomic_load(&g->ended) ? dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): the group was ended", call)
+                                            : branch_add(g, call, out_branch);
+  pthread_mutex_unlock(&g->mu);
+  return st;
+}
+
+/* The first branch that is the origin of a group still open, or -1. */
+static int nested_open(const dls__group *g) {
+  for (int i = 0; i < g->n; i++)
+    if (atomic_load(&g->branches[i].stream->open_groups) > 0)
+      return i;
+  return -1;
+}
+
 dls_status_t dls_group_end(dls_group_t group) {
   static const char call[] = "dls_group_end";
   DLS__ENTER(call);
   DLS__GET_GROUP(g, group, call, "group");
-  for (int i = 0; i < g->n; i++)
-    if (atomic_load(&g->branches[i].stream->open_groups) > 0)
-      return dls__fail(DLS_ERR_STATE, "%s: branch %d is the origin of a group that is still open; end that group first",
-                       call, i);
-  dls__stream *o = g->origin;
+  pthread_mutex_lock(&g->mu);
+  if (atomic_load(&g->ended)) {
+    pthread_mutex_unlock(&g->mu);
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): ended concurrently", call);
+  }
+  int nested = nested_open(g);
+  if (nested >= 0) {
+    pthread_mutex_unlock(&g->mu);
+    return dls__fail(DLS_ERR_STATE, "%s: branch %d is the origin of a group that is still open; end that group first",
+                     call, nested);
+  }
   dls_status_t first = DLS_OK;
   for (int i = 0; i < g->n; i++) {
-    dls_status_t st = dls__stream_order(o, g->branches[i].stream);
+    dls_status_t st = dls__stream_order(g->origin, g->branches[i].stream);
     if (st != DLS_OK && first == DLS_OK)
       first = dls__fail_prefix(st, "%s: joining branch %d", call, i);
   }
-  if (dls__handle_free(DLS_HANDLE_GROUP, g->id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): ended concurrently", call);
-  for (int i = 0; i < g->n; i++) {
-    dls__stream *b = dls__handle_free(DLS_HANDLE_STREAM, g->branches[i].handle);
-    if (b != NULL)
-      dls__stream_unref(b); /* the handle's reference */
-    dls__stream_unref(g->branches[i].stream); /* the group's */
-  }
-  dls__event_pool_put(o->dev, g->fork);
-  atomic_fetch_sub(&o->open_groups, 1);
-  dls__stream_unref(o);
+  atomic_store(&g->ended, true);
+  pthread_mutex_unlock(&g->mu);
+  /* The branches go back to the pool (their handles are stale from now on)
+   * and the group ends; what it holds goes once no call holds it. */
+  for (int i = 0; i < g->n; i++)
+    (void)dls__handle_end(DLS_HANDLE_STREAM, g->branches[i].handle);
+  atomic_fetch_sub(&g->origin->open_groups, 1);
+  (void)dls__handle_end(DLS_HANDLE_GROUP, g->id);
+  return first;
+}
+
+void dls__group_drop(void *obj) {
+  dls__group *g = obj;
+  for (int i = 0; i < g->n; i++)
+    dls__stream_unref(g->branches[i].stream);
+  dls__event_pool_put(g->origin->dev, g->fork);
+  dls__stream_unref(g->origin);
   if (g->branches != g->inline_branches)
     dls__free(g->branches);
+  pthread_mutex_destroy(&g->mu);
   dls__free(g);
-  return first;
 }
 
 dls_status_t dls_group_branch_count(dls_group_t group, int *out_count) {
   static const char call[] = "dls_group_branch_count";
   DLS__ENTER(call);
-  if (out_count == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_count=NULL): output pointer is NULL", call);
+  DLS__OUT(call, out_count);
   DLS__GET_GROUP(g, group, call, "group");
+  pthread_mutex_lock(&g->mu);
   *out_count = g->n;
+  pthread_mutex_unlock(&g->mu);
   return DLS_OK;
 }
 
-static _Thread_local uint64_t t_count_cap;
-static _Thread_local int t_count;
+/* Counting walks the group handles holding each (handle_each), so a group
+ * ended meanwhile on another thread stays valid while it is looked at. */
+typedef struct count_ctx {
+  uint64_t cap;
+  int n;
+} count_ctx;
+static _Thread_local count_ctx *t_count;
 
 static void count_in_capture(uint64_t id, void *obj) {
   (void)id;
-  if (((dls__group *)obj)->cap_id == t_count_cap)
-    t_count++;
+  dls__group *g = obj;
+  if (g->cap_id == t_count->cap && !atomic_load(&g->ended))
+    t_count->n++;
 }
 
 int dls__groups_open_in_capture(uint64_t cap_id) {
-  t_count_cap = cap_id;
-  t_count = 0;
+  count_ctx ctx = {cap_id, 0};
+  t_count = &ctx;
   dls__handle_each(DLS_HANDLE_GROUP, count_in_capture);
-  return t_count;
+  t_count = NULL;
+  return ctx.n;
 }

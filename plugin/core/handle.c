@@ -5,15 +5,15 @@
 
 #include "internal.h"
 
-#define DLS__KIND(k, n) [k] = {.kind_name = n, .kind = k, .mu = PTHREAD_MUTEX_INITIALIZER}
-dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {
-    DLS__KIND(DLS_HANDLE_STREAM, "stream"),     DLS__KIND(DLS_HANDLE_EVENT, "event"),
-    DLS__KIND(DLS_HANDLE_BUFFER, "buffer"),     DLS__KIND(DLS_HANDLE_TENSOR, "tensor"),
-    DLS__KIND(DLS_HANDLE_MODULE, "module"),     DLS__KIND(DLS_HANDLE_FUNCTION, "function"),
-    DLS__KIND(DLS_HANDLE_GROUP, "group"),       DLS__KIND(DLS_HANDLE_LATCH, "latch"),
-    DLS__KIND(DLS_HANDLE_GRAPH, "graph"),
-};
+#define DLS__KIND(K, name, type, verb) \
+  [DLS_HANDLE_##K] = {.kind_name = #name, .kind = DLS_HANDLE_##K, .mu = PTHREAD_MUTEX_INITIALIZER},
+dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {DLS__HANDLE_KINDS(DLS__KIND)};
 #undef DLS__KIND
+
+/* What each kind's end does once no call holds its object. */
+#define DLS__DROP(K, name, type, verb) [DLS_HANDLE_##K] = dls__##name##_drop,
+static void (*const g_drop[DLS_HANDLE_KIND_COUNT_])(void *obj) = {DLS__HANDLE_KINDS(DLS__DROP)};
+#undef DLS__DROP
 
 _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
 
@@ -71,8 +71,10 @@ static uint32_t take_new(dls__table *t) {
         dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for %s handles", t->kind_name);
         return 0;
       }
-      for (uint32_t i = 0; i < DLS__CHUNK_SLOTS; i++)
-        atomic_init(&chunk[i].gen, 1);
+      for (uint32_t i = 0; i < DLS__CHUNK_SLOTS; i++) {
+        atomic_init(&chunk[i].state, (uint64_t)1 << 32);
+        chunk[i].index = c * DLS__CHUNK_SLOTS + i;
+      }
       atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
     }
     pthread_mutex_unlock(&t->mu);
@@ -119,20 +121,63 @@ uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj) {
   if (index == 0 && (index = take_new(t)) == 0)
     return 0;
   dls__slot *s = slot_at(t, index);
-  uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+  uint32_t gen = dls__slot_gen(atomic_load_explicit(&s->state, memory_order_relaxed));
   atomic_store_explicit(&s->obj, obj, memory_order_release);
   return ((uint64_t)gen << 32) | index;
 }
 
-void *dls__slot_release_slow(dls_handle_kind_t kind, uint32_t index, void *obj) {
+void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index) {
   dls__thread_cache *c = &dls__tls;
   if (c->nslots[kind] == DLS__SLOT_CACHE) {
     push_free(&dls__tables[kind], index);
-    return obj;
+    return;
   }
-  cache_register(c);
+  if (DLS__UNLIKELY(!c->registered))
+    cache_register(c);
   c->slots[kind][c->nslots[kind]++] = index;
-  return obj;
+}
+
+/* The object of an ended handle that no call holds: the slot goes back,
+ * then the kind's end runs. */
+static void slot_drop(dls_handle_kind_t kind, dls__slot *s) {
+  void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
+  atomic_store_explicit(&s->obj, NULL, memory_order_release);
+  dls__slot_recycle(kind, s->index);
+  if (obj != NULL)
+    g_drop[kind](obj);
+}
+
+bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
+  dls__slot *s = dls__slot_named(kind, id);
+  uint32_t gen = (uint32_t)(id >> 32);
+  if (DLS__UNLIKELY(s == NULL || (uint32_t)id == 0))
+    return false;
+  uint32_t next = gen + 1 == 0 || gen + 1 == DLS_STREAM_RESERVED_GENERATION ? 1 : gen + 1;
+  uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
+  for (;;) {
+    if (dls__slot_gen(w) != gen || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
+      return false;
+    uint64_t holds = w & DLS__SLOT_HOLDS;
+    uint64_t want = ((uint64_t)next << 32) | holds | (holds != 0 ? DLS__SLOT_DYING : 0);
+    if (atomic_compare_exchange_weak_explicit(&s->state, &w, want, memory_order_acq_rel, memory_order_acquire))
+      break;
+  }
+  if ((w & DLS__SLOT_HOLDS) == 0)
+    slot_drop(kind, s);
+  return true;
+}
+
+void dls__slot_last_out(dls_handle_kind_t kind, dls__slot *s, uint64_t w) {
+  /* Whoever clears DYING with no hold left drops the object; a call that
+   * holds the slot meanwhile (a stale lookup about to fail) lets go later
+   * and gets here itself. */
+  while ((w & DLS__SLOT_DYING) != 0 && (w & DLS__SLOT_HOLDS) == 0) {
+    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w & ~DLS__SLOT_DYING, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      slot_drop(kind, s);
+      return;
+    }
+  }
 }
 
 void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
@@ -150,7 +195,7 @@ void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, co
               (unsigned long long)id, t->kind_name, index);
   } else {
     dls__fail(DLS_ERR_INVALID_HANDLE, "%s(%s): %s handle is stale: slot %u generation %u, now %u", call, arg,
-              t->kind_name, index, gen, atomic_load(&s->gen));
+              t->kind_name, index, gen, dls__slot_gen(atomic_load(&s->state)));
   }
   return NULL;
 }
@@ -160,9 +205,15 @@ void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
   for (uint32_t i = 1; i < n; i++) {
     dls__slot *s = slot_at(t, i);
-    void *obj = s ? atomic_load_explicit(&s->obj, memory_order_acquire) : NULL;
-    if (obj != NULL)
-      fn(((uint64_t)atomic_load(&s->gen) << 32) | i, obj);
+    if (s == NULL || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
+      continue;
+    uint64_t id = ((uint64_t)dls__slot_gen(atomic_load_explicit(&s->state, memory_order_acquire)) << 32) | i;
+    dls__slot *held;
+    void *obj = dls__slot_hold(kind, id, &held);
+    if (obj != NULL) {
+      fn(id, obj);
+      dls__slot_let_go(kind, held);
+    }
   }
 }
 

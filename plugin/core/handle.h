@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dlstream/dlstream.h"
 #include "error.h"
@@ -16,9 +17,38 @@
 #define DLS__CHUNK_SLOTS (1u << DLS__CHUNK_SHIFT)
 #define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
 
+/* The handle kinds, in shutdown order (children before parents: groups hold
+ * branches, tensors hold buffers, buffers hold streams and graphs), with the
+ * one public verb that ends each and the rule for its name: memory is freed,
+ * a reference released, a module unloaded, a scope (a group) ended, and
+ * everything else destroyed. X(KIND, name, handle type, verb). Each kind's
+ * file defines `void dls__<name>_drop(void *obj)`: what the verb does once
+ * no call holds the object any more. */
+#define DLS__HANDLE_KINDS(X)                           \
+  X(GROUP, group, dls_group_t, dls_group_end)          \
+  X(TENSOR, tensor, dls_tensor_t, dls_tensor_release)  \
+  X(BUFFER, buffer, dls_buffer_t, dls_buffer_free)     \
+  X(GRAPH, graph, dls_graph_t, dls_graph_destroy)      \
+  X(LATCH, latch, dls_latch_t, dls_latch_destroy)      \
+  X(FUNCTION, function, dls_function_t, dls_function_destroy) \
+  X(MODULE, module, dls_module_t, dls_module_unload)   \
+  X(EVENT, event, dls_event_t, dls_event_destroy)      \
+  X(STREAM, stream, dls_stream_t, dls_stream_destroy)
+
+#define DLS__DECLARE_DROP(K, name, type, verb) DLS__INTERNAL void dls__##name##_drop(void *obj);
+DLS__HANDLE_KINDS(DLS__DECLARE_DROP)
+#undef DLS__DECLARE_DROP
+
+/* A slot's state word: the generation (high 32 bits), DYING (the handle was
+ * ended while calls held it: the last one to let go drops the object), and
+ * how many calls hold it now (the low 31 bits). */
+#define DLS__SLOT_DYING (1ull << 31)
+#define DLS__SLOT_HOLDS (DLS__SLOT_DYING - 1)
+
 typedef struct dls__slot {
-  _Atomic uint32_t gen;         /* generation; bumped on free */
+  _Atomic uint64_t state;       /* generation | DYING | holds */
   _Atomic uint32_t next_free;   /* free-list link (slot index) */
+  uint32_t index;               /* its own index in the table */
   _Atomic(void *) obj;          /* the object, NULL when free */
 } dls__slot;
 
@@ -40,58 +70,143 @@ DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
  * dls_live_handles, which reports what callers must release. */
 DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
 
-/* Calls fn on every live object of a kind (shutdown). */
+/* Calls fn on every live object of a kind, holding each while fn runs (a
+ * concurrent end of the handle then drops the object after fn). */
 DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
 /* Why a lookup failed: sets the message naming `call` and `arg`, stores
  * DLS_ERR_INVALID_HANDLE in *out_status and returns NULL. */
 DLS__INTERNAL DLS__COLD void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
                                      dls_status_t *out_status);
+/* The last call holding an ended handle let go: drops its object and frees
+ * the slot (once, whoever gets there). */
+DLS__INTERNAL DLS__COLD void dls__slot_last_out(dls_handle_kind_t kind, dls__slot *s, uint64_t state);
 
-/* Fast check without a message: the object or NULL. Slot 0 is never handed
- * out (its generation stays 1, its object NULL), so id 0 fails the
- * generation check like any stale handle. */
-static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
+static inline uint32_t dls__slot_gen(uint64_t state) { return (uint32_t)(state >> 32); }
+
+/* The slot a handle names, or NULL when its index was never handed out. */
+static inline dls__slot *dls__slot_named(dls_handle_kind_t kind, uint64_t id) {
   uint32_t c = (uint32_t)id >> DLS__CHUNK_SHIFT;
   if (DLS__UNLIKELY(c >= DLS__MAX_CHUNKS))
     return NULL;
   dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[c], memory_order_acquire);
   if (DLS__UNLIKELY(chunk == NULL))
     return NULL;
-  dls__slot *s = &chunk[(uint32_t)id & (DLS__CHUNK_SLOTS - 1)];
-  if (DLS__UNLIKELY(atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(id >> 32)))
+  return &chunk[(uint32_t)id & (DLS__CHUNK_SLOTS - 1)];
+}
+
+/* Lets go of a slot held by dls__slot_hold. */
+static inline void dls__slot_let_go(dls_handle_kind_t kind, dls__slot *s) {
+  uint64_t w = atomic_fetch_sub_explicit(&s->state, 1, memory_order_acq_rel) - 1;
+  if (DLS__UNLIKELY((w & DLS__SLOT_DYING) != 0) && (w & DLS__SLOT_HOLDS) == 0)
+    dls__slot_last_out(kind, s, w);
+}
+
+/* Holds the object of a live handle, so that a concurrent end of the handle
+ * (on any thread) cannot drop it until dls__slot_let_go: the object or NULL
+ * (nothing held). Two locked instructions in all, no lock. */
+static inline void *dls__slot_hold(dls_handle_kind_t kind, uint64_t id, dls__slot **out_slot) {
+  dls__slot *s = dls__slot_named(kind, id);
+  if (DLS__UNLIKELY(s == NULL))
+    return NULL;
+  uint64_t w = atomic_fetch_add_explicit(&s->state, 1, memory_order_acquire);
+  void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
+  if (DLS__UNLIKELY(dls__slot_gen(w) != (uint32_t)(id >> 32) || (w & DLS__SLOT_DYING) != 0 || obj == NULL)) {
+    dls__slot_let_go(kind, s);
+    return NULL;
+  }
+  *out_slot = s;
+  return obj;
+}
+
+/* Fast check without a message or a hold: the object or NULL. Only for
+ * callers that hold the object by other means (a reference, a hold of
+ * their own). Slot 0 is never handed out (its object stays NULL), so id 0
+ * fails like any stale handle. */
+static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
+  dls__slot *s = dls__slot_named(kind, id);
+  if (DLS__UNLIKELY(s == NULL))
+    return NULL;
+  if (DLS__UNLIKELY(dls__slot_gen(atomic_load_explicit(&s->state, memory_order_acquire)) != (uint32_t)(id >> 32)))
     return NULL;
   return atomic_load_explicit(&s->obj, memory_order_acquire);
 }
 
 /* The object of a live handle, or NULL (and a message naming `call` and
- * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. */
+ * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. No hold: see
+ * dls__handle_peek. */
 static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
                                     dls_status_t *out_status) {
   void *obj = dls__handle_peek(kind, id);
   return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
 }
 
-/* Looks a handle up or returns the failure status from the calling function. */
-#define DLS__GET(kind, type, var, handle, call, arg)                         \
-  type *var;                                                                 \
-  do {                                                                       \
-    dls_status_t dls__gst_;                                                  \
-    var = (type *)dls__handle_get((kind), (handle).id, (call), (arg), &dls__gst_); \
-    if (DLS__UNLIKELY(var == NULL))                                          \
-      return dls__gst_;                                                      \
+/* ---- holds for the length of a call ---- */
+
+/* What a call holds; let go of when the variable leaves scope. */
+typedef struct dls__hold {
+  dls__slot *slot; /* NULL: nothing held */
+  dls_handle_kind_t kind;
+} dls__hold;
+
+static inline void dls__hold_end(dls__hold *h) {
+  if (h->slot != NULL) {
+    dls__slot_let_go(h->kind, h->slot);
+    h->slot = NULL;
+  }
+}
+
+/* Holds the object of a live handle in *h, or returns NULL with the message
+ * naming `call` and `arg` and DLS_ERR_INVALID_HANDLE in *out_status. */
+static inline void *dls__hold_get(dls__hold *h, dls_handle_kind_t kind, uint64_t id, const char *call,
+                                  const char *arg, dls_status_t *out_status) {
+  h->kind = kind;
+  void *obj = dls__slot_hold(kind, id, &h->slot);
+  return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
+}
+
+/* A hold that ends where the variable's scope does, on every return path. */
+#define DLS__HOLD_VAR(name) dls__hold name __attribute__((cleanup(dls__hold_end))) = {NULL, DLS_HANDLE_STREAM}
+
+/* Looks a handle up and holds its object until the end of the enclosing
+ * block, or returns the failure status from the calling function. Every
+ * public call holds what it uses: a concurrent end of the handle makes it
+ * stale at once, and the object is dropped once the call is done with it. */
+#define DLS__GET(kind, type, var, handle, call, arg)                            \
+  DLS__HOLD_VAR(var##_hold_);                                                   \
+  type *var;                                                                    \
+  do {                                                                          \
+    dls_status_t dls__gst_;                                                     \
+    var = (type *)dls__hold_get(&var##_hold_, (kind), (handle).id, (call), (arg), &dls__gst_); \
+    if (DLS__UNLIKELY(var == NULL))                                             \
+      return dls__gst_;                                                         \
   } while (0)
 
-/* Frees a handle and takes its object, or returns the failure status from
- * the calling function (the handle was not live, or another caller freed
- * it first). For destroy calls that need nothing of the object before. */
-#define DLS__TAKE(kind, type, var, handle, call, arg)                       \
-  type *var = (type *)dls__handle_free((kind), (handle).id);                \
-  do {                                                                      \
-    if (DLS__UNLIKELY(var == NULL)) {                                       \
-      dls_status_t dls__tst_;                                               \
-      dls__handle_miss((kind), (handle).id, (call), (arg), &dls__tst_);     \
-      return dls__tst_;                                                     \
-    }                                                                       \
+/* Ends a handle: it is stale from now on, and its object is dropped now when
+ * no call holds it, else by the last call to let go (the caller's own hold
+ * included). false when the handle was not live (ended before, or never
+ * made). Only one of two racing ends wins. Generation 0 never names a live
+ * object and the all-ones one is reserved for the default-stream handles:
+ * both are skipped. */
+DLS__INTERNAL bool dls__handle_end(dls_handle_kind_t kind, uint64_t id);
+
+/* Ends a handle or returns DLS_ERR_INVALID_HANDLE, with the message, from
+ * the calling function. */
+#define DLS__END(kind, handle, call, arg)                                       \
+  do {                                                                          \
+    if (DLS__UNLIKELY(!dls__handle_end((kind), (handle).id))) {                 \
+      dls_status_t dls__tst_;                                                   \
+      dls__handle_miss((kind), (handle).id, (call), (arg), &dls__tst_);         \
+      return dls__tst_;                                                         \
+    }                                                                           \
+  } while (0)
+
+/* The preamble of a call with an output: refuses NULL, else zeroes it (a
+ * failing call leaves it zeroed). */
+#define DLS__OUT(call, out)                                                     \
+  do {                                                                          \
+    if (DLS__UNLIKELY((out) == NULL))                                           \
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(" #out "=NULL): output pointer is NULL", (call)); \
+    memset((out), 0, sizeof *(out));                                            \
   } while (0)
 
 /* ---- the thread's caches ---- */
@@ -119,7 +234,8 @@ DLS__INTERNAL extern _Thread_local dls__thread_cache dls__tls;
 /* The slow paths: the shared free stack or a new slot; a full or
  * unregistered cache; malloc and free. */
 DLS__INTERNAL DLS__COLD uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj);
-DLS__INTERNAL DLS__COLD void *dls__slot_release_slow(dls_handle_kind_t kind, uint32_t index, void *obj);
+/* Gives a slot whose object is gone back to the thread's cache or the table. */
+DLS__INTERNAL void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index);
 DLS__INTERNAL DLS__COLD void *dls__obj_alloc_slow(size_t size);
 DLS__INTERNAL DLS__COLD void dls__obj_free_slow(int kind, void *obj);
 
@@ -136,39 +252,9 @@ static inline uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
     return dls__handle_new_shared(kind, obj);
   uint32_t index = c->slots[kind][--c->nslots[kind]];
   dls__slot *s = dls__slot_of(kind, index);
-  uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+  uint32_t gen = dls__slot_gen(atomic_load_explicit(&s->state, memory_order_relaxed));
   atomic_store_explicit(&s->obj, obj, memory_order_release);
   return ((uint64_t)gen << 32) | index;
-}
-
-/* Frees the slot (the handle goes stale). Returns the object it held, or
- * NULL when the handle was not live (another caller freed it first). Only
- * one caller can move the generation on: the winner owns the slot until it
- * is handed out again, so its object needs no atomic exchange. A slot never
- * handed out, or free, holds no object: winning it changes its generation
- * only. Generation 0 never names a live object and the all-ones one is
- * reserved for the default-stream handles: both are skipped. */
-static inline void *dls__handle_free(dls_handle_kind_t kind, uint64_t id) {
-  uint32_t index = (uint32_t)id, gen = (uint32_t)(id >> 32);
-  if (DLS__UNLIKELY(index >> DLS__CHUNK_SHIFT >= DLS__MAX_CHUNKS))
-    return NULL;
-  dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[index >> DLS__CHUNK_SHIFT], memory_order_acquire);
-  if (DLS__UNLIKELY(chunk == NULL))
-    return NULL;
-  dls__slot *s = &chunk[index & (DLS__CHUNK_SLOTS - 1)];
-  uint32_t next = gen + 1 == 0 || gen + 1 == DLS_STREAM_RESERVED_GENERATION ? 1 : gen + 1;
-  if (DLS__UNLIKELY(!atomic_compare_exchange_strong_explicit(&s->gen, &gen, next, memory_order_acq_rel,
-                                                             memory_order_relaxed)))
-    return NULL;
-  void *obj = atomic_load_explicit(&s->obj, memory_order_relaxed);
-  atomic_store_explicit(&s->obj, NULL, memory_order_release);
-  if (DLS__UNLIKELY(obj == NULL))
-    return NULL; /* a slot that was not live: never hand it out twice */
-  dls__thread_cache *c = &dls__tls;
-  if (DLS__UNLIKELY(c->nslots[kind] == DLS__SLOT_CACHE || !c->registered))
-    return dls__slot_release_slow(kind, index, obj);
-  c->slots[kind][c->nslots[kind]++] = index;
-  return obj;
 }
 
 static inline void *dls__obj_alloc(int kind, size_t size) {

@@ -105,18 +105,29 @@ struct dls__stream {
 /* Resolves a reserved default-stream handle (dls_stream_default). */
 DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
                                                     dls_status_t *out_status);
-/* Resolves a stream handle, reserved default handles included. */
+/* Resolves a stream handle, reserved default handles included, without a
+ * hold (the caller holds the stream by other means: a reference). */
 static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
                                            dls_status_t *out_status) {
   if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
     return dls__stream_get_reserved(stream, call, arg, out_status);
   return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
 }
+/* Resolves and holds a stream handle in *h (default streams live as long as
+ * their device: nothing to hold). */
+static inline dls__stream *dls__stream_hold(dls__hold *h, dls_stream_t stream, const char *call, const char *arg,
+                                            dls_status_t *out_status) {
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__stream_get_reserved(stream, call, arg, out_status);
+  return (dls__stream *)dls__hold_get(h, DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+}
+/* DLS__GET for streams: held until the end of the enclosing block. */
 #define DLS__GET_STREAM(var, handle, call, arg)                                \
+  DLS__HOLD_VAR(var##_hold_);                                                  \
   dls__stream *var;                                                            \
   do {                                                                         \
     dls_status_t dls__gst_;                                                    \
-    var = dls__stream_get((handle), (call), (arg), &dls__gst_);                \
+    var = dls__stream_hold(&var##_hold_, (handle), (call), (arg), &dls__gst_); \
     if (DLS__UNLIKELY(var == NULL))                                            \
       return dls__gst_;                                                        \
   } while (0)
@@ -266,7 +277,7 @@ typedef struct dls__module {
   dls__device *dev;
   void *native;
   uint64_t id;
-  _Atomic int nfunctions; /* functions looked up, for unload */
+  _Atomic int refs;      /* the handle + each function looked up in it: the last unloads the native */
 } dls__module;
 
 typedef struct dls__function {

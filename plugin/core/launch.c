@@ -57,6 +57,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
   }
   m->m.dev = dev;
   m->m.native = native;
+  atomic_init(&m->m.refs, 1);
   pthread_mutex_init(&m->fns.mu, NULL);
   m->m.id = dls__handle_new(DLS_HANDLE_MODULE, m);
   if (m->m.id == 0) {
@@ -112,19 +113,43 @@ dls_status_t dls_module_unload(dls_module_t module) {
   if (module.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
-  if (dls__handle_free(DLS_HANDLE_MODULE, module.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(module): module unloaded concurrently", call);
-  dls__module_names_forget(module.id);
+  DLS__END(DLS_HANDLE_MODULE, module, call, "module");
+  return DLS_OK;
+}
+
+/* The native module is unloaded when neither the handle nor any of its
+ * functions (a launch may still hold one) is left. */
+static void module_unref(dls__module *mod) {
+  if (atomic_fetch_sub_explicit(&mod->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  dls__module_full *m = (dls__module_full *)mod;
+  (void)mod->dev->be->module_unload(mod->dev->id, mod->native);
+  pthread_mutex_destroy(&m->fns.mu);
+  dls__free(m);
+}
+
+void dls__module_drop(void *obj) {
+  dls__module_full *m = obj;
+  dls__module_names_forget(m->m.id);
+  /* No call holds the module, so no lookup adds a function meanwhile. */
   for (size_t i = 0; i < m->fns.n; i++) {
-    dls__free(dls__handle_free(DLS_HANDLE_FUNCTION, m->fns.fns[i].id));
+    (void)dls__handle_end(DLS_HANDLE_FUNCTION, m->fns.fns[i].id);
     dls__free(m->fns.fns[i].name);
   }
   dls__free(m->fns.fns);
-  pthread_mutex_destroy(&m->fns.mu);
-  dls_status_t st = m->m.dev->be->module_unload(m->m.dev->id, m->m.native);
-  dls__free(m);
-  return st;
+  m->fns.fns = NULL;
+  m->fns.n = m->fns.cap = 0;
+  module_unref(&m->m);
+}
+
+void dls__function_drop(void *obj) {
+  dls__function *f = obj;
+  dls__module *m = f->module;
+  if (f->host)
+    f->dev->be->host_function_destroy(f->dev->id, f->native);
+  dls__free(f);
+  if (m != NULL)
+    module_unref(m);
 }
 
 static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
@@ -141,6 +166,8 @@ static dls_status_t function_publish(dls__device *dev, void *native, dls__module
     dls__free(f);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
+  if (module != NULL)
+    atomic_fetch_add_explicit(&module->refs, 1, memory_order_relaxed);
   if (out_obj)
     *out_obj = f;
   if (out)
@@ -237,7 +264,7 @@ dls_status_t dls_function_from_host(DLDevice device, const char *name, dls_host_
     dev->be->host_function_destroy(dev->id, native);
     return st;
   }
-  f->host = true;
+  f->host = true; /* before any other thread can know the handle: it was just made */
   return DLS_OK;
 }
 
@@ -251,10 +278,7 @@ dls_status_t dls_function_destroy(dls_function_t function) {
     return dls__fail(DLS_ERR_STATE, "%s(function \"%s\"): %s", call, f->name,
                      f->builtin ? "built-in functions belong to the runtime"
                                 : "functions of a module are destroyed by dls_module_unload");
-  if (dls__handle_free(DLS_HANDLE_FUNCTION, function.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(function): destroyed concurrently", call);
-  f->dev->be->host_function_destroy(f->dev->id, f->native);
-  dls__free(f);
+  DLS__END(DLS_HANDLE_FUNCTION, function, call, "function");
   return DLS_OK;
 }
 
@@ -306,17 +330,38 @@ static inline bool needs_bookkeeping(const dls__buffer *b, const dls__stream *s)
   return b->borrowed || !(b->stream == s || (b->stream->dev == s->dev && b->stream->native == s->native));
 }
 
+/* The buffers and tensors a launch holds until it is queued and its uses
+ * recorded (let go of on every return path). */
+typedef struct dls__arg_holds {
+  int n;
+  dls__hold h[DLS_MAX_ARGS];
+} dls__arg_holds;
+
+static void arg_holds_end(dls__arg_holds *hs) {
+  for (int i = 0; i < hs->n; i++)
+    dls__hold_end(&hs->h[i]);
+}
+
+static inline void *arg_hold(dls__arg_holds *hs, dls_handle_kind_t kind, uint64_t id) {
+  dls__hold *h = &hs->h[hs->n];
+  h->kind = kind;
+  void *obj = dls__slot_hold(kind, id, &h->slot);
+  hs->n += obj != NULL;
+  return obj;
+}
+
 /* Resolves a buffer, tensor or bytes argument: *out_param points at its
  * value (*out_ptr holds a device pointer), and a buffer that needs
  * bookkeeping is added to used[]. */
 static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dls_arg_t *a, size_t i, void **out_ptr,
-                                void **out_param, uint32_t *out_size, dls__buffer **used, int *nused) {
+                                void **out_param, uint32_t *out_size, dls__buffer **used, int *nused,
+                                dls__arg_holds *holds) {
   dls__buffer *b;
   *out_param = out_ptr;
   *out_size = sizeof(void *);
   switch (a->kind) {
   case DLS_ARG_BUFFER:
-    b = dls__handle_peek(DLS_HANDLE_BUFFER, a->v.buffer.id);
+    b = arg_hold(holds, DLS_HANDLE_BUFFER, a->v.buffer.id);
     if (DLS__UNLIKELY(b == NULL))
       return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
     if (DLS__UNLIKELY(b->dev != s->dev))
@@ -326,7 +371,7 @@ static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dl
     break;
   case DLS_ARG_TENSOR:
   case DLS_ARG_TENSOR_IN: {
-    dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, a->v.tensor.id);
+    dls__tensor *t = arg_hold(holds, DLS_HANDLE_TENSOR, a->v.tensor.id);
     if (DLS__UNLIKELY(t == NULL))
       return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
     if (DLS__UNLIKELY(t->buf->dev != s->dev))
@@ -411,6 +456,8 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
   uint32_t sizes[DLS_MAX_ARGS];
   dls__buffer *used[DLS_MAX_ARGS]; /* buffers to order after their producer or to record a use of */
   int nused = 0;
+  dls__arg_holds holds __attribute__((cleanup(arg_holds_end)));
+  holds.n = 0;
   size_t total = 0;
   for (size_t i = 0; i < nargs; i++) {
     const dls_arg_t *a = &args[i];
@@ -420,7 +467,7 @@ dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, co
       params[i] = (void *)(uintptr_t)&a->v;
       sizes[i] = dls__arg_scalar_size(a->kind);
     } else {
-      DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused));
+      DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused, &holds));
     }
     total += sizes[i];
   }

@@ -267,52 +267,28 @@ void dls__event_pool_put(dls__device *dev, void *event) {
 
 /* ---- shutdown ---- */
 
-static void drop_group(uint64_t id, void *obj) {
-  (void)obj;
-  dls_group_t g = {id};
-  dls_group_end(g);
-}
-static void drop_tensor(uint64_t id, void *obj) {
-  (void)obj;
-  dls_tensor_t t = {id};
-  dls_tensor_release(t);
-}
-static void drop_buffer(uint64_t id, void *obj) {
-  (void)obj;
-  dls_buffer_t b = {id};
-  dls_buffer_free(b);
-}
-static void drop_latch(uint64_t id, void *obj) {
-  (void)obj;
-  dls_latch_t l = {id};
-  dls_latch_destroy(l);
-}
-static void drop_function(uint64_t id, void *obj) {
-  dls__function *f = obj;
-  if (f->host) {
-    dls_function_t h = {id};
-    dls_function_destroy(h);
+/* At shutdown each live handle is ended by its kind's verb. */
+#define DLS__SHUTDOWN_END(K, name, type, verb) \
+  static void shutdown_##name(uint64_t id, void *obj) { \
+    (void)obj;                                         \
+    (void)verb((type){id});                            \
   }
-}
-static void drop_module(uint64_t id, void *obj) {
-  (void)obj;
-  dls_module_t m = {id};
-  dls_module_unload(m);
-}
-static void drop_event(uint64_t id, void *obj) {
-  (void)obj;
-  dls_event_t e = {id};
-  dls_event_destroy(e);
-}
-static void drop_graph(uint64_t id, void *obj) {
-  (void)obj;
-  dls_graph_t gr = {id};
-  dls_graph_destroy(gr);
-}
-static void drop_stream(uint64_t id, void *obj) {
-  (void)obj;
-  dls_stream_t s = {id};
-  dls_stream_destroy(s);
+DLS__HANDLE_KINDS(DLS__SHUTDOWN_END)
+#undef DLS__SHUTDOWN_END
+
+/* Ends every handle of a kind; a kind whose ends make more of its handles
+ * endable (nested groups end before their parents) is walked again while
+ * that helps. Handles the runtime owns, or whose verb refuses (functions of
+ * a module go with it), stay. */
+static void shutdown_kind(dls_handle_kind_t kind, void (*end)(uint64_t id, void *obj)) {
+  size_t live = dls_live_handles(kind);
+  for (int pass = 0; pass < 64 && live > 0; pass++) {
+    dls__handle_each(kind, end);
+    size_t now = dls_live_handles(kind);
+    if (now >= live)
+      break;
+    live = now;
+  }
 }
 
 dls_status_t dls_shutdown(void) {
@@ -325,17 +301,9 @@ dls_status_t dls_shutdown(void) {
    * stream is eager again. Then children before parents: groups hold
    * branches, tensors hold buffers, buffers hold streams and graphs. */
   dls__captures_shutdown();
-  /* Nested groups end before their parents: repeat until none is left. */
-  for (int pass = 0; pass < 64 && dls_live_handles(DLS_HANDLE_GROUP) > 0; pass++)
-    dls__handle_each(DLS_HANDLE_GROUP, drop_group);
-  dls__handle_each(DLS_HANDLE_TENSOR, drop_tensor);
-  dls__handle_each(DLS_HANDLE_BUFFER, drop_buffer);
-  dls__handle_each(DLS_HANDLE_GRAPH, drop_graph);
-  dls__handle_each(DLS_HANDLE_LATCH, drop_latch);
-  dls__handle_each(DLS_HANDLE_FUNCTION, drop_function);
-  dls__handle_each(DLS_HANDLE_MODULE, drop_module);
-  dls__handle_each(DLS_HANDLE_EVENT, drop_event);
-  dls__handle_each(DLS_HANDLE_STREAM, drop_stream);
+#define DLS__SHUTDOWN_KIND(K, name, type, verb) shutdown_kind(DLS_HANDLE_##K, shutdown_##name);
+  DLS__HANDLE_KINDS(DLS__SHUTDOWN_KIND)
+#undef DLS__SHUTDOWN_KIND
   dls__deferred_drain();
   dls__builtins_shutdown();
   dls__streams_shutdown();

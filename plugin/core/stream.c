@@ -298,10 +298,16 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__TAKE(DLS_HANDLE_STREAM, dls__stream, s, stream, call, "stream");
+  DLS__END(DLS_HANDLE_STREAM, stream, call, "stream");
+  return DLS_OK;
+}
+
+/* The handle's end: a capture begun through it is dropped (no one could end
+ * it any more), and the handle's reference goes. */
+void dls__stream_drop(void *obj) {
+  dls__stream *s = obj;
   dls__capture_drop_on(s);
   dls__stream_unref(s);
-  return DLS_OK;
 }
 
 /* Synchronizing or querying a capturing stream would invalidate its capture. */

@@ -62,14 +62,16 @@ dls_status_t dls_tensor_release(dls_tensor_t tensor) {
   if (tensor.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_TENSOR(t, tensor, call, "tensor");
-  if (dls__handle_free(DLS_HANDLE_TENSOR, tensor.id) == NULL)
-    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(tensor): tensor handle released concurrently", call);
+  DLS__END(DLS_HANDLE_TENSOR, tensor, call, "tensor");
+  dls_deferred_poll();
+  return DLS_OK;
+}
+
+void dls__tensor_drop(void *obj) {
+  dls__tensor *t = obj;
   dls__buffer_unref(t->buf);
   dls__free(t->dims_heap);
   dls__free(t);
-  dls_deferred_poll();
-  return DLS_OK;
 }
 
 dls_status_t dls_tensor_dltensor(dls_tensor_t tensor, const DLTensor **out_view) {
