@@ -387,6 +387,7 @@ typedef struct dlspy_call {
   int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
+  dls__extent *extents;     /* a launch of a built-in: each pointer argument's extent, for its checks (else NULL) */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C) names for that tensor's device: tensors of that type on that device need no ordering
    * (dlspy_call_fast_arg). */
@@ -460,6 +461,31 @@ static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, c
 static inline void *dlspy_view_data(const DLTensor *dl) {
   return dl->data != NULL ? (char *)dl->data + dl->byte_offset : NULL;
 }
+/* The bytes [lo, hi) around its first element that a view reaches (what a built-in given its data pointer may
+ * touch); lo > hi when it cannot be told (no strides known for a non-compact view never happens in DLPack). */
+static inline dls__extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
+                                            DLDataType dtype) {
+  int64_t lo = 0, hi = 0, size = ((int64_t)dtype.bits * dtype.lanes + 7) / 8, stride = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    if (shape[i] == 0)
+      return (dls__extent){0, 0};
+    int64_t st = strides != NULL ? strides[i] : stride;
+    int64_t reach;
+    if (__builtin_mul_overflow(shape[i] - 1, st, &reach) || __builtin_mul_overflow(reach, size, &reach) ||
+        __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi) ||
+        __builtin_mul_overflow(stride, shape[i], &stride))
+      return (dls__extent){1, 0};
+  }
+  return (dls__extent){lo, hi + size};
+}
+static inline dls__extent dlspy_view_extent(const DLTensor *dl) {
+  return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);
+}
+/* Where a launch of a built-in wants them (c->extents), the extent of argument `index`. */
+static inline void dlspy_note_extent(dlspy_call *c, int index, dls__extent e) {
+  if (c->extents != NULL)
+    c->extents[index] = e;
+}
 /* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
  * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
  * raised): dlspy_call_arg takes it; -1 with an exception. */
@@ -476,6 +502,8 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls
   if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
     return 1;
   *out = dls_arg_ptr(dlspy_view_data(&dl));
+  if (DLS__UNLIKELY(c->extents != NULL))
+    c->extents[index] = dlspy_view_extent(&dl);
   return 0;
 }
 

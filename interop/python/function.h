@@ -19,6 +19,7 @@ typedef struct dlspy_launch_plan {
   DLDevice home;                  /* the same as dlstream names it */
   uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
   int n;                          /* the kernel's argument count */
+  bool builtin;                   /* a built-in: its arguments are checked at each launch */
 } dlspy_launch_plan;
 
 /* The fields a launch reads come first, in the order it reads them: a launch leaves the caches cold (the driver's

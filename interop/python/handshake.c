@@ -383,6 +383,7 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   c->first_kind = 0;
   c->first_cai.stream = NULL;
   c->temp_handle = 0;
+  c->extents = NULL;
   c->stream.id = 0;
   c->fast_type = NULL;
   if (dlspy_check_runtime(st, pycall) != 0)

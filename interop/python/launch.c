@@ -372,13 +372,20 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
     return NULL;
   dls_arg_t argv[DLS_MAX_ARGS];
+  dls__extent extents[DLS_MAX_ARGS];
+  const dls__function *peek = dls__handle_peek(DLS_HANDLE_FUNCTION, f->handle.id);
+  if (peek != NULL && peek->builtin) { /* its arguments are checked: pointers need their extents */
+    for (Py_ssize_t i = 0; i < n; i++)
+      extents[i] = (dls__extent){1, 0};
+    c.extents = extents;
+  }
   uint64_t taken = 0;
   bool ok = launch_args(f, &c, uargs, n, argv, &taken) == 0;
   if (ok) {
     dls_status_t rc;
     dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
     if (fn != NULL)
-      rc = dls__launch(pycall, fn, c.s, &cfg, argv, (size_t)n);
+      rc = dls__launch_ext(pycall, fn, c.s, &cfg, argv, (size_t)n, c.extents);
     else if (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module)))
       dls__fail(rc, "%s: the function's module was closed", pycall);
     if (rc != DLS_OK) {

@@ -11,6 +11,33 @@
  * difference hands the call to the general path before anything was done. */
 #include "function.h"
 
+/* A built-in's arguments are checked at every launch (builtin_args.c), the plan's included: its tensors are
+ * pointers of known extent, its scalars the remembered ones. */
+static int plan_check_builtin(FunctionObject *f, const dls__function *fn, void *const *ptrs,
+                              const dls__extent *extents) {
+  static const char pycall[] = "Function.launch";
+  const dlspy_launch_plan *p = &f->plan;
+  dls_arg_t a[DLS_MAX_ARGS];
+  dls__extent ext[DLS_MAX_ARGS];
+  for (int i = 0; i < p->n; i++) {
+    bool tensor = (p->tensors >> i) & 1;
+    a[i] = tensor ? dls_arg_ptr(ptrs[i]) : f->memo_arg[i];
+    ext[i] = tensor ? extents[i] : (dls__extent){1, 0};
+  }
+  bool overlap;
+  dls_status_t rc = dls__builtin_check(pycall, fn, a, (size_t)p->n, ext, &overlap);
+  if (rc == DLS_OK && overlap)
+    rc = dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                   "%s(function \"%s\"): what it reads partially overlaps what it writes, which a kernel launch cannot "
+                   "order; use the high-level call (it copies the source through a temporary) or disjoint tensors",
+                   pycall, fn->name);
+  if (rc != DLS_OK) {
+    dlspy_raisef(f->st, rc, "%s", dls_last_error());
+    return -1;
+  }
+  return 0;
+}
+
 int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs) {
   static const char pycall[] = "Function.launch";
   const dlspy_launch_plan *p = &f->plan;
@@ -30,6 +57,7 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
   PyObject *const *uargs = args + 2;
   void *params[DLS_MAX_ARGS];
   void *ptrs[DLS_MAX_ARGS];
+  dls__extent extents[DLS_MAX_ARGS];
   for (int i = 0; i < p->n; i++) {
     PyObject *o = uargs[i];
     if ((p->tensors >> i) & 1) {
@@ -42,6 +70,8 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
         return 1;
       ptrs[i] = dlspy_view_data(&dl);
       params[i] = &ptrs[i];
+      if (DLS__UNLIKELY(p->builtin))
+        extents[i] = dlspy_view_extent(&dl);
     } else if (o == f->memo_obj[i]) { /* i < MEMO_ARGS: the plan has no scalar past them */
       params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
     } else {
@@ -62,6 +92,8 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
   /* No reference is taken on `s` (the general path takes one because it runs Python code while it holds the
    * stream): the framework was asked before the lookup, and nothing from here to the launch runs Python code or
    * lets the GIL go, so nothing can drop the handle meanwhile. */
+  if (DLS__UNLIKELY(p->builtin) && plan_check_builtin(f, fn, ptrs, extents) != 0)
+    return -1;
   dls_launch_config_t cfg; /* the dimensions launch_dims checked when it remembered them */
   memcpy(cfg.grid, f->memo_dims[0], sizeof cfg.grid);
   memcpy(cfg.block, f->memo_dims[1], sizeof cfg.block);
@@ -83,6 +115,8 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   for (Py_ssize_t i = 0; fits && i < n; i++)
     fits = ((taken >> i) & 1) || (i < MEMO_ARGS && args[2 + i] == f->memo_obj[i] &&
                                   (uint32_t)f->memo_arg[i].kind - 1u < DLS_ARG_PTR);
+  const dls__function *fn = fits ? dls__handle_peek(DLS_HANDLE_FUNCTION, f->handle.id) : NULL;
+  fits = fits && fn != NULL;
   DLDevice home;
   if (!fits || !dls__dlpack_home(c->fast_dev, &home)) {
     dlspy_plan_clear(f);
@@ -97,6 +131,7 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   p->home = home;
   p->tensors = taken;
   p->n = (int)n;
+  p->builtin = fn->builtin;
   for (Py_ssize_t i = 0; i < n; i++)
     f->plan_sizes[i] = ((taken >> i) & 1) ? (uint32_t)sizeof(void *) : dls__arg_scalar_size(f->memo_arg[i].kind);
 }

@@ -299,21 +299,21 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
           dlspy_order_after(c, producer, obj) != 0)
         return -1;
       *out = dls_arg_ptr(dlspy_view_data(&dl));
+      dlspy_note_extent(c, index, dlspy_view_extent(&dl));
       return 0;
     }
-  } else if (info.kind == DLSPY_KIND_CUPY) {
-    dlspy_view v;
-    int rc = cupy_tensor(c, obj, index, false, false, &v);
-    if (rc <= 0) {
-      if (rc == 0)
-        *out = v.arg;
-      return rc;
-    }
   }
+  /* A built-in's checks need the extents of pointer arguments: their views' shapes and strides. */
+  bool want_meta = c->extents != NULL;
   dlspy_view v;
-  int rc = dlspy_call_tensor(c, obj, index, readonly_ok, false, &v);
-  if (rc == 0)
+  int rc = info.kind == DLSPY_KIND_CUPY ? cupy_tensor(c, obj, index, want_meta, false, &v) : 1;
+  if (rc > 0)
+    rc = dlspy_call_tensor(c, obj, index, readonly_ok, want_meta, &v);
+  if (rc == 0) {
     *out = v.arg;
+    if (v.has_meta)
+      dlspy_note_extent(c, index, dlspy_meta_extent(v.ndim, v.shape, v.strides, v.dtype));
+  }
   return rc;
 }
 

@@ -295,18 +295,52 @@ static inline uint32_t dls__arg_scalar_size(int32_t kind) {
   static const uint8_t sizes[DLS_ARG_PTR + 1] = {0, 4, 8, 4, 8, 4, 8, sizeof(void *)};
   return sizes[kind];
 }
-/* Launch with typed args resolved (shared by dls_launch and the built-ins). */
-DLS__INTERNAL dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s,
-                                       const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs);
+/* Bytes [lo, hi) around a raw pointer argument that belong to it (a
+ * framework tensor's view), for the checks of built-ins; lo > hi: unknown. */
+typedef struct dls__extent {
+  int64_t lo, hi;
+} dls__extent;
+/* A launch with typed arguments (dls_launch, the Python layer): a built-in's
+ * arguments are checked first (builtin_args.c), and a partial overlap of
+ * what it reads and writes is refused. `extents` (NULL: none) has one entry
+ * per argument. */
+DLS__INTERNAL dls_status_t dls__launch_ext(const char *call, dls__function *fn, dls__stream *s,
+                                           const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs,
+                                           const dls__extent *extents);
+static inline dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s,
+                                       const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs) {
+  return dls__launch_ext(call, fn, s, config, args, nargs, NULL);
+}
+/* The launch itself, for callers that checked a built-in's arguments already. */
+DLS__INTERNAL dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *s,
+                                            const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs);
 /* A launch whose arguments are values already (scalars and raw pointers: nothing to order or record): params[i]
  * points at argument i's sizes[i] bytes. The caller vouches for the configuration (every dimension >= 1) and for
- * the arguments (at most DLS_MAX_ARGS, DLS_MAX_ARG_BYTES in all); the function and stream are checked. */
+ * the arguments (at most DLS_MAX_ARGS, DLS_MAX_ARG_BYTES in all; a built-in's checked by dls__builtin_check);
+ * the function and stream are checked. */
 DLS__INTERNAL dls_status_t dls__launch_params(const char *call, dls__function *fn, dls__stream *s,
                                               const dls_launch_config_t *config, void **params,
                                               const uint32_t *sizes, int nargs);
-/* A built-in function object of a device (cached). */
+/* The built-ins by index (dls__device.builtins). */
+enum { DLS__BI_FILL, DLS__BI_AXPY_F32, DLS__BI_AXPY_F64, DLS__BI_COPY_STRIDED, DLS__BI_SPIN, DLS__BI_LATCH,
+       DLS__BI_EMPTY, DLS__NBUILTIN };
+_Static_assert(DLS__NBUILTIN <= 8, "dls__device.builtins has 8 slots");
+/* A built-in function object of a device (cached), by name or by index. */
 DLS__INTERNAL dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call,
                                         dls__function **out);
+DLS__INTERNAL dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__function **out);
+/* Checks a launch of built-in `fn`: argument count and kinds, counts inside
+ * every buffer and tensor (and raw pointer of known extent; others are the
+ * caller's word, but not NULL), a well-formed copy descriptor. *out_overlap:
+ * what it reads partially overlaps what it writes. */
+DLS__INTERNAL dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args,
+                                              size_t nargs, const dls__extent *extents, bool *out_overlap);
+/* A copy descriptor's own checks (dimensions, element size, extents, no
+ * zero destination stride over more than one element); its element count. */
+DLS__INTERNAL dls_status_t dls__copy_desc_check(const char *call, const dls_copy_desc_t *d, uint64_t *out_count);
+/* Bytes [lo, hi) a strided view of a copy reaches, relative to its first element. */
+DLS__INTERNAL dls_status_t dls__copy_view_span(const char *call, const char *which, const dls_copy_desc_t *d,
+                                               const int64_t *strides, int64_t *lo, int64_t *hi);
 
 /* ---------------------------------------------------------------- captures */
 

@@ -443,8 +443,22 @@ dls_status_t dls__launch_params(const char *call, dls__function *fn, dls__stream
   return DLS_OK;
 }
 
-dls_status_t dls__launch(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
-                         const dls_arg_t *args, size_t nargs) {
+dls_status_t dls__launch_ext(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                             const dls_arg_t *args, size_t nargs, const dls__extent *extents) {
+  if (DLS__UNLIKELY(fn->builtin)) {
+    bool overlap;
+    DLS__TRY(dls__builtin_check(call, fn, args, nargs, extents, &overlap));
+    if (overlap)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                       "%s(function \"%s\"): what it reads partially overlaps what it writes, which a kernel launch "
+                       "cannot order; call %s (it copies the source through a temporary) or pass disjoint memory",
+                       call, fn->name, fn->name);
+  }
+  return dls__launch_args(call, fn, s, config, args, nargs);
+}
+
+dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                              const dls_arg_t *args, size_t nargs) {
   DLS__TRY(check_function_stream(call, fn, s));
   DLS__TRY(check_config(call, config));
   if (DLS__UNLIKELY(nargs > DLS_MAX_ARGS))

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Latches: host-visible flags a stream waits on until the host opens them (the latch built-in). */
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct dls__latch {
+  dls__device *dev;
+  dls__buffer *mem;     /* borrowed view of the mapped words; its release frees them */
+  uint32_t *host;       /* [0] flag, [1] timed out */
+  uint32_t *device;     /* the same words as the device sees them */
+  uint64_t id;
+  atomic_bool holding;  /* counted in dls__latches_holding: waited on, not opened yet */
+} dls__latch;
+
+_Atomic int dls__latches_holding;
+
+/* The latch is waited on: it holds a stream until it is opened. */
+static void latch_hold(dls__latch *l) {
+  if (!atomic_exchange(&l->holding, true))
+    atomic_fetch_add(&dls__latches_holding, 1);
+}
+
+/* Opened or destroyed: it holds nothing from now on. */
+static void latch_let_go(dls__latch *l) {
+  if (atomic_exchange(&l->holding, false))
+    atomic_fetch_sub(&dls__latches_holding, 1);
+}
+
+typedef struct dls__mapped {
+  dls__device *dev;
+  void *host;
+} dls__mapped;
+
+static void mapped_release(void *user_data) {
+  dls__mapped *m = user_data;
+  m->dev->be->host_mapped_free(m->dev->id, m->host);
+  dls__free(m);
+}
+
+dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
+  static const char call[] = "dls_latch_create";
+  DLS__ENTER(call);
+  if (out_latch == NULL)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_latch=NULL): output pointer is NULL", call);
+  out_latch->id = 0;
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  dls__stream *none;
+  st = dls__stream_default(dev, DLS__STREAM_NONE, &none);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+  dls__latch *l = dls__calloc(1, sizeof *l);
+  dls__mapped *m = dls__calloc(1, sizeof *m);
+  if (l == NULL || m == NULL) {
+    dls__free(l);
+    dls__free(m);
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  void *host, *dptr;
+  st = dev->be->host_mapped_alloc(dev->id, 2 * sizeof(uint32_t), &host, &dptr);
+  if (st != DLS_OK) {
+    dls__free(l);
+    dls__free(m);
+    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+  }
+  m->dev = dev;
+  m->host = host;
+  st = dls__buffer_borrow(dev, dptr, 2 * sizeof(uint32_t), none, mapped_release, m, &l->mem);
+  if (st != DLS_OK) {
+    st = dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+    mapped_release(m);
+    dls__free(l);
+    return st;
+  }
+  l->dev = dev;
+  l->host = host;
+  l->device = dptr;
+  __atomic_store_n(&l->host[0], 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&l->host[1], 0u, __ATOMIC_RELEASE);
+  l->id = dls__handle_new(DLS_HANDLE_LATCH, l);
+  if (l->id == 0) {
+    dls__buffer_unref(l->mem);
+    dls__free(l);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  out_latch->id = l->id;
+  return DLS_OK;
+}
+
+#define DLS__GET_LATCH(var, handle, call, arg) DLS__GET(DLS_HANDLE_LATCH, dls__latch, var, handle, call, arg)
+
+dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t timeout_ns) {
+  static const char call[] = "dls_latch_wait";
+  DLS__ENTER(call);
+  DLS__GET_LATCH(l, latch, call, "latch");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != l->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: latch is on %s but stream is on %s", call, l->dev->name,
+                     s->dev->name);
+  if (timeout_ns == 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(timeout_ns=0): a latch wait needs a timeout", call);
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE,
+                     "%s: %s: a latch is opened by the host once, but a graph replays its wait every time; "
+                     "latches are refused in captures (nothing was queued, the capture is still valid)",
+                     call, dls__stream_describe(s, cap, d, sizeof d));
+  }
+  dls__function *f;
+  DLS__TRY(dls__builtin_at(s->dev, DLS__BI_LATCH, call, &f));
+  dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};
+  dls_launch_config_t cfg = dls_config_1d(1, 1);
+  dls_status_t st = dls__buffer_reserve(l->mem, s);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s", call);
+  DLS__TRY(dls__launch_args(call, f, s, &cfg, args, 3));
+  latch_hold(l);
+  if (__atomic_load_n(&l->host[0], __ATOMIC_ACQUIRE) != 0)
+    latch_let_go(l); /* opened already, or meanwhile by another thread */
+  /* The flag memory is freed only after every stream that waited passes. */
+  st = dls__buffer_use(l->mem, s);
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_latch_open(dls_latch_t latch) {
+  static const char call[] = "dls_latch_open";
+  DLS__ENTER(call);
+  DLS__GET_LATCH(l, latch, call, "latch");
+  __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
+  latch_let_go(l);
+  return DLS_OK;
+}
+
+dls_status_t dls_latch_status(dls_latch_t latch) {
+  static const char call[] = "dls_latch_status";
+  DLS__ENTER(call);
+  DLS__GET_LATCH(l, latch, call, "latch");
+  if (__atomic_load_n(&l->host[1], __ATOMIC_ACQUIRE) != 0)
+    return dls__fail(DLS_ERR_TIMEOUT, "%s: a wait on the latch timed out before it was opened (its stream went on)",
+                     call);
+  return DLS_OK;
+}
+
+dls_status_t dls_latch_destroy(dls_latch_t latch) {
+  static const char call[] = "dls_latch_destroy";
+  if (latch.id == 0)
+    return DLS_OK;
+  DLS__ENTER(call);
+  DLS__GET_LATCH(l, latch, call, "latch");
+  /* Opened at once: no stream waits on a latch nobody can open any more. */
+  __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
+  latch_let_go(l);
+  DLS__END(DLS_HANDLE_LATCH, latch, call, "latch");
+  return DLS_OK;
+}
+
+void dls__latch_drop(void *obj) {
+  dls__latch *l = obj;
+  latch_let_go(l);
+  dls__buffer_unref(l->mem);
+  dls__free(l);
+}
