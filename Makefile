@@ -26,7 +26,7 @@ MAKEFLAGS  += --no-print-directory
 all: build
 
 help:
-	@sed -n '2,9p' Makefile
+	@sed -n '2,8p' Makefile
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
