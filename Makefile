@@ -4,6 +4,8 @@
 #   make test    builds and runs every test suite (C and Python)
 # Knobs: BUILD_TYPE=Debug|Release|RelWithDebInfo, SANITIZE=address|thread,
 #        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
+# Packaging (docs/install.md): make install PREFIX=DIR, make install-check,
+#        make wheel (dist/*.whl, repaired by auditwheel), make wheel-check.
 
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
@@ -15,13 +17,16 @@ else
 BUILD_DIR  ?= build/$(BUILD_TYPE)-$(SANITIZE)
 endif
 CMAKE_ARGS ?=
+# No "Entering/Leaving directory" lines from this make or the makes CMake runs under it.
+MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps configure build test test-c test-python demo install fuzz bench clean help
+.PHONY: all deps configure build test test-c test-python demo install install-check wheel wheel-check fuzz bench \
+        clean help
 
 all: build
 
 help:
-	@sed -n '2,7p' Makefile
+	@sed -n '2,8p' Makefile
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
@@ -44,6 +49,15 @@ demo: deps build
 
 install: build
 	cmake --install "$(BUILD_DIR)" $(if $(PREFIX),--prefix "$(PREFIX)",)
+
+install-check: build
+	scripts/install-check "$(BUILD_DIR)"
+
+wheel:
+	scripts/wheel.sh "$(PYTHON)"
+
+wheel-check: deps build
+	scripts/wheel-check "$(PYTHON)" "$(BUILD_DIR)"
 
 fuzz:
 	tests/fuzz/run.sh $(or $(SECONDS),60)

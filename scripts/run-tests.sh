@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs every suite of a build: the C suites through CTest, then the Python
-# suite (when the extension was built) with the build's package on PYTHONPATH.
+# suite (when the extension was built) with the build's package on PYTHONPATH,
+# listing why each skipped test skipped.
 set -euo pipefail
 BUILD_DIR="$1"
 PYTHON="${2:-python3}"
@@ -28,7 +29,7 @@ if [ -d "$pkg/dlstream" ] && ls "$pkg"/dlstream/_dlstream*.so >/dev/null 2>&1; t
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"  # CPython keeps its arenas
   fi
   echo "== Python suite =="
-  PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest -q tests/python
+  PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest -q -rs tests/python  # -rs: the reason of every skip
 else
   echo "== Python suite: skipped (the extension was not built in $BUILD_DIR) =="
 fi

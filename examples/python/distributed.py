@@ -7,6 +7,7 @@ ranks. Nothing synchronizes in between: the dlstream launches run on torch's cur
 runs after them, exactly as if they were torch ops.
 
     python examples/python/distributed.py            # needs 2 GPUs; prints "all_reduce results match"
+                                                     # (without torch, 2 GPUs or NCCL: "skipped: <why>")
 """
 import os
 import socket
@@ -14,11 +15,15 @@ import sys
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast (NVLS) off: see the project's KINDS notes
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-
 import dlstream  # noqa: E402
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError:
+    print("skipped: torch is not installed")
+    sys.exit(0)
 
 N = 1 << 20
 WORLD = 2
@@ -63,8 +68,11 @@ def free_port():
 
 def main():
     if not torch.cuda.is_available() or torch.cuda.device_count() < WORLD:
-        print(f"needs {WORLD} GPUs; this machine has {torch.cuda.device_count()}")
-        return 2
+        print(f"skipped: needs {WORLD} CUDA GPUs; torch sees {torch.cuda.device_count()}")
+        return 0
+    if not dist.is_available() or not dist.is_nccl_available():
+        print("skipped: this torch has no NCCL (torch.distributed.is_nccl_available() is False)")
+        return 0
     mp.spawn(run, args=(free_port(),), nprocs=WORLD, join=True)
     return 0
 

@@ -1,9 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """A tour of dlstream from Python: streams, events, tensors through DLPack, built-ins, launches, use_stream.
 Runs on the CPU backend anywhere and on CUDA when a GPU is there. `make demo` runs it."""
-import numpy as np
+import sys
 
 import dlstream
+
+try:
+    import numpy as np
+except ImportError:
+    print("skipped: NumPy is not installed")
+    sys.exit(0)
 
 dev = dlstream.default_device()
 print(f"tour: dlstream {dlstream.__version__} on {dev} (CUDA devices: {dlstream.device_count('cuda')})")

@@ -8,6 +8,15 @@ import sys
 import pytest
 
 dlstream = pytest.importorskip("dlstream", reason="the dlstream extension is not built (PYTHONPATH=<build>/python)")
+# scripts/wheel-check names the installed package under test: a dlstream from anywhere else (the build or source
+# tree) must not be tested silently in its place.
+_WANT = os.environ.get("DLSTREAM_TESTS_PACKAGE")
+if _WANT and os.path.dirname(os.path.abspath(dlstream.__file__)) != os.path.abspath(_WANT):
+    pytest.exit(f"dlstream was imported from {dlstream.__file__}, not from DLSTREAM_TESTS_PACKAGE={_WANT}", 4)
+
+
+def pytest_report_header(config):
+    return f"dlstream {dlstream.__version__} from {os.path.dirname(os.path.abspath(dlstream.__file__))}"
 
 
 def _optional(name):
@@ -31,10 +40,17 @@ needs_cupy_cuda = pytest.mark.skipif(not CUPY_CUDA, reason="CuPy with CUDA is no
 CPU = "cpu"
 
 
+def fake_exchange():
+    """tests/python/fake_exchange.c's module, or a skip saying why it is missing."""
+    return pytest.importorskip("_dls_fake_exchange", reason="the fake exchange-API module (_dls_fake_exchange) is not "
+                               "importable: CMake builds it into <build>/python (an installed dlstream: "
+                               "scripts/wheel-check copies it beside the tests)")
+
+
 @pytest.fixture
 def fx():
     """The fake framework with the DLPack C exchange API (tests/python/fake_exchange.c)."""
-    mod = pytest.importorskip("_dls_fake_exchange", reason="the fake exchange-API module was not built")
+    mod = fake_exchange()
     mod.set_current_stream(0)
     yield mod
     mod.set_current_stream(0)

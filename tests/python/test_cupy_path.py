@@ -16,12 +16,16 @@ import pytest
 import dlstream
 from conftest import run_python
 
-BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(dlstream.__file__))))
+# The build tree: the one dlstream was imported from, or (an installed dlstream, scripts/wheel-check) the one
+# DLSTREAM_TESTS_BUILD_DIR names.
+BUILD = os.environ.get("DLSTREAM_TESTS_BUILD_DIR") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(dlstream.__file__))))
 NULL_DRIVER = os.path.join(BUILD, "bench", "null_driver")
 FAKE_CUPY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cupy")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(NULL_DRIVER, "libcuda.so.1")),
-                                reason="the null CUDA driver was not built (bench/null_driver.c)")
+                                reason=f"no null CUDA driver (bench/null_driver.c) in {NULL_DRIVER}: it is built in "
+                                       "a build tree (an installed dlstream: set DLSTREAM_TESTS_BUILD_DIR)")
 
 PRELUDE = r'''
 import ctypes, json, sys

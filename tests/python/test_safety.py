@@ -9,15 +9,11 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, live, run_python, settle
-
-
-def _fx():
-    return pytest.importorskip("_dls_fake_exchange", reason="the fake exchange-API module was not built")
+from conftest import CPU, fake_exchange, live, run_python, settle
 
 
 def test_no_growth_over_100k_fast_path_launches(no_leaks):
-    fx = _fx()
+    fx = fake_exchange()
     fx.set_current_stream(0)
     axpy = dlstream.builtin_function("dls_axpy_f32", CPU)
     x = np.ones(16, np.float32)
