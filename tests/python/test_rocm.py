@@ -40,8 +40,17 @@ def test_rocm_stream_values_that_cannot_be_streams(value):
 @pytest.mark.skipif(ROCM, reason="checks the clean failure of a device call without ROCm")
 def test_rocm_pointer_without_the_backend_fails_cleanly():
     import ctypes
-    with pytest.raises(dlstream.InvalidArgumentError, match="cannot read memory there"):
-        dlstream.Stream.wrap(0x7F0000001000, device="rocm:0")  # nothing is mapped there
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = libc.mmap(None, 4096, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS: nothing can be read there
+    assert page not in (None, ctypes.c_void_p(-1).value)
+    try:
+        with pytest.raises(dlstream.InvalidArgumentError, match="cannot read memory there"):
+            dlstream.Stream.wrap(page, device="rocm:0")
+    finally:
+        libc.munmap(page, 4096)
     buf = ctypes.create_string_buffer(64)
     with pytest.raises(dlstream.UnavailableError):
         dlstream.Stream.wrap(ctypes.addressof(buf), device="rocm:0")
