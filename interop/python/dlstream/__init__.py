@@ -7,9 +7,16 @@ Which stream a call runs on, first that applies: its ``stream=`` argument; the s
 stream, another framework's tensor that framework's current stream (the DLPack C exchange API, e.g.
 ``torch.cuda.current_stream()``; a stream provider, e.g. ``cupy.cuda.get_current_stream()``; a version-3
 ``__cuda_array_interface__``'s ``stream``); the legacy default stream.
-"""
-from __future__ import annotations
 
+Calls that queue work (``fill``, ``axpy``, ``copy``, ``spin``, ``Function.launch``, ``Graph.replay`` ...) are
+asynchronous: they return before the work runs. Work queued later on the same stream (a framework's too) runs
+after it; the host must wait before reading results: ``dlstream.synchronize()`` (every stream of every device
+dlstream uses), ``Stream.synchronize()`` or ``Event.synchronize()``. NumPy arrays on the CPU backend included::
+
+    x = numpy.ones(4, numpy.float32); y = numpy.zeros_like(x)
+    dlstream.axpy(2.0, x, y)   # queued on the CPU device's legacy default stream
+    dlstream.synchronize()     # now y is [2, 2, 2, 2]
+"""
 import atexit as _atexit
 
 from . import _dlstream
@@ -57,6 +64,7 @@ from ._dlstream import (
     kDLROCM,
     register_stream_provider,
     spin,
+    synchronize,
 )
 from ._capture import capture
 from ._parallel import branch, stream_parallel
@@ -69,7 +77,8 @@ __all__ = [
     "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
+    "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
+    "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
 ]
 
 # Kernels from source (NVRTC / hipRTC); Module.from_source is a class method of Module.
@@ -114,3 +123,6 @@ __all__ += ["register_stream_provider"]
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
 # runtime down so nothing touches Python after finalization.
 _atexit.register(_dlstream._shutdown)
+
+# The helpers above are done with: only the public names (and the submodules) stay in the namespace.
+del _atexit, _cupy_current_stream, _register_builtin_providers
