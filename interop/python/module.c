@@ -23,14 +23,15 @@ static PyMethodDef g_module_methods[] = {
      "Asynchronous: the memory is allocated in stream order on `stream` (default: the use_stream() stream, else "
      "the device's legacy default stream), so work queued there after this call may use it at once, and work on "
      "other streams once ordered after it (handing the tensor over through DLPack does that). Its contents are "
-     "undefined until written (fill, copy, a launch). close() frees it in stream order; the host never waits."},
+     "undefined until written (fill, copy, a launch); read it on the host only after dlstream.synchronize() (or "
+     "the stream's synchronize()). close() frees it in stream order; the host never waits."},
     {"from_dlpack", (PyCFunction)(void (*)(void))dlspy_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack($module, obj, *, stream=None)\n--\n\n"
      "A Tensor viewing the memory of any DLPack producer (torch, CuPy, NumPy, JAX ...) or of a DLPack capsule.\n\n"
      "Asynchronous: obj.__dlpack__(stream=S) asks the producer to order its pending work before `stream` S "
      "(default: the current stream of the producer's framework, else the legacy default stream) on the device; "
      "the host does not wait. The producer's memory is kept alive until every stream that used the view has "
-     "passed."},
+     "passed. Calls on the view are asynchronous too: dlstream.synchronize() before the host reads the memory."},
     {"builtin_function", (PyCFunction)(void (*)(void))dlspy_builtin_function, METH_FASTCALL | METH_KEYWORDS,
      "builtin_function($module, name, device=None, signature=None)\n--\n\n"
      "A built-in kernel ('dls_fill', 'dls_axpy_f32', 'dls_axpy_f64', 'dls_copy_strided', 'dls_spin', 'dls_latch') "

@@ -9,8 +9,10 @@ PYTHON="$1"
 PKG="$2"
 WORK="$3"
 if ! "$PYTHON" -c "import mypy" 2>/dev/null; then
-  echo "python_stubs: mypy is not installed for $PYTHON: 'make deps' (scripts/deps.sh) installs it with pip"
-  exit 1
+  echo "python_stubs: skipped: mypy is not installed for $PYTHON ('make deps', i.e. scripts/deps.sh, installs it"
+  echo "  with pip; it could not here, perhaps offline). CI sets DLSTREAM_REQUIRE_MYPY=1, which makes this a failure."
+  [ "${DLSTREAM_REQUIRE_MYPY:-0}" = 1 ] && exit 1
+  exit 77
 fi
 export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}"
 export MYPY_CACHE_DIR="$WORK/mypy_cache"
@@ -19,5 +21,5 @@ echo "== mypy.stubtest dlstream ($PKG/dlstream) =="
 mapfile -t blocks < <("$PYTHON" tests/docs/doc_blocks.py python "$WORK/blocks" docs/python.md README.md |
                       awk '$1 == "run" { print $2 }' | xargs grep -L -E '^ *(import|from) +(torch|cupy|jax)\b')
 echo "== mypy --strict: ${#blocks[@]} examples of docs/python.md and README.md, examples/python/capture.py =="
-"$PYTHON" -m mypy --strict --no-error-summary "${blocks[@]}" examples/python/capture.py
+"$PYTHON" -m mypy --config-file tests/docs/mypy.ini "${blocks[@]}" examples/python/capture.py
 echo "python_stubs: ok"
