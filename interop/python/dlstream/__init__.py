@@ -71,19 +71,9 @@ from ._parallel import branch, stream_parallel
 Graph = _dlstream.Graph
 Group = _dlstream.Group
 
-__all__ = [
-    "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
-    "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
-    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
-    "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
-    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
-    "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
-]
 
 # Kernels from source (NVRTC / hipRTC); Module.from_source is a class method of Module.
 from ._dlstream import compile, compiler_version  # noqa: E402,A004 - dlstream.compile, as cupy/cuda.core name it
-__all__ += ["compile", "compiler_version"]
 
 _stream_var = _dlstream._stream_var
 
@@ -118,11 +108,12 @@ _register_builtin_providers(register_stream_provider)
 # While this is the provider registered for CuPy's arrays, the extension reads them and CuPy's current stream in C
 # (the same answer, without the provider's Python call or the arrays' __cuda_array_interface__).
 _dlstream._set_cupy_provider(_cupy_current_stream)
-__all__ += ["register_stream_provider"]
 
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
 # runtime down so nothing touches Python after finalization.
 _atexit.register(_dlstream._shutdown)
 
-# The helpers above are done with: only the public names (and the submodules) stay in the namespace.
+# The helpers above are done with: only the public names (and the submodules) stay in the namespace, and they
+# are the package's API (the stubs' __all__ lists them too; tests/docs/stubs.sh checks that both agree).
 del _atexit, _cupy_current_stream, _register_builtin_providers
+__all__ = sorted(name for name in globals() if not name.startswith("_")) + ["__version__"]
