@@ -59,12 +59,13 @@ static PyMethodDef g_module_methods[] = {
      "synchronize($module, device=None)\n--\n\n"
      "Blocks until all work queued so far on every stream dlstream holds on `device` has completed (C: "
      "dls_device_synchronize), then runs the releases that became due. The GIL is released while waiting.\n\n"
-     "The streams are those dlstream has a handle to: Stream objects and the streams of use_stream(), "
-     "stream_parallel() and capture(), the default streams it used, and the framework streams its calls ran on "
-     "lately (wrapped and cached). device=None: every device of every available backend (a device where dlstream "
-     "holds no stream costs nothing). Raises StateError inside a capture that forbids host waits (as "
-     "torch.cuda.synchronize() would break one). A framework's own work on streams dlstream never used is not "
-     "waited for: use that framework's synchronize (torch.cuda.synchronize())."},
+     "The streams are those dlstream holds: Stream objects (Stream.wrap() ones included), the streams of "
+     "use_stream(), stream_parallel() and capture(), and the default streams, where torch's and CuPy's work runs "
+     "unless they are told otherwise. Calls that ran on a framework's own stream (inside torch.cuda.stream(s) or "
+     "a CuPy Stream block) are waited for by that framework's synchronize, or by Stream.wrap(s).synchronize(): "
+     "dlstream does not keep such streams, which the framework may destroy. device=None: every device of every "
+     "available backend (a device where dlstream holds no stream costs nothing). Raises StateError inside a "
+     "capture that forbids host waits (the driver would invalidate it)."},
     {"device_count", (PyCFunction)(void (*)(void))dlspy_mod_device_count, METH_FASTCALL,
      "device_count($module, kind='cuda', /)\n--\n\n"
      "Number of devices of a kind: 'cuda', 'rocm' or 'cpu' (0 when the backend is unavailable)."},

@@ -99,6 +99,9 @@ PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t n
   PyObject *a[1] = {NULL};
   if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0 || dlspy_check_runtime(st, pycall) != 0)
     return NULL;
+  /* The cached wrappers name frameworks' streams, which the framework may have destroyed since (a CuPy stream
+   * collected): waiting on one would hand the driver a dangling stream. They go; calls wrap again. */
+  dlspy_stream_cache_clear(st);
   DLDevice dev;
   dls_status_t rc = DLS_OK;
   if (a[0] != NULL && a[0] != Py_None) {

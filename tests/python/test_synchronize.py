@@ -75,3 +75,19 @@ def test_bad_devices_are_named():
 def test_an_unavailable_backend_says_why():
     with pytest.raises(dlstream.UnavailableError, match="dls_device_synchronize"):
         dlstream.synchronize("cuda:0")
+
+
+def test_framework_streams_wrapped_for_calls_are_dropped_not_waited_on(fx, no_leaks):
+    """The extension caches wrappers of the framework streams its calls ran on; the framework may destroy such a
+    stream, so synchronize drops the wrappers rather than hand the driver a stream that may be gone."""
+    side = dlstream.Stream(CPU)
+    x = np.ones(8, np.float32)
+    y = np.zeros(8, np.float32)
+    fx.set_current_stream(side.ptr)
+    dlstream.axpy(1.0, fx.FakeTensor(x, x.ctypes.data, x.shape), fx.FakeTensor(y, y.ctypes.data, y.shape))
+    assert dlstream._dlstream._cache_sizes()["streams"] == 1
+    dlstream.synchronize()
+    assert dlstream._dlstream._cache_sizes()["streams"] == 0
+    side.synchronize()                   # the framework's own wait (here: the Stream it came from)
+    assert y.sum() == 8.0
+    side.close()

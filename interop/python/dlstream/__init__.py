@@ -10,8 +10,8 @@ stream, another framework's tensor that framework's current stream (the DLPack C
 
 Calls that queue work (``fill``, ``axpy``, ``copy``, ``spin``, ``Function.launch``, ``Graph.replay`` ...) are
 asynchronous: they return before the work runs. Work queued later on the same stream (a framework's too) runs
-after it; the host must wait before reading results: ``dlstream.synchronize()`` (every stream of every device
-dlstream uses), ``Stream.synchronize()`` or ``Event.synchronize()``. NumPy arrays on the CPU backend included::
+after it; the host must wait before reading results: ``dlstream.synchronize()`` (every stream dlstream holds, on
+every device), ``Stream.synchronize()`` or ``Event.synchronize()``. NumPy arrays on the CPU backend included::
 
     x = numpy.ones(4, numpy.float32); y = numpy.zeros_like(x)
     dlstream.axpy(2.0, x, y)   # queued on the CPU device's legacy default stream
