@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what `make demo` and `make test` need and is missing, saying what it installs:
-# Criterion and pkg-config from Debian (apt-get), NumPy, pytest and hypothesis from PyPI (pip).
+# Criterion and pkg-config from Debian (apt-get), NumPy, pytest, hypothesis and mypy from PyPI (pip).
 set -euo pipefail
 PYTHON="${1:-python3}"
 
@@ -28,4 +28,10 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   "$PYTHON" -m pip install -q "${need_pip[@]}"
 else
   echo "deps: Python packages present (numpy, pytest, hypothesis)"
+fi
+# mypy checks the type stubs (CTest python_stubs). Optional: offline, the check is a visible skip instead.
+if ! "$PYTHON" -c "import mypy" 2>/dev/null; then
+  echo "deps: installing from PyPI: mypy (the type stubs' check)"
+  "$PYTHON" -m pip install -q mypy ||
+    echo "deps: could not install mypy: the type stubs' check (CTest python_stubs) will be skipped"
 fi

@@ -63,6 +63,19 @@ DLS_API dls_status_t dls_backend_probe(DLDeviceType device_type);
  * unavailable (which is not an error here). */
 DLS_API dls_status_t dls_device_count(DLDeviceType device_type, int *out_count);
 
+/* Blocks the calling thread until all work queued so far on every stream
+ * dlstream holds on `device` has completed: each live stream handle of the
+ * device (owned, pooled, wrapped foreign, group branches) and its default
+ * streams once used, as dls_stream_synchronize() would one by one; then runs
+ * the deferred releases that became due. Streams dlstream does not hold (a
+ * framework's streams it never wrapped, streams already destroyed or returned
+ * to the pool) are not waited for. Like dls_stream_synchronize it refuses with
+ * DLS_ERR_STATE while a capture forbids this thread's host waits (before
+ * waiting for anything) and at the first stream it finds being captured
+ * (the streams before it were waited for; no capture is disturbed). An
+ * unavailable backend is DLS_ERR_UNAVAILABLE. Thread-safe; work other threads
+ * queue meanwhile may or may not be waited for. */
+DLS_API dls_status_t dls_device_synchronize(DLDevice device);
 /* Writes "cuda:0", "cpu:0" ... into buf (always NUL-terminated); returns buf. */
 DLS_API const char *dls_device_str(DLDevice device, char *buf, size_t size);
 

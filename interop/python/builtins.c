@@ -369,13 +369,13 @@ static PyObject *latch_exit(LatchObject *l, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef latch_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))latch_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "wait(stream=None, timeout=10.0)\n--\n\nQueues a wait: the stream is held until open(), or gives up after "
+     "wait($self, stream=None, *, timeout=10.0)\n--\n\nQueues a wait: the stream is held until open(), or gives up after "
      "`timeout` seconds and marks the latch timed out."},
     {"open", (PyCFunction)(void (*)(void))latch_open, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "open()\n--\n\nReleases every queued and future wait."},
+     "open($self, /)\n--\n\nReleases every queued and future wait."},
     {"check", (PyCFunction)(void (*)(void))latch_check, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "check()\n--\n\nRaises TimedOutError if a wait gave up before open()."},
-    {"close", (PyCFunction)latch_close, METH_NOARGS, "close()\n--\n\nOpens the latch, then frees it once its waits pass."},
+     "check($self, /)\n--\n\nRaises TimedOutError if a wait gave up before open()."},
+    {"close", (PyCFunction)latch_close, METH_NOARGS, "close($self, /)\n--\n\nOpens the latch, then frees it once its waits pass."},
     {"__enter__", latch_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))latch_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

@@ -339,13 +339,13 @@ static PyObject *py_compile_cache_clear(PyObject *m, PyObject *unused) {
 
 PyMethodDef dlspy_compile_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))py_compile, METH_FASTCALL | METH_KEYWORDS,
-     "compile(source, arch='sm_90', *, options=(), name_expressions=(), cache=True, program_name=None)\n--\n\n"
+     "compile($module, source, arch='sm_90', *, options=(), name_expressions=(), cache=True, program_name=None)\n--\n\n"
      "Compiles CUDA C++ (HIP C++ for a 'gfx...' arch) without a GPU: a cubin for 'sm_XY', PTX text for "
      "'compute_XY', a code object for 'gfxNNN'. Returns the image as bytes, or (image, {name expression: lowered "
      "name}) when name_expressions are given. A compile error raises InvalidArgumentError whose message and `.log` "
      "carry the compiler's log; no NVRTC raises UnavailableError saying how to install it."},
     {"compiler_version", (PyCFunction)(void (*)(void))py_compiler_version, METH_FASTCALL,
-     "compiler_version(kind='cuda') -> (major, minor)\n--\n\nThe run-time compiler's version (NVRTC for 'cuda', "
+     "compiler_version($module, kind='cuda', /)\n--\n\nThe run-time compiler's version, (major, minor) (NVRTC for 'cuda', "
      "hipRTC for 'rocm'); UnavailableError, saying how to install it, when there is none."},
     {"_compile_stats", py_compile_stats, METH_NOARGS, "What the kernel caches did (tests and tuning)."},
     {"_compile_cache_clear", py_compile_cache_clear, METH_NOARGS,

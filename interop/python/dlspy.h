@@ -13,6 +13,16 @@
 #include "interop/dlpack/dlpack_internal.h"
 #include "dlstream/dlstream.h"
 
+/* The docstrings' paragraph on what every queued call (fill, axpy, copy, Function.launch) shares. */
+#define DLSPY_ASYNC_DOC                                                                                          \
+  "Asynchronous: the work is queued on the call's stream (`stream`, else the use_stream() stream, else the "      \
+  "current stream of the framework that made the first tensor, else the legacy default stream) and the call "     \
+  "returns before it runs. Work queued on that stream later, a framework's own included, runs after it, so "     \
+  "torch or CuPy code on their current stream needs no wait. To read the result on the host, wait first: "      \
+  "dlstream.synchronize(), stream.synchronize(), or an Event recorded after the call. This holds for NumPy "     \
+  "arrays on the CPU backend too (they are used in place); host arrays given for a GPU are staged through the "  \
+  "device and the call blocks until they are written back."
+
 /* Calls that a fast path makes into the core's internals (dls__*) skip the
  * public entry guard, so they check the runtime state themselves. */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
@@ -164,6 +174,8 @@ PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
 /* The atexit hook: runs the pending releases, then tears the runtime down. */
 PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
+/* synchronize(device=None): dls_device_synchronize on one device, or on every device of every backend. */
+PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 /* _readable(addr): dlspy_addr_readable, for tests. */
 PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg);
 
@@ -595,10 +607,11 @@ bool dlspy_module_open(PyObject *module);
 PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 #define DLSPY_MODULE_FROM_SOURCE_METHOD                                                                            \
   {"from_source", (PyCFunction)(void (*)(void))dlspy_module_from_source, METH_CLASS | METH_FASTCALL | METH_KEYWORDS, \
-   "from_source(source, *, options=(), name_expressions=(), device=None, arch=None, cache=True) -> Module\n--\n\n" \
+   "from_source($type, source, *, options=(), name_expressions=(), device=None, arch=None, cache=True, "       \
+   "program_name=None)\n--\n\n" \
    "Compiles CUDA C++ with NVRTC (hipRTC on ROCm) for the device and loads it. Name expressions (\"scale<float>\") " \
    "become names function() accepts. Compiled images are cached in process and on disk; a repeat returns the same " \
-   "Module."}
+   "Module (until closed)."}
 /* dlstream.compile and the compiler helpers, added to the module by module exec. */
 extern PyMethodDef dlspy_compile_methods[];
 

@@ -268,20 +268,20 @@ static PyObject *event_repr(EventObject *e) {
 
 static PyMethodDef event_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))event_wrap, METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
-     "wrap(obj, device=None) -> Event\n--\n\nA non-owning Event for an int CUevent or an object with .cuda_event "
+     "wrap($type, obj, device=None)\n--\n\nA non-owning Event for an int CUevent or an object with .cuda_event "
      "(torch.cuda.Event), .ptr (CuPy) or .handle (cuda.core)."},
     {"record", (PyCFunction)(void (*)(void))event_record, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "record(stream=None) -> Event\n--\n\nCaptures the work queued on the stream so far (default: the use_stream() "
-     "stream, else the legacy default stream). Returns self."},
+     "record($self, stream=None)\n--\n\nCaptures the work queued on the stream so far (default: the use_stream() "
+     "stream, else the legacy default stream). Returns self. Asynchronous: synchronize() waits for that work."},
     {"wait", (PyCFunction)(void (*)(void))event_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "wait(stream=None)\n--\n\nThe stream's later work waits for the latest record; the host does not wait."},
+     "wait($self, stream=None)\n--\n\nThe stream's later work waits for the latest record; the host does not wait."},
     {"synchronize", (PyCFunction)(void (*)(void))event_synchronize, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "synchronize()\n--\n\nBlocks the host until the latest record completes (the GIL is released)."},
+     "synchronize($self, /)\n--\n\nBlocks the host until the latest record completes (the GIL is released)."},
     {"query", (PyCFunction)(void (*)(void))event_query, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "query() -> bool\n--\n\nTrue when the latest record has completed (or none was made)."},
+     "query($self, /)\n--\n\nTrue when the latest record has completed (or none was made)."},
     {"elapsed_time", (PyCFunction)(void (*)(void))event_elapsed_time, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "elapsed_time(end) -> float\n--\n\nMilliseconds from this event's record to end's (timing events)."},
-    {"close", (PyCFunction)event_close, METH_NOARGS, "close()\n--\n\nDestroys an owned event; frees a wrapper."},
+     "elapsed_time($self, end, /)\n--\n\nMilliseconds (a float) from this event's record to end's (timing events)."},
+    {"close", (PyCFunction)event_close, METH_NOARGS, "close($self, /)\n--\n\nDestroys an owned event; frees a wrapper."},
     {"__enter__", event_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))event_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

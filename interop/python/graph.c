@@ -158,10 +158,11 @@ static void graph_dealloc(GraphObject *g) {
 
 static PyMethodDef graph_methods[] = {
     {"replay", (PyCFunction)(void (*)(void))graph_replay, METH_FASTCALL | METH_KEYWORDS,
-     "replay(stream=None)\n--\n\nQueues one replay of the captured work on `stream` (default: the stream it was "
-     "captured on). The host does not wait."},
+     "replay($self, stream=None)\n--\n\nQueues one replay of the captured work on `stream` (default: the stream it "
+     "was captured on). Asynchronous: the host does not wait; stream.synchronize() or dlstream.synchronize() "
+     "does, before the graph's outputs are read on the host."},
     {"close", (PyCFunction)graph_close, METH_NOARGS,
-     "close()\n--\n\nDestroys the graph once its queued replays have run (the host does not wait)."},
+     "close($self, /)\n--\n\nDestroys the graph once its queued replays have run (the host does not wait)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -189,11 +190,11 @@ PyType_Spec dlspy_graph_spec = {
 
 PyMethodDef dlspy_graph_functions[] = {
     {"_begin_capture", (PyCFunction)(void (*)(void))py_begin_capture, METH_FASTCALL | METH_KEYWORDS,
-     "_begin_capture(stream, mode='global')\n--\n\nStarts capturing on a dlstream.Stream."},
+     "_begin_capture($module, stream, mode='global')\n--\n\nStarts capturing on a dlstream.Stream."},
     {"_end_capture", (PyCFunction)py_end_capture, METH_O,
-     "_end_capture(stream) -> Graph\n--\n\nEnds the capture begun on `stream`."},
+     "_end_capture($module, stream, /)\n--\n\nEnds the capture begun on `stream` and returns its Graph."},
     {"capture_status", (PyCFunction)py_capture_status, METH_O,
-     "capture_status(stream) -> str\n--\n\n'none', 'active' or 'invalidated': the capture state of any stream "
+     "capture_status($module, stream, /)\n--\n\n'none', 'active' or 'invalidated': the capture state of any stream "
      "(torch's, CuPy's, a dlstream.Stream), including captures dlstream did not begin."},
     {NULL, NULL, 0, NULL},
 };

@@ -88,10 +88,11 @@ static void group_dealloc(GroupObject *g) {
 
 static PyMethodDef group_methods[] = {
     {"branch", (PyCFunction)group_branch, METH_NOARGS,
-     "branch() -> Stream\n--\n\nA new branch: a pooled stream that starts after the fork point. The group owns it: "
+     "branch($self, /)\n--\n\nA new branch: a pooled Stream that starts after the fork point. The group owns it: "
      "it goes stale at end()."},
     {"end", (PyCFunction)group_end, METH_NOARGS,
-     "end()\n--\n\nJoins: the origin's later work waits for every branch; the host does not wait."},
+     "end($self, /)\n--\n\nJoins: the origin's later work waits for every branch; the host does not wait "
+     "(origin.synchronize() or dlstream.synchronize() does)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -438,10 +438,10 @@ static PyObject *function_repr(FunctionObject *f) {
 
 static PyMethodDef function_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))function_launch, METH_FASTCALL | METH_KEYWORDS,
-     "launch(grid, block, *args, stream=None, shared_mem=0)\n--\n\n"
-     "Queues the kernel. grid and block are ints or tuples of up to 3 ints. Tensor arguments go through DLPack; "
-     "the stream is `stream`, else use_stream()'s, else the current stream of the framework of the first tensor "
-     "argument, else the legacy default stream. Host arrays for a GPU kernel are staged and the call blocks."},
+     "launch($self, grid, block, *args, stream=None, shared_mem=0)\n--\n\n"
+     "Queues the kernel with `args` converted by the function's signature. grid and block are ints or tuples of "
+     "up to 3 ints; shared_mem is dynamic shared memory in bytes. Tensor arguments go through DLPack.\n\n"
+     DLSPY_ASYNC_DOC},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,32 +17,70 @@ dlspy_state *dlspy_state_of(PyTypeObject *tp) {
 
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,
-     "empty(shape, dtype='float32', *, device=None, stream=None) -> Tensor\n--\n\n"
-     "A new compact tensor that dlstream owns, allocated in stream order."},
+     "empty($module, shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "A new compact (row-major) Tensor of `shape` and `dtype` that dlstream owns, on `device` (default: "
+     "default_device()).\n\n"
+     "Asynchronous: the memory is allocated in stream order on `stream` (default: the use_stream() stream, else "
+     "the device's legacy default stream), so work queued there after this call may use it at once, and work on "
+     "other streams once ordered after it (handing the tensor over through DLPack does that). Its contents are "
+     "undefined until written (fill, copy, a launch); read it on the host only after dlstream.synchronize() (or "
+     "the stream's synchronize()). close() frees it in stream order; the host never waits."},
     {"from_dlpack", (PyCFunction)(void (*)(void))dlspy_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(obj, *, stream=None) -> Tensor\n--\n\n"
-     "A view of any DLPack producer, ordered before `stream` through the handshake."},
+     "from_dlpack($module, obj, *, stream=None)\n--\n\n"
+     "A Tensor viewing the memory of any DLPack producer (torch, CuPy, NumPy, JAX ...) or of a DLPack capsule.\n\n"
+     "Asynchronous: obj.__dlpack__(stream=S) asks the producer to order its pending work before `stream` S "
+     "(default: the current stream of the producer's framework, else the legacy default stream) on the device; "
+     "the host does not wait. The producer's memory is kept alive until every stream that used the view has "
+     "passed. Calls on the view are asynchronous too: dlstream.synchronize() before the host reads the memory."},
     {"builtin_function", (PyCFunction)(void (*)(void))dlspy_builtin_function, METH_FASTCALL | METH_KEYWORDS,
-     "builtin_function(name, device=None, signature=None) -> Function\n--\n\n"
-     "A built-in kernel ('dls_axpy_f32' ...) as a Function that launch() takes."},
+     "builtin_function($module, name, device=None, signature=None)\n--\n\n"
+     "A built-in kernel ('dls_fill', 'dls_axpy_f32', 'dls_axpy_f64', 'dls_copy_strided', 'dls_spin', 'dls_latch') "
+     "as a Function for launch(), with its signature (dls_axpy_f32 is 'u64,f32,cp,p')."},
     {"fill", (PyCFunction)(void (*)(void))dlspy_fill, METH_FASTCALL | METH_KEYWORDS,
-     "fill(dst, value, *, stream=None)\n--\n\nSets every element of a contiguous tensor to `value`."},
+     "fill($module, dst, value, *, stream=None)\n--\n\n"
+     "Sets every element of the contiguous tensor `dst` (any DLPack producer) to `value`.\n\n"
+     DLSPY_ASYNC_DOC},
     {"axpy", (PyCFunction)(void (*)(void))dlspy_axpy, METH_FASTCALL | METH_KEYWORDS,
-     "axpy(a, x, y, *, stream=None)\n--\n\ny = a * x + y for contiguous float32 or float64 tensors."},
+     "axpy($module, a, x, y, *, stream=None)\n--\n\n"
+     "y = a * x + y, element by element, for contiguous float32 or float64 tensors x and y of one dtype and size "
+     "(any DLPack producers: torch, CuPy, NumPy, JAX, dlstream.Tensor). `a` is a Python number.\n\n"
+     DLSPY_ASYNC_DOC},
     {"copy", (PyCFunction)(void (*)(void))dlspy_copy, METH_FASTCALL | METH_KEYWORDS,
-     "copy(dst, src, *, stream=None)\n--\n\nCopies a strided tensor of up to 8 dimensions element by element."},
+     "copy($module, dst, src, *, stream=None)\n--\n\n"
+     "Copies `src` into `dst` element by element: tensors of one shape and element size, any strides (up to 8 "
+     "dimensions). With `src` on another device of the same backend, a peer copy of contiguous tensors on a "
+     "stream of dst's device.\n\n" DLSPY_ASYNC_DOC},
     {"spin", (PyCFunction)(void (*)(void))dlspy_spin, METH_FASTCALL | METH_KEYWORDS,
-     "spin(seconds, *, stream=None, device=None)\n--\n\nBusy-waits on the stream (one GPU thread on CUDA)."},
+     "spin($module, seconds, *, stream=None, device=None)\n--\n\n"
+     "Busy-waits on the stream for `seconds` (one GPU thread on CUDA): later work on the stream starts after it. "
+     "For tests and benchmarks.\n\n"
+     "Asynchronous: the host does not wait (synchronize() does)."},
+    {"synchronize", (PyCFunction)(void (*)(void))dlspy_mod_synchronize, METH_FASTCALL | METH_KEYWORDS,
+     "synchronize($module, device=None)\n--\n\n"
+     "Blocks until all work queued so far on every stream dlstream holds on `device` has completed (C: "
+     "dls_device_synchronize), then runs the releases that became due. The GIL is released while waiting.\n\n"
+     "The streams are those dlstream holds: Stream objects (Stream.wrap() ones included), the streams of "
+     "use_stream(), stream_parallel() and capture(), and the default streams, where torch's and CuPy's work runs "
+     "unless they are told otherwise. Calls that ran on a framework's own stream (inside torch.cuda.stream(s) or "
+     "a CuPy Stream block) are waited for by that framework's synchronize, or by Stream.wrap(s).synchronize(): "
+     "dlstream does not keep such streams, which the framework may destroy. device=None: every device of every "
+     "available backend (a device where dlstream holds no stream costs nothing). Raises StateError inside a "
+     "capture that forbids host waits (the driver would invalidate it)."},
     {"device_count", (PyCFunction)(void (*)(void))dlspy_mod_device_count, METH_FASTCALL,
-     "device_count(kind='cuda') -> int\n--\n\nNumber of devices of a kind (0 when the backend is unavailable)."},
+     "device_count($module, kind='cuda', /)\n--\n\n"
+     "Number of devices of a kind: 'cuda', 'rocm' or 'cpu' (0 when the backend is unavailable)."},
     {"backend_available", (PyCFunction)(void (*)(void))dlspy_mod_backend_available, METH_FASTCALL,
-     "backend_available(kind='cuda') -> (bool, str)\n--\n\nWhether a backend can be used, and if not why."},
-    {"default_device", dlspy_mod_default_device, METH_NOARGS, "default_device() -> str\n--\n\n'cuda:0' if any, else 'cpu:0'."},
+     "backend_available($module, kind='cuda', /)\n--\n\n"
+     "(True, '') when a backend can be used, else (False, why): for example, no libcuda.so.1 on this machine."},
+    {"default_device", dlspy_mod_default_device, METH_NOARGS,
+     "default_device($module, /)\n--\n\n'cuda:0' when a CUDA device exists, else 'rocm:0' when a ROCm one does, "
+     "else 'cpu:0'."},
     {"current_stream", (PyCFunction)(void (*)(void))dlspy_mod_current_stream, METH_FASTCALL,
-     "current_stream(device=None) -> Stream\n--\n\nThe use_stream() stream, else the legacy default stream."},
+     "current_stream($module, device=None, /)\n--\n\n"
+     "The Stream of the innermost use_stream() block, else the legacy default stream of `device`."},
     {"register_stream_provider", (PyCFunction)(void (*)(void))dlspy_mod_register_stream_provider,
      METH_FASTCALL | METH_KEYWORDS,
-     "register_stream_provider(type_or_module_name, fn)\n--\n\n"
+     "register_stream_provider($module, type_or_module_name, fn)\n--\n\n"
      "fn(tensor) -> stream or None names the current stream of the framework that made `tensor`: a call whose "
      "first tensor argument is of that type (or of a type of that module, e.g. 'cupy') and that names no stream "
      "runs there. fn=None removes the provider. Types with the DLPack C exchange API use it instead."},

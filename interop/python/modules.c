@@ -125,14 +125,14 @@ static PyObject *module_get_closed(ModuleObject *m, void *c) { return PyBool_Fro
 
 static PyMethodDef module_methods[] = {
     {"function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "function(name, signature=None) -> Function\n--\n\n"
-     "A kernel by name. The optional signature ('p,cp,u64,f32' ...) converts Python ints and floats to the C types "
+     "function($self, name, signature=None)\n--\n\n"
+     "A kernel by name, as a Function. The optional signature ('p,cp,u64,f32' ...) converts Python ints and floats to the C types "
      "the kernel takes: p and cp are pointers (tensors, int addresses, None; cp is read-only), i32 u32 i64 u64 f32 "
      "f64 scalars, bytes a struct passed by value."},
     {"get_function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "get_function(name, signature=None) -> Function\n--\n\nThe same as function() (CuPy's spelling)."},
+     "get_function($self, name, signature=None)\n--\n\nThe same as function() (CuPy's spelling)."},
     DLSPY_MODULE_FROM_SOURCE_METHOD,
-    {"close", (PyCFunction)module_close, METH_NOARGS, "close()\n--\n\nUnloads the module; its functions go stale."},
+    {"close", (PyCFunction)module_close, METH_NOARGS, "close($self, /)\n--\n\nUnloads the module; its functions go stale."},
     {"__enter__", module_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

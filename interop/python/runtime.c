@@ -81,6 +81,47 @@ PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_
   return dlspy_stream_new_default(st, dev, DLS_STREAM_LEGACY);
 }
 
+/* Waits for one device without the GIL (deferred releases take it themselves). */
+static dls_status_t synchronize_nogil(DLDevice dev) {
+  dls_status_t rc;
+  atomic_fetch_add(&dlspy_nogil_calls, 1);
+  Py_BEGIN_ALLOW_THREADS
+  rc = dls_device_synchronize(dev);
+  Py_END_ALLOW_THREADS
+  atomic_fetch_sub(&dlspy_nogil_calls, 1);
+  return rc;
+}
+
+PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "synchronize";
+  static const char *const names[] = {"device", NULL};
+  dlspy_state *st = dlspy_state_of_module(m);
+  PyObject *a[1] = {NULL};
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0 || dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  /* The cached wrappers name frameworks' streams, which the framework may have destroyed since (a CuPy stream
+   * collected): waiting on one would hand the driver a dangling stream. They go; calls wrap again. */
+  dlspy_stream_cache_clear(st);
+  DLDevice dev;
+  dls_status_t rc = DLS_OK;
+  if (a[0] != NULL && a[0] != Py_None) {
+    if (dlspy_parse_device(st, a[0], pycall, &dev) != 0)
+      return NULL;
+    rc = synchronize_nogil(dev);
+  } else { /* every device: one where dlstream holds no stream costs a lookup */
+    static const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM};
+    for (size_t t = 0; t < sizeof types / sizeof types[0] && rc == DLS_OK; t++) {
+      int n = 0;
+      (void)dls_device_count(types[t], &n); /* 0 when the backend is unavailable */
+      for (int i = 0; i < n && rc == DLS_OK; i++)
+        rc = synchronize_nogil(dls_device(types[t], i));
+    }
+  }
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  Py_RETURN_NONE;
+}
+
 PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg) {
   unsigned long long v = PyLong_AsUnsignedLongLong(arg);
   if (v == (unsigned long long)-1 && PyErr_Occurred())

@@ -410,27 +410,29 @@ static PyObject *stream_richcompare(PyObject *a, PyObject *b, int op) {
 
 static PyMethodDef stream_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))stream_wrap, METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
-     "wrap(obj, device=None) -> Stream\n--\n\nA non-owning Stream for an object with __cuda_stream__, an int "
+     "wrap($type, obj, device=None)\n--\n\nA non-owning Stream for an object with __cuda_stream__, an int "
      "pointer (0 legacy, 2 per-thread) or a Stream (returned as is)."},
     {"legacy", (PyCFunction)(void (*)(void))stream_legacy, METH_FASTCALL | METH_CLASS,
-     "legacy(device=None) -> Stream\n--\n\nThe legacy default stream of a device."},
+     "legacy($type, device=None, /)\n--\n\nThe legacy default stream of a device (a Stream)."},
     {"per_thread", (PyCFunction)(void (*)(void))stream_per_thread, METH_FASTCALL | METH_CLASS,
-     "per_thread(device=None) -> Stream\n--\n\nThe per-thread default stream of a device."},
+     "per_thread($type, device=None, /)\n--\n\nThe per-thread default stream of a device (a Stream)."},
     {"acquire", (PyCFunction)(void (*)(void))stream_acquire, METH_FASTCALL | METH_CLASS,
-     "acquire(device=None) -> Stream\n--\n\nA stream from the device's pool; close() returns it."},
+     "acquire($type, device=None, /)\n--\n\nA Stream from the device's pool; close() returns it."},
     {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "synchronize()\n--\n\nBlocks until the stream's queued work completes (the GIL is released)."},
+     "synchronize($self, /)\n--\n\nBlocks until all work queued on the stream so far has completed (the GIL is released). "
+     "dlstream.synchronize() waits for every stream of a device."},
     {"query", (PyCFunction)(void (*)(void))stream_query, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "query() -> bool\n--\n\nTrue when all queued work has completed."},
+     "query($self, /)\n--\n\nTrue when all queued work has completed; never blocks."},
     {"wait", (PyCFunction)(void (*)(void))stream_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "wait(event_or_stream)\n--\n\nLater work on this stream waits for the event or for the other stream's queued "
+     "wait($self, event_or_stream, /)\n--\n\nLater work on this stream waits for the event or for the other stream's queued "
      "work; the host does not wait."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "record(event=None) -> Event\n--\n\nRecords an event (a new one if None) on the stream and returns it."},
+     "record($self, event=None)\n--\n\nRecords an event (a new one if None) after the work queued on the stream so far and "
+     "returns it; event.synchronize() then waits for that work only. Asynchronous."},
     {"__cuda_stream__", (PyCFunction)(void (*)(void))stream_cuda_stream, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "__cuda_stream__() -> (0, ptr)\n--\n\nThe CUDA stream protocol."},
+     "__cuda_stream__($self, /)\n--\n\nThe CUDA stream protocol: (0, ptr)."},
     {"close", (PyCFunction)stream_close, METH_NOARGS,
-     "close()\n--\n\nDestroys an owned stream once its work completes (the host does not wait), returns a pooled one, "
+     "close($self, /)\n--\n\nDestroys an owned stream once its work completes (the host does not wait), returns a pooled one, "
      "frees a foreign wrapper. Idempotent."},
     {"__enter__", stream_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))stream_exit, METH_FASTCALL, NULL},

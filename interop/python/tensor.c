@@ -340,15 +340,16 @@ static PyObject *tensor_repr(TensorObject *t) {
 
 static PyMethodDef tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
-     "Exports the tensor. The consumer's stream waits for every queued use (-1: no sync; host memory: the host "
-     "waits); the memory is freed in stream order after the consumer's stream."},
+     "__dlpack__($self, stream=None, *, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "Exports the tensor (a DLPack capsule). Asynchronous on devices: the consumer's stream waits, on the device, "
+     "for every queued use (-1: no sync); for host memory the host waits, as DLPack asks. The memory is freed in "
+     "stream order after the consumer's stream."},
     {"__dlpack_device__", (PyCFunction)(void (*)(void))tensor_dlpack_device,
-     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "__dlpack_device__() -> (device_type, device_id)"},
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "__dlpack_device__($self, /)\n--\n\n(device_type, device_id), as DLPack numbers them."},
     {"record_stream", (PyCFunction)(void (*)(void))tensor_record_stream, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "record_stream(stream)\n--\n\nDeclares that work queued on `stream` so far uses the tensor."},
+     "record_stream($self, stream)\n--\n\nDeclares that work queued on `stream` so far uses the tensor."},
     {"close", (PyCFunction)tensor_close, METH_NOARGS,
-     "close()\n--\n\nReleases the tensor in stream order (exports keep the memory alive). Idempotent."},
+     "close($self, /)\n--\n\nReleases the tensor in stream order; the host does not wait (exports keep the memory alive). Idempotent."},
     {"__enter__", tensor_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))tensor_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
@@ -372,7 +373,8 @@ static PyGetSetDef tensor_getset[] = {
 
 static PyType_Slot tensor_slots[] = {
     {Py_tp_doc, "A tensor dlstream owns (dlstream.empty) or views (dlstream.from_dlpack). It implements __dlpack__ "
-                "and __dlpack_device__, so torch, CuPy and NumPy take it with from_dlpack."},
+                "and __dlpack_device__, so torch, CuPy and NumPy take it with from_dlpack. Work on it is "
+                "asynchronous: after dlstream calls, synchronize before reading it on the host."},
     {Py_tp_dealloc, tensor_dealloc},
     {Py_tp_methods, tensor_methods},
     {Py_tp_getset, tensor_getset},

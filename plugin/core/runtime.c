@@ -138,6 +138,38 @@ dls_status_t dls_device_count(DLDeviceType device_type, int *out_count) {
   return DLS_OK;
 }
 
+/* dls_device_synchronize's walk over the stream handles: its device and its first failure. */
+static _Thread_local struct { DLDevice device; dls_status_t status; } g_sync;
+
+static void sync_stream(uint64_t id, void *obj) {
+  (void)obj; /* looked up again by handle: the stream may go meanwhile (then it is skipped) */
+  dls_stream_t s = {id};
+  DLDevice d;
+  if (g_sync.status == DLS_OK && dls_stream_device(s, &d) == DLS_OK && d.device_type == g_sync.device.device_type &&
+      d.device_id == g_sync.device.device_id) {
+    dls_status_t st = dls_stream_synchronize(s);
+    g_sync.status = st == DLS_ERR_INVALID_HANDLE ? DLS_OK : st;
+  }
+}
+
+dls_status_t dls_device_synchronize(DLDevice device) {
+  static const char call[] = "dls_device_synchronize";
+  DLS__ENTER(call);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  DLS__TRY(dls__capture_check_host_wait(call));
+  g_sync.device = device;
+  g_sync.status = DLS_OK;
+  dls__handle_each(DLS_HANDLE_STREAM, sync_stream);
+  for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
+    if (dev->defaults[k] != NULL) /* only those in use: none is made just to be waited for */
+      sync_stream(dls_stream_default(device, k).id, NULL);
+  dls_deferred_poll();
+  return g_sync.status == DLS_OK ? DLS_OK : dls__fail_prefix(g_sync.status, "%s(device=%s)", call, dev->name);
+}
+
 static const char *type_name(DLDeviceType t) {
   switch (t) {
   case kDLCPU: return "cpu";

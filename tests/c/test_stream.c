@@ -262,3 +262,64 @@ Test(stream, wait_stream_across_backends_is_rejected) {
   dls_stream_t b = dls_stream_default(g, DLS_STREAM_LEGACY);
   FAILS(dls_stream_wait_stream(a, b), DLS_ERR_INVALID_DEVICE, "streams of its own backend");
 }
+
+/* dls_device_synchronize waits for a stream of each kind: the stream alone is
+ * held by a latch, then spins and sets a flag from a host callback. */
+BACKEND_TEST(stream, device_synchronize_waits_for_every_kind_of_stream) {
+  DLDevice d = dlst_device(*backend_type);
+  dlst_need_async(d);
+  enum { OWNED, POOLED, WRAPPED, LEGACY, NKINDS };
+  static const char *const kinds[NKINDS] = {"owned", "pooled", "wrapped", "legacy default"};
+  dls_stream_t s[NKINDS], owner;
+  void *native;
+  OK(dls_stream_create(d, NULL, &s[OWNED]));
+  OK(dls_stream_acquire(d, &s[POOLED]));
+  OK(dls_stream_create(d, NULL, &owner));
+  OK(dls_stream_native(owner, &native));
+  OK(dls_stream_wrap(d, native, &s[WRAPPED]));
+  s[LEGACY] = dls_stream_default(d, DLS_STREAM_LEGACY);
+  for (int k = 0; k < NKINDS; k++) {
+    dls_latch_t l;
+    int flag = 0;
+    OK(dls_latch_create(d, &l));
+    OK(dls_latch_wait(l, s[k], DLST_LATCH_TIMEOUT_NS));
+    OK(dls_spin(s[k], 20000000));
+    OK(dls_stream_add_callback(s[k], set_flag, &flag));
+    /* Negative control: waiting for another stream (not the wrapper's owner) does not run the held one. */
+    OK(dls_stream_synchronize(s[k == WRAPPED || k == LEGACY ? OWNED : k + 1]));
+    cr_assert_eq(__atomic_load_n(&flag, __ATOMIC_ACQUIRE), 0, "the %s stream ran while held", kinds[k]);
+    OK(dls_latch_open(l));
+    OK(dls_device_synchronize(d));
+    cr_assert_eq(__atomic_load_n(&flag, __ATOMIC_ACQUIRE), 1,
+                 "dls_device_synchronize returned before the %s stream finished", kinds[k]);
+    OK(dls_latch_status(l));
+    OK(dls_latch_destroy(l));
+  }
+  for (int k = 0; k < NKINDS; k++)
+    OK(dls_stream_destroy(s[k]));
+  OK(dls_stream_destroy(owner));
+  OK(dls_device_synchronize(d)); /* nothing left to wait for */
+}
+
+BACKEND_TEST(stream, device_synchronize_refuses_where_a_capture_forbids_it) {
+  DLDevice d = dlst_device(*backend_type);
+  dls_stream_t s;
+  dls_graph_t g;
+  OK(dls_stream_create(d, NULL, &s));
+  OK(dls_stream_begin_capture(s, DLS_CAPTURE_GLOBAL));
+  FAILS(dls_device_synchronize(d), DLS_ERR_STATE, "dls_device_synchronize: capture");
+  OK(dls_stream_end_capture(s, &g));
+  OK(dls_graph_destroy(g));
+  /* A relaxed capture allows host waits, but not on the capturing stream itself. */
+  OK(dls_stream_begin_capture(s, DLS_CAPTURE_RELAXED));
+  FAILS(dls_device_synchronize(d), DLS_ERR_STATE, "its work is being recorded, not run");
+  OK(dls_stream_end_capture(s, &g)); /* the refusal left the capture valid */
+  OK(dls_graph_destroy(g));
+  OK(dls_device_synchronize(d));
+  OK(dls_stream_destroy(s));
+}
+
+Test(stream, device_synchronize_names_a_bad_device) {
+  FAILS(dls_device_synchronize(dls_device(kDLCPU, 99)), DLS_ERR_INVALID_DEVICE, "dls_device_synchronize(device=cpu:99)");
+  FAILS(dls_device_synchronize(dls_device(kDLVulkan, 0)), DLS_ERR_INVALID_DEVICE, "no backend");
+}

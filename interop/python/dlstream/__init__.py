@@ -7,9 +7,16 @@ Which stream a call runs on, first that applies: its ``stream=`` argument; the s
 stream, another framework's tensor that framework's current stream (the DLPack C exchange API, e.g.
 ``torch.cuda.current_stream()``; a stream provider, e.g. ``cupy.cuda.get_current_stream()``; a version-3
 ``__cuda_array_interface__``'s ``stream``); the legacy default stream.
-"""
-from __future__ import annotations
 
+Calls that queue work (``fill``, ``axpy``, ``copy``, ``spin``, ``Function.launch``, ``Graph.replay`` ...) are
+asynchronous: they return before the work runs. Work queued later on the same stream (a framework's too) runs
+after it; the host must wait before reading results: ``dlstream.synchronize()`` (every stream dlstream holds, on
+every device), ``Stream.synchronize()`` or ``Event.synchronize()``. NumPy arrays on the CPU backend included::
+
+    x = numpy.ones(4, numpy.float32); y = numpy.zeros_like(x)
+    dlstream.axpy(2.0, x, y)   # queued on the CPU device's legacy default stream
+    dlstream.synchronize()     # now y is [2, 2, 2, 2]
+"""
 import atexit as _atexit
 
 from . import _dlstream
@@ -57,24 +64,16 @@ from ._dlstream import (
     kDLROCM,
     register_stream_provider,
     spin,
+    synchronize,
 )
 from ._capture import capture
 from ._parallel import branch, stream_parallel
 Graph = _dlstream.Graph
 Group = _dlstream.Group
 
-__all__ = [
-    "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
-    "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
-    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
-    "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
-    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
-]
 
 # Kernels from source (NVRTC / hipRTC); Module.from_source is a class method of Module.
 from ._dlstream import compile, compiler_version  # noqa: E402,A004 - dlstream.compile, as cupy/cuda.core name it
-__all__ += ["compile", "compiler_version"]
 
 _stream_var = _dlstream._stream_var
 
@@ -109,8 +108,12 @@ _register_builtin_providers(register_stream_provider)
 # While this is the provider registered for CuPy's arrays, the extension reads them and CuPy's current stream in C
 # (the same answer, without the provider's Python call or the arrays' __cuda_array_interface__).
 _dlstream._set_cupy_provider(_cupy_current_stream)
-__all__ += ["register_stream_provider"]
 
 # Deferred releases drop references to Python objects: run them while the interpreter is whole, then tear the
 # runtime down so nothing touches Python after finalization.
 _atexit.register(_dlstream._shutdown)
+
+# The helpers above are done with: only the public names (and the submodules) stay in the namespace, and they
+# are the package's API (the stubs' __all__ lists them too; tests/docs/stubs.sh checks that both agree).
+del _atexit, _cupy_current_stream, _register_builtin_providers
+__all__ = sorted(name for name in globals() if not name.startswith("_")) + ["__version__"]

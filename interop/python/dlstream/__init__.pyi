@@ -1,26 +1,74 @@
 # SPDX-License-Identifier: Apache-2.0
-from ._dlstream import *  # noqa: F401,F403
-from ._dlstream import __version__ as __version__
-from ._dlstream import Stream, StreamLike, DeviceLike
+# Type stubs of the package dlstream: the extension's public names, use_stream, and the pure-Python helpers
+# (capture, stream_parallel, branch), whose own annotations are their types.
+from ._dlstream import (
+    DLPACK_STREAM_NO_SYNC as DLPACK_STREAM_NO_SYNC,
+    ArgumentTypeError as ArgumentTypeError,
+    BackendError as BackendError,
+    BusyError as BusyError,
+    _DeviceLike,
+    Error as Error,
+    Event as Event,
+    ForkError as ForkError,
+    Function as Function,
+    Graph as Graph,
+    Group as Group,
+    InternalError as InternalError,
+    InvalidArgumentError as InvalidArgumentError,
+    InvalidDeviceError as InvalidDeviceError,
+    InvalidHandleError as InvalidHandleError,
+    InvalidTensorError as InvalidTensorError,
+    Latch as Latch,
+    Module as Module,
+    NotFoundError as NotFoundError,
+    NotSupportedError as NotSupportedError,
+    OutOfMemoryError as OutOfMemoryError,
+    ReadOnlyError as ReadOnlyError,
+    StateError as StateError,
+    Stream as Stream,
+    _StreamLike,
+    Tensor as Tensor,
+    TimedOutError as TimedOutError,
+    UnavailableError as UnavailableError,
+    VersionError as VersionError,
+    __version__ as __version__,
+    axpy as axpy,
+    backend_available as backend_available,
+    builtin_function as builtin_function,
+    capture_status as capture_status,
+    compile as compile,
+    compiler_version as compiler_version,
+    copy as copy,
+    current_stream as current_stream,
+    default_device as default_device,
+    device_count as device_count,
+    empty as empty,
+    fill as fill,
+    from_dlpack as from_dlpack,
+    kDLCPU as kDLCPU,
+    kDLCUDA as kDLCUDA,
+    kDLCUDAHost as kDLCUDAHost,
+    kDLROCM as kDLROCM,
+    register_stream_provider as register_stream_provider,
+    spin as spin,
+    synchronize as synchronize,
+)
+from ._capture import capture as capture
+from ._parallel import branch as branch, stream_parallel as stream_parallel
+
+__all__ = [
+    "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
+    "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
+    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
+    "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
+    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
+    "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
+    "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC", "compile", "compiler_version",
+    "register_stream_provider",
+]
 
 class use_stream:
     stream: Stream | None
-    def __init__(self, stream: StreamLike | None, device: DeviceLike = None) -> None: ...
+    def __init__(self, stream: _StreamLike | None, device: _DeviceLike = None) -> None: ...
     def __enter__(self) -> Stream | None: ...
     def __exit__(self, *exc: object) -> None: ...
-
-class _Branch:
-    stream: Stream | None
-    def __enter__(self) -> Stream: ...
-    def __exit__(self, *exc: object) -> None: ...
-
-class stream_parallel:
-    origin: Stream | None
-    def __init__(self, origin: StreamLike | None = None, device: DeviceLike = None) -> None: ...
-    def __enter__(self) -> stream_parallel: ...
-    def __exit__(self, *exc: object) -> None: ...
-    def branch(self) -> _Branch: ...
-    @property
-    def branches(self) -> int: ...
-
-def branch() -> _Branch: ...

@@ -2,8 +2,15 @@
 """capture: record the work queued on a stream once, replay it many times (dls_stream_begin_capture)."""
 from __future__ import annotations
 
+from contextvars import Token
+from types import TracebackType
+from typing import TYPE_CHECKING
+
 from . import _dlstream
-from ._dlstream import Error, StateError, Stream
+from ._dlstream import Error, Graph, StateError, Stream
+
+if TYPE_CHECKING:
+    from ._dlstream import _DeviceLike, _StreamLike
 
 
 class capture:
@@ -18,20 +25,23 @@ class capture:
     Work in a capture is recorded, not run: nothing inside the block may wait for it on the host. Memory
     ``dlstream.empty`` allocates inside the block and closes inside it exists only during a replay; memory
     still open at the end is the graph's output, valid after each replay (see docs/semantics.md).
+
+    ``replay()`` is asynchronous: it queues the work and returns. Before reading an output on the host, wait:
+    ``g.stream.synchronize()`` (the captured stream, where replays go by default) or ``dlstream.synchronize()``.
     """
 
     __slots__ = ("_arg", "mode", "device", "stream", "graph", "_owned", "_token")
 
-    def __init__(self, stream: object = None, mode: str = "global", device: object = None) -> None:
+    def __init__(self, stream: _StreamLike | None = None, mode: str = "global", device: _DeviceLike = None) -> None:
         self._arg = stream
         self.mode = mode
         self.device = device
-        self.stream = None
-        self.graph = None
+        self.stream: Stream | None = None
+        self.graph: Graph | None = None
         self._owned = False
-        self._token = None
+        self._token: Token[Stream | None] | None = None
 
-    def __enter__(self) -> "capture":
+    def __enter__(self) -> capture:
         if self.stream is not None or self.graph is not None:
             raise StateError("dlstream.capture: this capture was already used; make a new one")
         if self._arg is None:
@@ -49,23 +59,27 @@ class capture:
         self._token = _dlstream._stream_var_set(s)
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        _dlstream._stream_var.reset(self._token)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._token is not None:
+            _dlstream._stream_var.reset(self._token)
         self._token = None
+        if self.stream is None:
+            return
         try:
             graph = _dlstream._end_capture(self.stream)
         except Error:
             if exc_type is None:
                 raise
-            return False  # the block's own exception says more
+            return  # the block's own exception says more
         if exc_type is not None:
             graph.close()
-            return False
+            return
         self.graph = graph
-        return False
 
-    def replay(self, stream: object = None) -> None:
-        """Queues one replay on ``stream`` (default: the captured stream). The host does not wait."""
+    def replay(self, stream: _StreamLike | None = None) -> None:
+        """Queues one replay on ``stream`` (default: the captured stream). Asynchronous: the host does not wait;
+        ``g.stream.synchronize()`` or ``dlstream.synchronize()`` does."""
         if self.graph is None:
             raise StateError("dlstream.capture.replay: the capture has not ended (replay after the with block)")
         self.graph.replay(stream)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import contextvars
 import sys
+from typing import TYPE_CHECKING
 
 from . import _dlstream
-from ._dlstream import StateError, Stream
+from ._dlstream import Group, StateError, Stream
 
-_group_var: contextvars.ContextVar = contextvars.ContextVar("dlstream.stream_parallel", default=None)
-_branch_var: contextvars.ContextVar = contextvars.ContextVar("dlstream.branch", default=None)
+if TYPE_CHECKING:
+    from ._dlstream import _DeviceLike, _StreamLike
+
+_group_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.stream_parallel",
+                                                                                    default=None)
+_branch_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.branch", default=None)
 
 
-def _framework_current_stream(device: str | None):
+def _framework_current_stream(device: _DeviceLike) -> Stream | None:
     """The current stream of a framework already imported (torch, then CuPy), as a Stream, or None."""
     torch = sys.modules.get("torch")
     if torch is not None and (device is None or str(device).startswith("cuda")):
@@ -30,7 +35,7 @@ def _framework_current_stream(device: str | None):
     return None
 
 
-def _launch_stream(device: str | None) -> Stream:
+def _launch_stream(device: _DeviceLike) -> Stream:
     """The stream a launch with no stream= and no tensor argument would pick: use_stream, then a framework's
     current stream, then the legacy default stream."""
     cur = _dlstream._stream_var.get(None)
@@ -47,10 +52,10 @@ class _Branch:
 
     __slots__ = ("_group", "stream", "_tokens")
 
-    def __init__(self, group: "stream_parallel") -> None:
+    def __init__(self, group: stream_parallel) -> None:
         self._group = group
-        self.stream = None
-        self._tokens = None
+        self.stream: Stream | None = None
+        self._tokens: tuple[contextvars.Token[Stream | None], contextvars.Token[stream_parallel | None]] | None = None
 
     def __enter__(self) -> Stream:
         g = self._group
@@ -64,6 +69,8 @@ class _Branch:
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
+        if self._tokens is None:
+            return
         stream_tok, branch_tok = self._tokens
         _branch_var.reset(branch_tok)
         _dlstream._stream_var.reset(stream_tok)
@@ -75,24 +82,25 @@ class stream_parallel:
 
     Each ``with dlstream.branch():`` (or ``with g.branch():``) inside runs its launches on a new pooled stream
     that starts after the work queued on ``origin`` before the block; at the end of the block ``origin``'s later
-    work waits for every branch. The host never waits. ``origin`` defaults to the stream a launch would pick
+    work waits for every branch. The host never waits (``origin.synchronize()`` or ``dlstream.synchronize()``
+    does, before results are read on the host). ``origin`` defaults to the stream a launch would pick
     here (``use_stream``, else torch's or CuPy's current stream, else the legacy default stream), so the block
     works inside ``with torch.cuda.stream(s):``. Groups nest: a ``stream_parallel`` inside a branch forks from
     that branch and must end first (it does, being inside)."""
 
     __slots__ = ("origin", "_device", "_group", "_token")
 
-    def __init__(self, origin: object = None, device: object = None) -> None:
-        self.origin = None if origin is None else Stream.wrap(origin, device)
+    def __init__(self, origin: _StreamLike | None = None, device: _DeviceLike = None) -> None:
+        self.origin: Stream | None = None if origin is None else Stream.wrap(origin, device)
         self._device = device
-        self._group = None
-        self._token = None
+        self._group: Group | None = None
+        self._token: contextvars.Token[stream_parallel | None] | None = None
 
-    def __enter__(self) -> "stream_parallel":
+    def __enter__(self) -> stream_parallel:
         if self._group is not None:
             raise StateError("stream_parallel: this block is already open (make a new stream_parallel per block)")
         origin = self.origin if self.origin is not None else _launch_stream(self._device)
-        self._group = _dlstream.Group(origin)
+        self._group = Group(origin)
         self.origin = origin
         self._token = _group_var.set(self)
         return self
@@ -106,10 +114,12 @@ class stream_parallel:
         return self._group.branches if self._group is not None else 0
 
     def __exit__(self, *exc: object) -> None:
-        _group_var.reset(self._token)
+        if self._token is not None:
+            _group_var.reset(self._token)
         self._token = None
         group, self._group = self._group, None
-        group.end()  # joins even when the block raised: the origin never runs ahead of its branches
+        if group is not None:
+            group.end()  # joins even when the block raised: the origin never runs ahead of its branches
 
 
 def branch() -> _Branch:
