@@ -167,7 +167,7 @@ static int cpu_dls_alloc_use_free(void *p, int n) {
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
     DLS_CHECK(dls_buffer_alloc(c->s1, ALLOC_BYTES, &b));
-    DLS_CHECK(dls_buffer_record_use(b, c->s2));
+    DLS_CHECK(dls_buffer_record_use(b, c->s2, DLS_ACCESS_WRITE));
     DLS_CHECK(dls_buffer_free(b));
   }
   return 0;

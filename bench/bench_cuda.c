@@ -222,7 +222,7 @@ static int dls_alloc_use_free(void *p, int n) {
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
     DLS_CHECK(dls_buffer_alloc(c->u1, c->bytes, &b));
-    DLS_CHECK(dls_buffer_record_use(b, c->u2));
+    DLS_CHECK(dls_buffer_record_use(b, c->u2, DLS_ACCESS_WRITE));
     DLS_CHECK(dls_buffer_free(b));
   }
   return 0;

@@ -30,8 +30,17 @@ DLS_API dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buff
  * memory stays valid for work already queued. */
 DLS_API dls_status_t dls_buffer_free(dls_buffer_t buffer);
 
-/* Declares that work queued on `stream` so far uses the buffer. */
-DLS_API dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream);
+/* How work uses memory: it reads, or it writes (a write may read too). */
+typedef enum dls_access_t {
+  DLS_ACCESS_READ = 1,
+  DLS_ACCESS_WRITE = 2
+} dls_access_t;
+
+/* Declares that work queued on `stream` so far (work dlstream did not see:
+ * another library's kernel) reads or writes the buffer, so that later work
+ * on other streams is ordered after it (a read after this write, a write
+ * after this read or write) and the free waits for it. */
+DLS_API dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access);
 
 /* Wraps memory someone else owns (`ptr`, `size` bytes on `device`), produced
  * on `producer` (ordered before work queued there). `release` (may be NULL)

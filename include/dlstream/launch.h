@@ -26,7 +26,8 @@ typedef enum dls_arg_kind_t {
   DLS_ARG_BUFFER = 8,    /* buffer: its pointer; device checked, use recorded */
   DLS_ARG_TENSOR = 9,    /* tensor the kernel may write: data + byte_offset */
   DLS_ARG_TENSOR_IN = 10, /* tensor the kernel only reads (read-only tensors allowed) */
-  DLS_ARG_BYTES = 11     /* `size` bytes at `bytes`, passed by value (a struct) */
+  DLS_ARG_BYTES = 11,    /* `size` bytes at `bytes`, passed by value (a struct) */
+  DLS_ARG_BUFFER_IN = 12 /* buffer the kernel only reads */
 } dls_arg_kind_t;
 
 /* One launch argument. Build it with the dls_arg_* helpers below. */
@@ -112,6 +113,7 @@ static inline dls_arg_t dls_arg_f32(float x) { dls_arg_t a; memset(&a, 0, sizeof
 static inline dls_arg_t dls_arg_f64(double x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_F64; a.v.f64 = x; return a; }
 static inline dls_arg_t dls_arg_ptr(void *x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_PTR; a.v.ptr = x; return a; }
 static inline dls_arg_t dls_arg_buffer(dls_buffer_t x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_BUFFER; a.v.buffer = x; return a; }
+static inline dls_arg_t dls_arg_buffer_in(dls_buffer_t x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_BUFFER_IN; a.v.buffer = x; return a; }
 static inline dls_arg_t dls_arg_tensor(dls_tensor_t x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_TENSOR; a.v.tensor = x; return a; }
 static inline dls_arg_t dls_arg_tensor_in(dls_tensor_t x) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_TENSOR_IN; a.v.tensor = x; return a; }
 static inline dls_arg_t dls_arg_bytes(const void *p, uint32_t n) { dls_arg_t a; memset(&a, 0, sizeof a); a.kind = DLS_ARG_BYTES; a.size = n; a.v.bytes = p; return a; }

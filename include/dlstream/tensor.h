@@ -64,8 +64,9 @@ DLS_API dls_status_t dls_tensor_flags(dls_tensor_t tensor, uint64_t *out_flags);
 /* Address of the first element (data + byte_offset). */
 DLS_API dls_status_t dls_tensor_data(dls_tensor_t tensor, void **out_ptr);
 
-/* Declares that work queued on `stream` so far uses the tensor. */
-DLS_API dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream);
+/* Declares that work queued on `stream` so far reads or writes the tensor
+ * (dls_buffer_record_use). */
+DLS_API dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream, dls_access_t access);
 
 /* The producer side of the handshake: makes `consumer` wait (device side)
  * for all work queued so far that uses the tensor, and adds `consumer` to its

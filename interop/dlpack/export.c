@@ -33,9 +33,9 @@ static void export_drop(dls__export *e) {
     return;
   }
   if (e->consumer != NULL) {
-    /* Best effort: a failure leaves the release ordered after the uses seen
-     * so far, and a deleter has no way to report it. */
-    (void)dls__buffer_use(e->buf, e->consumer);
+    /* What the consumer queued while it held the export is its last write:
+     * later uses and the free wait for it. */
+    dls__buffer_export_end(e->buf, e->consumer);
     dls__stream_unref(e->consumer);
   }
   dls__buffer_unref(e->buf);
@@ -100,11 +100,10 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for the export of a %d-dimensional tensor", call,
                      (int)ndim);
   if (cs != NULL) {
-    /* The deleter records the consumer's use: make its entry now, so that
-     * recording it then needs no memory (a deleter cannot fail). */
-    st = dls__buffer_reserve(t->buf, cs);
-    if (st == DLS_OK)
-      st = dls__buffer_order_before(t->buf, cs);
+    /* The consumer may write: it is ordered as a writer now, every other
+     * stream's use waits for it while it holds the export, and its entry,
+     * made now, lets the deleter record its last use without memory. */
+    st = dls__buffer_export_begin(t->buf, cs);
     if (st != DLS_OK) {
       dls__free(e);
       return dls__fail_prefix(st, "%s(tensor=%#llx)", call, (unsigned long long)tensor.id);
@@ -173,6 +172,5 @@ dls_status_t dls_tensor_order_before(dls_tensor_t tensor, dls_stream_t consumer)
   DLS__TRY(resolve_consumer(call, t, consumer, &cs_hold, &cs));
   if (cs == NULL)
     return DLS_OK;
-  DLS__TRY(dls__buffer_order_before(t->buf, cs));
-  return dls__buffer_use(t->buf, cs);
+  return dls__buffer_access(t->buf, cs, DLS_ACCESS_WRITE, true);
 }

@@ -170,7 +170,7 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
                    dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y), dev->be->name);
   else if (bytes > 0)
     rc = dev->be->memcpy_peer_async(dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
-  if (rc == DLS_OK && dlspy_call_record_use(c, a[0]) != 0) {
+  if (rc == DLS_OK && dlspy_call_record_use(c, a[0], DLS_ACCESS_WRITE) != 0) {
     dlspy_call_end(c, false);
     return NULL;
   }

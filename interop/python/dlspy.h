@@ -356,6 +356,7 @@ typedef struct dlspy_post {
   int kind;
   PyObject *obj;        /* KEEP: strong reference held until the stream passes */
   dls__buffer *buf;     /* USE: a dlstream buffer used by raw-pointer work on the stream (reference held) */
+  int mode;             /* USE: how (DLS_ACCESS_READ / DLS_ACCESS_WRITE) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -436,7 +437,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
 int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out);
 /* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
  * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
-int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
+int dlspy_call_record_use(dlspy_call *c, PyObject *obj, int mode);
 
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
 int dlspy_call_end_slow(dlspy_call *c, bool ok);

@@ -49,7 +49,7 @@ static void keep_release(dls__stream *s, dls_release_fn release, void *user_data
   if (rc == DLS_OK)
     rc = dls__buffer_borrow(s->dev, NULL, 0, none, release, user_data, &b);
   if (rc == DLS_OK) {
-    if (dls__buffer_use(b, s) != DLS_OK) /* the use is unknown: the release must not run early */
+    if (dls__buffer_access(b, s, DLS_ACCESS_READ, false) != DLS_OK) /* the use is unknown: the release must not run early */
       (void)s->dev->be->stream_synchronize(s->dev->id, s->native);
     dls__buffer_unref(b);
     return;
@@ -506,7 +506,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
     case DLSPY_POST_USE:
-      if (ok && dls__buffer_use(p->buf, s) != DLS_OK && result == 0) {
+      if (ok && dls__buffer_access(p->buf, s, p->mode, false) != DLS_OK && result == 0) {
         dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
         result = -1;
       }

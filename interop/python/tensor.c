@@ -202,7 +202,7 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
     dls_status_t g;
     dls__tensor *si = dls__tensor_get(src, pycall, "tensor", &g);
     dls__stream *ws = dls__stream_get(pooled, pycall, "stream", &g);
-    rc = (si && ws) ? dls__buffer_order_before(si->buf, ws) : g;
+    rc = (si && ws) ? dls__buffer_access(si->buf, ws, DLS_ACCESS_WRITE, true) : g; /* the host may write it */
     if (rc == DLS_OK)
       sync_nogil(pooled, &rc);
   }
@@ -253,7 +253,7 @@ static PyObject *tensor_record_stream(TensorObject *t, PyTypeObject *cls, PyObje
     return NULL;
   if (s.id == 0)
     return dlspy_type_error(st, "Tensor.record_stream(None): a stream is needed");
-  dls_status_t rc = dls_tensor_record_use(t->handle, s);
+  dls_status_t rc = dls_tensor_record_use(t->handle, s, DLS_ACCESS_WRITE);
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, "Tensor.record_stream");
   Py_RETURN_NONE;

@@ -384,7 +384,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   return generic_tensor(c, obj, index, readonly_ok, want_meta, out);
 }
 
-int dlspy_call_record_use(dlspy_call *c, PyObject *obj) {
+int dlspy_call_record_use(dlspy_call *c, PyObject *obj, int mode) {
   if (!PyObject_TypeCheck(obj, c->st->TensorType))
     return 0;
   dls__tensor *ti = dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)obj)->handle.id);
@@ -394,6 +394,7 @@ int dlspy_call_record_use(dlspy_call *c, PyObject *obj) {
     return -1;
   dls__buffer_ref(ti->buf);
   c->posts[c->nposts - 1].buf = ti->buf;
+  c->posts[c->nposts - 1].mode = mode;
   return 0;
 }
 
@@ -442,7 +443,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   if (PyObject_TypeCheck(obj, st->TensorType)) {
     dls_status_t r;
     dls__tensor *ti = dls__tensor_get(((TensorObject *)obj)->handle, c->pycall, "src", &r);
-    if (ti == NULL || (r = dls__buffer_order_before(ti->buf, c->s)) != DLS_OK) {
+    if (ti == NULL || (r = dls__buffer_access(ti->buf, c->s, DLS_ACCESS_READ, true)) != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
       return -1;
     }
@@ -450,7 +451,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     out->ptr = dlspy_view_data(&ti->dl);
     out->device = home;
     out->arg = dls_arg_ptr(out->ptr);
-    return dlspy_call_record_use(c, obj);
+    return dlspy_call_record_use(c, obj, DLS_ACCESS_READ);
   }
   const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
   const DLPackExchangeAPI *api = info.api;

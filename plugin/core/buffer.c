@@ -21,6 +21,7 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->release = NULL;
   b->user_data = NULL;
   atomic_flag_clear(&b->mu.f);
+  b->alloc_role = DLS__ROLE_WRITER;
   b->uses = b->uses_inline;
   b->nuses = 0;
   b->cap = DLS__USES_INLINE;
@@ -79,158 +80,6 @@ dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__s
 }
 
 void dls__buffer_ref(dls__buffer *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed); }
-
-static bool same_stream(const dls__stream *a, const dls__stream *b) {
-  return a == b || (a->dev == b->dev && a->native == b->native);
-}
-
-/* The use entry of `s` in capture `in_cap` (0: eager), added with a pooled
- * event when missing. A use in a capture gets its own entry: re-recording an
- * eager use's event in a capture would lose the eager work it marks. b->mu
- * held. */
-static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, dls__use **out) {
-  for (int i = 0; i < b->nuses; i++) {
-    if (same_stream(b->uses[i].stream, s) && b->uses[i].cap_id == in_cap) {
-      *out = &b->uses[i];
-      return DLS_OK;
-    }
-  }
-  if (b->nuses == b->cap) {
-    int cap = b->cap * 2;
-    dls__use *p = dls__malloc((size_t)cap * sizeof *p);
-    if (p == NULL)
-      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer's use set");
-    memcpy(p, b->uses, (size_t)b->nuses * sizeof *p);
-    if (b->uses != b->uses_inline)
-      dls__free(b->uses);
-    b->uses = p;
-    b->cap = cap;
-  }
-  void *ev; /* from the use stream's device: a record must be made in its context */
-  DLS__TRY(dls__event_pool_get(s->dev, &ev));
-  dls__use *u = &b->uses[b->nuses++];
-  u->stream = s;
-  u->event = ev;
-  u->cap_id = in_cap;
-  u->ordered = false;
-  u->stale = false;
-  dls__stream_ref(s);
-  *out = u;
-  return DLS_OK;
-}
-
-/* Records work queued on `s` so far as a use, whatever stream it is. */
-static dls_status_t record_use(dls__buffer *b, dls__stream *s) {
-  uint64_t in_cap = 0;
-  (void)dls__stream_capture(s, &in_cap);
-  dls__spin_lock(&b->mu);
-  dls__use *u;
-  dls_status_t st = use_entry(b, s, in_cap, &u);
-  if (st == DLS_OK) {
-    /* Re-recording moves the marker past this use; the earlier uses on the
-     * same stream are before it in stream order. */
-    st = s->dev->be->event_record(s->dev->id, u->event, s->native);
-    u->stale = st != DLS_OK;
-  }
-  dls__spin_unlock(&b->mu);
-  return st;
-}
-
-dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s) {
-  if (same_stream(b->stream, s))
-    return DLS_OK;
-  uint64_t in_cap = 0;
-  (void)dls__stream_capture(s, &in_cap);
-  dls__spin_lock(&b->mu);
-  dls__use *u;
-  dls_status_t st = use_entry(b, s, in_cap, &u);
-  dls__spin_unlock(&b->mu);
-  return st;
-}
-
-/* A stale use's event missed its latest record: recording it now covers
- * everything queued on its stream so far. A stale use of a capture that is
- * over needs none (its graph orders its own nodes); an eager one whose
- * stream captures now cannot get one (the record would join the capture). */
-static dls_status_t use_refresh(dls__use *u) {
-  if (DLS__LIKELY(!u->stale))
-    return DLS_OK;
-  uint64_t now = 0;
-  (void)dls__stream_capture(u->stream, &now);
-  if (now != u->cap_id) {
-    if (u->cap_id == 0)
-      return dls__fail(DLS_ERR_STATE, "a use of the buffer missed its record and its stream captures now");
-    u->stale = false;
-    return DLS_OK;
-  }
-  dls__device *ud = u->stream->dev;
-  DLS__TRY(ud->be->event_record(ud->id, u->event, u->stream->native));
-  u->stale = false;
-  return DLS_OK;
-}
-
-/* Whether `s` was already made to wait for the producer (spinlock held). */
-static bool ordered_after_producer(const dls__buffer *b, const dls__stream *s) {
-  for (int i = 0; i < b->nuses; i++)
-    if (b->uses[i].ordered && same_stream(b->uses[i].stream, s))
-      return true;
-  return false;
-}
-
-dls_status_t dls__buffer_prepare(dls__buffer *b, dls__stream *s) {
-  if (DLS__LIKELY(!b->borrowed) || same_stream(b->stream, s) || b->stream->native == (void *)UINTPTR_MAX)
-    return DLS_OK;
-  dls__spin_lock(&b->mu);
-  bool done = ordered_after_producer(b, s);
-  dls__spin_unlock(&b->mu);
-  if (done)
-    return DLS_OK;
-  DLS__TRY(dls__stream_order(s, b->stream));
-  /* The use entry remembers the wait; its event is recorded after the work. */
-  DLS__TRY(record_use(b, s));
-  dls__spin_lock(&b->mu);
-  for (int i = 0; i < b->nuses; i++)
-    if (same_stream(b->uses[i].stream, s))
-      b->uses[i].ordered = true;
-  dls__spin_unlock(&b->mu);
-  return DLS_OK;
-}
-
-dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s) {
-  if (same_stream(b->stream, s))
-    return DLS_OK;
-  return record_use(b, s);
-}
-
-/* Uses recorded in another capture than the consumer's are graph work, not
- * work the consumer could wait for: skipped. An eager use cannot be waited
- * on from inside a capture: refused (before anything is queued). */
-dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer) {
-  uint64_t cc = 0;
-  (void)dls__stream_capture(consumer, &cc);
-  dls__spin_lock(&b->mu);
-  for (int i = 0; i < b->nuses; i++) {
-    if (b->uses[i].cap_id == 0 && cc != 0 && !same_stream(b->uses[i].stream, consumer)) {
-      dls__stream *u = b->uses[i].stream;
-      dls__spin_unlock(&b->mu);
-      return dls__capture_check_pair(consumer, cc, u, 0);
-    }
-  }
-  dls__spin_unlock(&b->mu);
-  if (b->cap_id == 0 || b->cap_id == cc)
-    DLS__TRY(dls__stream_order(consumer, b->stream));
-  dls_status_t st = DLS_OK;
-  dls__spin_lock(&b->mu);
-  for (int i = 0; i < b->nuses && st == DLS_OK; i++) {
-    if (!same_stream(b->uses[i].stream, consumer) && b->uses[i].cap_id == cc) {
-      st = use_refresh(&b->uses[i]);
-      if (st == DLS_OK)
-        st = consumer->dev->be->stream_wait_event(consumer->dev->id, consumer->native, b->uses[i].event);
-    }
-  }
-  dls__spin_unlock(&b->mu);
-  return st;
-}
 
 /* Whether every recorded use has already completed (a cheap query each).
  * Never asked while a capture forbids it, and never of a captured record. */
@@ -393,13 +242,13 @@ static void buffer_release_rule(dls__buffer *b) {
   int idle = 1;
   if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
       dls__capture_polling_allowed() && dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle &&
-      record_use(b, a) != DLS_OK)
+      dls__buffer_mark(b, a) != DLS_OK)
     dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
   /* A use whose latest record failed is recorded again now, covering its
    * work; failing that, its stream is waited for rather than free early. */
   for (int i = 0; i < b->nuses; i++) {
     dls__stream *us = b->uses[i].stream;
-    if (use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
+    if (dls__use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
       (void)us->dev->be->stream_synchronize(us->dev->id, us->native);
   }
   if (!b->borrowed) {
@@ -514,15 +363,18 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
 
 void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
 
-dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream) {
+dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_buffer_record_use";
   DLS__ENTER(call);
+  if (access != DLS_ACCESS_READ && access != DLS_ACCESS_WRITE)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(access=%d): DLS_ACCESS_READ (1) or DLS_ACCESS_WRITE (2)", call, (int)access);
   DLS__GET_BUFFER(b, buffer, call, "buffer");
   DLS__GET_STREAM(s, stream, call, "stream");
   if (s->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
                      s->dev->name);
-  dls_status_t st = dls__buffer_use(b, s);
+  dls_status_t st = dls__buffer_access(b, s, (int)access, false);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 

@@ -174,6 +174,9 @@ dls_status_t dls_fill(dls_stream_t stream, dls_arg_t dst, uint64_t count, uint32
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(elem_size=%u): must be 1, 2, 4 or 8", call, elem_size);
   if (value == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(value=NULL): no fill value", call);
+  if (count > (uint64_t)INT64_MAX / elem_size) /* refused before the value is read (builtin_args.c says why) */
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(count=%llu, elem_size=%u): size overflows", call,
+                     (unsigned long long)count, elem_size);
   uint64_t pattern = 0;
   memcpy(&pattern, value, elem_size);
   dls_arg_t args[4] = {dst, dls_arg_u64(count), dls_arg_u32(elem_size), dls_arg_u64(pattern)};

@@ -28,16 +28,16 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
   if (size == 0)
     return DLS_OK;
   char *dev_ptr = (char *)b->ptr + offset;
-  /* The use entry is made before the copy is queued, so recording it after needs no memory. */
-  dls_status_t st = dls__buffer_prepare(b, s);
-  if (st == DLS_OK)
-    st = dls__buffer_reserve(b, s);
+  dls__accesses acc = {.n = 0};
+  dls__access_add(&acc, b, to_device ? DLS_ACCESS_WRITE : DLS_ACCESS_READ);
+  dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
                  : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
+  dls_status_t noted = dls__access_end(&acc, st == DLS_OK);
   if (st == DLS_OK)
-    st = dls__buffer_use(b, s);
+    st = noted;
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -81,13 +81,10 @@ dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_o
                      src_offset, size, sb->size);
   if (size == 0)
     return DLS_OK;
-  dls_status_t st = dls__buffer_prepare(d, s);
-  if (st == DLS_OK)
-    st = dls__buffer_prepare(sb, s);
-  if (st == DLS_OK)
-    st = dls__buffer_reserve(d, s);
-  if (st == DLS_OK)
-    st = dls__buffer_reserve(sb, s);
+  dls__accesses acc = {.n = 0};
+  dls__access_add(&acc, d, DLS_ACCESS_WRITE);
+  dls__access_add(&acc, sb, DLS_ACCESS_READ);
+  dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
   char *to = (char *)d->ptr + dst_offset;
@@ -98,14 +95,14 @@ dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_o
     /* Between devices: the driver copies peer to peer where it can, else through the host. */
     const dls__backend *be = s->dev->be;
     if (be->memcpy_peer_async == NULL)
-      return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot copy between devices", call, be->name);
-    st = s->dev == d->dev ? be->memcpy_peer_async(s->dev->id, to, sb->dev->id, from, size, s->native)
-                          : be->memcpy_peer_async(s->dev->id, to, d->dev->id, from, size, s->native);
+      st = dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot copy between devices", call, be->name);
+    else
+      st = s->dev == d->dev ? be->memcpy_peer_async(s->dev->id, to, sb->dev->id, from, size, s->native)
+                            : be->memcpy_peer_async(s->dev->id, to, d->dev->id, from, size, s->native);
   }
-  /* The deallocation rule on both devices: each buffer's free waits for this copy. */
+  /* The rule on both devices: later uses and each buffer's free are ordered after this copy. */
+  dls_status_t noted = dls__access_end(&acc, st == DLS_OK);
   if (st == DLS_OK)
-    st = dls__buffer_use(d, s);
-  if (st == DLS_OK)
-    st = dls__buffer_use(sb, s);
+    st = noted;
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
 }

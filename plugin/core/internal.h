@@ -165,12 +165,24 @@ DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *t
 
 /* ---------------------------------------------------------------- buffers */
 
+/* A party's part in a buffer's hazards (access.c): the last writer of its
+ * capture (or of eager work), or a reader since that write (which waited
+ * for the writer). */
+#define DLS__ROLE_WRITER 1
+#define DLS__ROLE_READER 2
+
+/* Two streams are the same stream: one object, or two wrappers of one native. */
+static inline bool dls__same_stream(const dls__stream *a, const dls__stream *b) {
+  return a == b || (a->dev == b->dev && a->native == b->native);
+}
+
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
   void *event;         /* pooled native event, recorded after the latest use */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
-  bool ordered;        /* borrowed: the stream was made to wait for the producer */
+  uint8_t role;        /* DLS__ROLE_* */
   bool stale;          /* the latest record failed: record it again before ordering on it */
+  uint16_t exports;    /* live exports to this stream as their consumer: it may write at any time */
 } dls__use;
 
 #define DLS__USES_INLINE 4
@@ -185,7 +197,8 @@ typedef struct dls__buffer {
                              also wait for work queued on the producer stream */
   dls_release_fn release; /* borrowed only */
   void *user_data;
-  dls__spin mu;         /* the use set */
+  dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
+  uint8_t alloc_role;   /* the allocation (producer) stream's DLS__ROLE_*: the first writer */
   dls__use uses_inline[DLS__USES_INLINE];
   dls__use *uses;       /* uses_inline or heap */
   int nuses, cap;
@@ -205,21 +218,45 @@ DLS__INTERNAL dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_
 DLS__INTERNAL void dls__buffer_ref(dls__buffer *b);
 /* Drops a reference; the last one frees / releases in stream order. */
 DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
-/* Before work on `s` uses the buffer: the first use of a borrowed buffer on
- * a stream other than its producer makes `s` wait, on the device, for the
- * producer's work queued so far (once per buffer and stream). Owned buffers:
- * nothing to do. */
-DLS__INTERNAL dls_status_t dls__buffer_prepare(dls__buffer *b, dls__stream *s);
-/* Records that work queued on `s` so far uses the buffer (no-op when `s` is
- * the allocation stream). */
-DLS__INTERNAL dls_status_t dls__buffer_use(dls__buffer *b, dls__stream *s);
-/* Makes room for the use of `s` (use set entry, pooled event) before work
- * that uses the buffer is queued, so that recording the use afterwards
- * needs no memory. A failed record after the work leaves the entry stale:
- * the buffer's release records it again, covering that work. */
-DLS__INTERNAL dls_status_t dls__buffer_reserve(dls__buffer *b, dls__stream *s);
-/* Makes `consumer` wait for every queued use (producer stream included). */
-DLS__INTERNAL dls_status_t dls__buffer_order_before(dls__buffer *b, dls__stream *consumer);
+/* ---- a buffer's accesses (access.c): the hazard rule ---- */
+
+/* The buffers one piece of work uses on one stream, each with how. */
+typedef struct dls__access {
+  dls__buffer *b;
+  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE */
+  int party;     /* set by dls__access_begin */
+} dls__access;
+typedef struct dls__accesses {
+  int n;
+  dls__stream *s;
+  uint64_t cap;
+  dls__access a[DLS_MAX_ARGS + 2];
+} dls__accesses;
+/* Adds a buffer (once; a buffer read and written is written). */
+DLS__INTERNAL void dls__access_add(dls__accesses *x, dls__buffer *b, int mode);
+/* Before the work is queued on `s`: locks the buffers and makes `s` wait,
+ * on the device, for what each access must follow (a read: the last writer
+ * on another stream; a write: that writer and every reader since). On
+ * failure nothing is locked and nothing was queued on `s` but waits. */
+DLS__INTERNAL dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s);
+/* After the work was queued (`queued`) or not: notes the uses and unlocks.
+ * A failed event record leaves its use stale, recorded again before any
+ * wait on it; its status is returned. Needs no memory. */
+DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
+/* One access: `order` waits as dls__access_begin does, then notes it; without
+ * `order`, work already queued on `s` is noted only (dls_buffer_record_use). */
+DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
+/* An export to `consumer`: ordered as a write by it, and from then on, until
+ * dls__buffer_export_end, every other stream's use waits for whatever the
+ * consumer queued so far (it may write at any time). */
+DLS__INTERNAL dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer);
+DLS__INTERNAL void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer);
+/* Marks the work queued on `s` so far, any stream (the allocation stream
+ * too), as one the buffer's release waits for. */
+DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
+/* A stale use's event missed its latest record: recording it now covers
+ * everything queued on its stream so far (b->mu held). */
+DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
 
 /* A pooled event and the device whose pool it returns to. */
 typedef struct dls__marker {
@@ -335,6 +372,8 @@ DLS__INTERNAL dls_status_t dls__builtin_at(dls__device *dev, size_t k, const cha
  * what it reads partially overlaps what it writes. */
 DLS__INTERNAL dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args,
                                               size_t nargs, const dls__extent *extents, bool *out_overlap);
+/* How a built-in's kernel uses its memory argument i (DLS_ACCESS_*). */
+DLS__INTERNAL int dls__builtin_access(const dls__function *fn, size_t i);
 /* A copy descriptor's own checks (dimensions, element size, extents, no
  * zero destination stride over more than one element); its element count. */
 DLS__INTERNAL dls_status_t dls__copy_desc_check(const char *call, const dls_copy_desc_t *d, uint64_t *out_count);

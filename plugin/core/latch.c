@@ -114,15 +114,21 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
   DLS__TRY(dls__builtin_at(s->dev, DLS__BI_LATCH, call, &f));
   dls_arg_t args[3] = {dls_arg_ptr(l->device), dls_arg_u64(timeout_ns), dls_arg_ptr(l->device + 1)};
   dls_launch_config_t cfg = dls_config_1d(1, 1);
-  dls_status_t st = dls__buffer_reserve(l->mem, s);
+  /* The flag memory is freed only after every stream that waited passes:
+   * its use entry is made first, so noting the wait after needs no memory.
+   * Waits are reads, so streams held by one latch are not ordered after
+   * each other. */
+  dls__accesses acc = {.n = 0};
+  dls__access_add(&acc, l->mem, DLS_ACCESS_READ);
+  dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
+  (void)dls__access_end(&acc, false);
   DLS__TRY(dls__launch_args(call, f, s, &cfg, args, 3));
   latch_hold(l);
   if (__atomic_load_n(&l->host[0], __ATOMIC_ACQUIRE) != 0)
     latch_let_go(l); /* opened already, or meanwhile by another thread */
-  /* The flag memory is freed only after every stream that waited passes. */
-  st = dls__buffer_use(l->mem, s);
+  st = dls__buffer_access(l->mem, s, DLS_ACCESS_READ, false);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 

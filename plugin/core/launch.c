@@ -324,12 +324,6 @@ DLS__COLD static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, cons
   return st;
 }
 
-/* What a launch on `s` must do for a buffer it uses: order after a borrowed
- * buffer's producer, record a use on a stream other than the buffer's own. */
-static inline bool needs_bookkeeping(const dls__buffer *b, const dls__stream *s) {
-  return b->borrowed || !(b->stream == s || (b->stream->dev == s->dev && b->stream->native == s->native));
-}
-
 /* The buffers and tensors a launch holds until it is queued and its uses
  * recorded (let go of on every return path). */
 typedef struct dls__arg_holds {
@@ -352,15 +346,17 @@ static inline void *arg_hold(dls__arg_holds *hs, dls_handle_kind_t kind, uint64_
 
 /* Resolves a buffer, tensor or bytes argument: *out_param points at its
  * value (*out_ptr holds a device pointer), and a buffer that needs
- * bookkeeping is added to used[]. */
-static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dls_arg_t *a, size_t i, void **out_ptr,
-                                void **out_param, uint32_t *out_size, dls__buffer **used, int *nused,
+ * memory is added to the launch's accesses: read for an input, written
+ * otherwise (a built-in's own arguments say which, builtin_args.c). */
+static dls_status_t resolve_arg(const char *call, const dls__function *fn, const dls__stream *s, const dls_arg_t *a,
+                                size_t i, void **out_ptr, void **out_param, uint32_t *out_size, dls__accesses *acc,
                                 dls__arg_holds *holds) {
   dls__buffer *b;
   *out_param = out_ptr;
   *out_size = sizeof(void *);
   switch (a->kind) {
   case DLS_ARG_BUFFER:
+  case DLS_ARG_BUFFER_IN:
     b = arg_hold(holds, DLS_HANDLE_BUFFER, a->v.buffer.id);
     if (DLS__UNLIKELY(b == NULL))
       return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
@@ -396,8 +392,10 @@ static dls_status_t resolve_arg(const char *call, const dls__stream *s, const dl
   default:
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu].kind=%d): unknown argument kind", call, i, (int)a->kind);
   }
-  if (needs_bookkeeping(b, s))
-    used[(*nused)++] = b;
+  int mode = a->kind == DLS_ARG_TENSOR_IN || a->kind == DLS_ARG_BUFFER_IN ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
+  if (DLS__UNLIKELY(fn->builtin))
+    mode = dls__builtin_access(fn, i);
+  dls__access_add(acc, b, mode);
   return DLS_OK;
 }
 
@@ -468,8 +466,8 @@ dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *
   void *ptrs[DLS_MAX_ARGS]; /* the device pointers of buffer and tensor arguments */
   void *params[DLS_MAX_ARGS];
   uint32_t sizes[DLS_MAX_ARGS];
-  dls__buffer *used[DLS_MAX_ARGS]; /* buffers to order after their producer or to record a use of */
-  int nused = 0;
+  dls__accesses acc; /* the memory it reads and writes */
+  acc.n = 0;
   dls__arg_holds holds __attribute__((cleanup(arg_holds_end)));
   holds.n = 0;
   size_t total = 0;
@@ -481,39 +479,30 @@ dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *
       params[i] = (void *)(uintptr_t)&a->v;
       sizes[i] = dls__arg_scalar_size(a->kind);
     } else {
-      DLS__TRY(resolve_arg(call, s, a, i, &ptrs[i], &params[i], &sizes[i], used, &nused, &holds));
+      DLS__TRY(resolve_arg(call, fn, s, a, i, &ptrs[i], &params[i], &sizes[i], &acc, &holds));
     }
     total += sizes[i];
   }
   if (DLS__UNLIKELY(total > DLS_MAX_ARG_BYTES))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: arguments take %zu bytes, more than %d", call, total,
                      DLS_MAX_ARG_BYTES);
-  /* Borrowed memory: the launch runs after its producer's work (once per stream). */
-  for (int i = 0; i < nused; i++) {
-    if (DLS__UNLIKELY(used[i]->borrowed)) {
-      dls_status_t pst = dls__buffer_prepare(used[i], s);
-      if (pst != DLS_OK)
-        return dls__fail_prefix(pst, "%s(function \"%s\"): ordering after a borrowed tensor's producer", call,
-                                fn->name);
-    }
+  if (DLS__LIKELY(acc.n == 0)) {
+    DLS__TRY(queue_launch(call, fn, s, config, params, sizes, (int)nargs));
+    poll_now_and_then();
+    return DLS_OK;
   }
-  dls_status_t st;
-  for (int i = 0; i < nused; i++) {
-    st = dls__buffer_reserve(used[i], s); /* recording the uses after the launch then needs no memory */
-    if (DLS__UNLIKELY(st != DLS_OK))
-      return dls__fail_prefix(st, "%s(args): recording a buffer's use", call);
-  }
-  DLS__TRY(queue_launch(call, fn, s, config, params, sizes, (int)nargs));
-  for (int i = 0; i < nused; i++) {
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = used[j] == used[i];
-    if (!seen) {
-      st = dls__buffer_use(used[i], s);
-      if (st != DLS_OK)
-        return dls__fail_prefix(st, "%s: recording a buffer use after the launch", call);
-    }
-  }
+  /* The launch runs after what its memory's last writer (and, for what it
+   * writes, every reader since) queued on other streams. */
+  dls_status_t st = dls__access_begin(&acc, s);
+  if (DLS__UNLIKELY(st != DLS_OK))
+    return dls__fail_prefix(st, "%s(function \"%s\"): ordering after the other streams that use its memory", call,
+                            fn->name);
+  st = queue_launch(call, fn, s, config, params, sizes, (int)nargs);
+  dls_status_t noted = dls__access_end(&acc, st == DLS_OK);
+  if (st != DLS_OK)
+    return st;
+  if (DLS__UNLIKELY(noted != DLS_OK))
+    return dls__fail_prefix(noted, "%s: recording a buffer use after the launch", call);
   poll_now_and_then();
   return DLS_OK;
 }

@@ -104,14 +104,19 @@ dls_status_t dls_tensor_data(dls_tensor_t tensor, void **out_ptr) {
   return DLS_OK;
 }
 
-dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream) {
+dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_tensor_record_use";
   DLS__ENTER(call);
+  if (access != DLS_ACCESS_READ && access != DLS_ACCESS_WRITE)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(access=%d): DLS_ACCESS_READ (1) or DLS_ACCESS_WRITE (2)", call, (int)access);
   DLS__GET_TENSOR(t, tensor, call, "tensor");
   DLS__GET_STREAM(s, stream, call, "stream");
   if (s->dev != t->buf->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: tensor is on %s but stream is on %s", call, t->buf->dev->name,
                      s->dev->name);
-  dls_status_t st = dls__buffer_use(t->buf, s);
+  if (access == DLS_ACCESS_WRITE && (t->flags & DLS_TENSOR_READ_ONLY))
+    return dls__fail(DLS_ERR_READ_ONLY, "%s(access=DLS_ACCESS_WRITE): the tensor is read-only", call);
+  dls_status_t st = dls__buffer_access(t->buf, s, (int)access, false);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }

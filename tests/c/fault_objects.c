@@ -125,7 +125,7 @@ static dls_status_t sc_buffer_use_set(fx *x) {
     STEP(x, dls_fill(*u, dls_arg_buffer(*buf), N, 4, &v));
     prev = *u;
   }
-  STEP(x, dls_buffer_record_use(*buf, prev));
+  STEP(x, dls_buffer_record_use(*buf, prev, DLS_ACCESS_WRITE));
   STEP(x, dls_stream_wait_stream(*a, prev));
   STEP(x, dls_buffer_read(*buf, 0, out, N * sizeof(float), *a));
   STEP(x, dls_stream_synchronize(*a));

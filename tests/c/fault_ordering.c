@@ -17,7 +17,7 @@ static dls_status_t sc_group(fx *x) {
     STEP(x, dls_group_branch(*g, br));
     float v = (float)(i + 1);
     STEP(x, dls_fill(*br, dls_arg_ptr((float *)base + i * N), N, 4, &v));
-    STEP(x, dls_buffer_record_use(*buf, *br));
+    STEP(x, dls_buffer_record_use(*buf, *br, DLS_ACCESS_WRITE));
   }
   DROP(x, dls_group_end, *g);
   float *out = fx_host_out();
@@ -116,10 +116,10 @@ static dls_status_t sc_shutdown_alive(fx *x) {
   STEP(x, dls_latch_wait(*l, *pooled, FX_LATCH_NS));
   dls_tensor_t *t = fx_tensor(x);
   STEP(x, dls_tensor_import_versioned(fx_hand_versioned(p), *o, t));
-  STEP(x, dls_tensor_record_use(*t, *pooled));
+  STEP(x, dls_tensor_record_use(*t, *pooled, DLS_ACCESS_WRITE));
   dls_buffer_t *b = fx_buffer(x);
   STEP(x, dls_buffer_alloc(*o, N * sizeof(float), b));
-  STEP(x, dls_buffer_record_use(*b, *pooled));
+  STEP(x, dls_buffer_record_use(*b, *pooled, DLS_ACCESS_WRITE));
   dls_event_t *e = fx_event(x);
   STEP(x, dls_event_create(x->d, 0, e));
   STEP(x, dls_event_record(*e, *pooled));

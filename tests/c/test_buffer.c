@@ -67,7 +67,7 @@ Test(buffer, null_arguments_are_rejected) {
   OK(dls_memcpy(s, NULL, NULL, 0));
   dls_buffer_t z = {0};
   OK(dls_buffer_free(z));
-  FAILS(dls_buffer_record_use(z, s), DLS_ERR_INVALID_HANDLE, "handle is 0");
+  FAILS(dls_buffer_record_use(z, s, DLS_ACCESS_WRITE), DLS_ERR_INVALID_HANDLE, "handle is 0");
 }
 
 static void count_release(void *p) { __atomic_fetch_add((int *)p, 1, __ATOMIC_ACQ_REL); }
@@ -231,7 +231,7 @@ BACKEND_TEST(buffer, free_survives_the_destruction_of_its_streams) {
   OK(dls_stream_create(d, NULL, &a));
   OK(dls_stream_create(d, NULL, &b));
   OK(dls_buffer_alloc(a, 256, &buf));
-  OK(dls_buffer_record_use(buf, b));
+  OK(dls_buffer_record_use(buf, b, DLS_ACCESS_WRITE));
   OK(dls_stream_destroy(a));
   OK(dls_stream_destroy(b));
   dls_stream_t gone;
@@ -246,7 +246,7 @@ BACKEND_TEST(buffer, record_use_checks_the_device) {
   DLDevice other = d.device_type == kDLCPU ? dls_cuda(0) : dls_cpu();
   dls_buffer_t b;
   OK(dls_buffer_alloc(dls_stream_default(d, DLS_STREAM_LEGACY), 8, &b));
-  FAILS(dls_buffer_record_use(b, dls_stream_default(other, DLS_STREAM_LEGACY)), DLS_ERR_INVALID_DEVICE,
+  FAILS(dls_buffer_record_use(b, dls_stream_default(other, DLS_STREAM_LEGACY), DLS_ACCESS_WRITE), DLS_ERR_INVALID_DEVICE,
         "buffer is on");
   OK(dls_buffer_free(b));
 }

@@ -126,7 +126,7 @@ static void check_copy(ctx_t c, dls_copy_desc_t desc, size_t src_bytes, size_t d
   OK(dls_buffer_ptr(bs, &sp));
   dls_arg_t sarg = src_off_elems ? dls_arg_ptr((char *)sp + src_off_elems * desc.elem_size) : dls_arg_buffer(bs);
   OK(dls_copy_strided(c.s, dls_arg_buffer(bd), sarg, &desc));
-  OK(dls_buffer_record_use(bs, c.s));
+  OK(dls_buffer_record_use(bs, c.s, DLS_ACCESS_WRITE));
   download(c, bd, dst, dst_bytes);
   cr_assert_eq(memcmp(dst, want, dst_bytes), 0, "strided copy (ndim %u, elem %u) differs", desc.ndim,
                desc.elem_size);

@@ -125,7 +125,7 @@ Test(fault, borrowed_release_out_of_memory_never_blocks_the_host) {
     OK(dls_latch_create(cpu, &l));
     OK(dls_latch_wait(l, u, 5000000000ull));
     OK(dls_buffer_borrow(cpu, mem, sizeof mem, dls_stream_default(cpu, DLS_STREAM_LEGACY), count_release, NULL, &b));
-    OK(dls_buffer_record_use(b, u));
+    OK(dls_buffer_record_use(b, u, DLS_ACCESS_WRITE));
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     dls_fault_arm(n, DLS_OK);
@@ -243,7 +243,7 @@ Test(fault, shutdown_drain_that_fails_to_wait_still_waits_for_the_uses) {
     hold_begin(&u, &f);
     OK(dls_buffer_borrow(cpu, mem, sizeof mem, dls_stream_default(cpu, DLS_STREAM_LEGACY), hold_release, NULL, &b));
     OK(dls_launch(f, u, &(dls_launch_config_t){{1, 1, 1}, {1, 1, 1}, 0}, NULL, 0));
-    OK(dls_buffer_record_use(b, u));
+    OK(dls_buffer_record_use(b, u, DLS_ACCESS_WRITE));
     OK(dls_buffer_free(b)); /* deferred: u is still held */
     dls_fault_arm(n, DLS_OK);
     OK(dls_shutdown());

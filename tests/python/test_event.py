@@ -97,20 +97,22 @@ def test_closed_event_raises(no_leaks):
 
 
 def test_event_wait_orders_two_streams_with_negative_control(no_leaks):
-    """a: latch, then fill buf := 1. b: copy buf -> out, after waiting for an event recorded on a (or not)."""
+    """a: latch, then fill buf := 1 through its raw address (work dlstream does not order). b: copy buf -> out,
+    after waiting for an event recorded on a (or not)."""
     import numpy as np
+
+    fill = dlstream.builtin_function("dls_fill", CPU)
 
     def run(ordered):
         a, b = dlstream.Stream(CPU), dlstream.Stream(CPU)
-        buf = dlstream.empty(1, "int32", device=CPU, stream=a)
+        buf = dlstream.empty(1, "int32", device=CPU, stream=b)
         out = dlstream.empty(1, "int32", device=CPU, stream=b)
-        dlstream.fill(buf, 0, stream=a)
+        dlstream.fill(buf, 0, stream=b)
         dlstream.fill(out, 0, stream=b)
-        a.synchronize()
         b.synchronize()
         latch = dlstream.Latch(CPU)
         latch.wait(a)
-        dlstream.fill(buf, 1, stream=a)
+        fill.launch(1, 1, buf.data_ptr, 1, 4, 1, stream=a)  # a raw pointer: only the event orders it
         if ordered:
             b.wait(a.record())
         dlstream.copy(out, buf, stream=b)

@@ -340,17 +340,20 @@ def test_own_tensor_runs_on_its_allocation_stream_with_negative_control(no_leaks
     s.synchronize()
     view = _host_view(t)
     view[:] = 0
+    legacy = dlstream.Stream.legacy(CPU)
     latch = held(s)
     dlstream.fill(t, 4.0)  # no stream=, no use_stream: t's allocation stream s
-    dlstream.Stream.legacy(CPU).synchronize()
+    legacy.synchronize()
     assert (view == 0).all(), "the fill waits on s, not on the legacy default stream"
     finish(latch, s)
     assert (view == 4).all()
     latch = held(s)
-    dlstream.fill(t, 6.0, stream=dlstream.Stream.legacy(CPU))  # negative control
-    dlstream.Stream.legacy(CPU).synchronize()
-    assert (view == 6).all(), "negative control: on the legacy stream the fill does not wait for s"
+    dlstream.fill(t, 6.0, stream=legacy)  # negative control: another stream runs it ...
+    assert legacy.query() is False, "on the legacy stream, the fill waits for s's work on t (the hazard rule)"
+    assert (view == 4).all()
     finish(latch, s)
+    legacy.synchronize()
+    assert (view == 6).all()
     t.close()
     s.close()
     settle()
