@@ -56,6 +56,14 @@ enum {
 #define DLS_XLA_ARG(source, index, size) \
   ((int64_t)(source) | ((int64_t)(index) << 8) | ((int64_t)(size) << 32))
 
+/* What the handlers did since the process started (tests and tuning). */
+typedef struct dls_xla_stats_t {
+  uint64_t instantiations; /* calls checked at XLA's instantiate stage */
+  uint64_t executions;     /* calls run at the execute stage: on CUDA, launches queued from the host (a command
+                              buffer that captured a call replays it without calling the handler) */
+  uint64_t stream_wraps;   /* XLA streams wrapped by the CUDA handler */
+} dls_xla_stats_t;
+
 DLS_EXTERN_C_BEGIN
 
 /* The handler for XLA's CUDA platform (an XLA_FFI_Handler). Command-buffer compatible. */
@@ -63,6 +71,9 @@ DLS_API struct XLA_FFI_Error *dls_xla_call_cuda(struct XLA_FFI_CallFrame *frame)
 
 /* The handler for XLA's CPU platform (an XLA_FFI_Handler). Runs the CPU backend's function synchronously. */
 DLS_API struct XLA_FFI_Error *dls_xla_call_cpu(struct XLA_FFI_CallFrame *frame);
+
+/* The counters (see dls_xla_stats_t). */
+DLS_API dls_xla_stats_t dls_xla_stats(void);
 
 /* Destroys the stream wrappers the CUDA handler keeps (one per XLA stream it ran on). Not to be called while an
  * XLA program that runs a dlstream call may be executing; the next call wraps its stream again. */

@@ -25,7 +25,16 @@ static PyObject *py_xla_release(PyObject *m, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* _xla_stats() -> {"instantiations": n, "executions": n, "stream_wraps": n} (dls_xla_stats). */
+static PyObject *py_xla_stats(PyObject *m, PyObject *unused) {
+  (void)m, (void)unused;
+  dls_xla_stats_t s = dls_xla_stats();
+  return Py_BuildValue("{sKsKsK}", "instantiations", (unsigned long long)s.instantiations, "executions",
+                       (unsigned long long)s.executions, "stream_wraps", (unsigned long long)s.stream_wraps);
+}
+
 PyMethodDef dlspy_xla_methods[] = {
+    {"_xla_stats", py_xla_stats, METH_NOARGS, "What the XLA handlers did: instantiations, executions, stream wraps."},
     {"_xla_handlers", py_xla_handlers, METH_NOARGS, "The XLA FFI handlers as capsules, by platform (dlstream.jax)."},
     {"_xla_release", py_xla_release, METH_NOARGS, "Destroys the stream wrappers the CUDA XLA handler keeps."},
     {NULL, NULL, 0, NULL},

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The XLA FFI handlers: the metadata call, the stages, and a dlstream launch (or latch wait) on XLA's stream. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "xla_internal.h"
+
+static _Atomic uint64_t g_instantiations, g_executions;
 
 /* Where a dlstream status lands among XLA's (absl's) codes. */
 static int error_code(dls_status_t st) {
@@ -164,11 +167,21 @@ static struct XLA_FFI_Error *call(struct XLA_FFI_CallFrame *frame, DLDeviceType 
   }
   if (f->stage == DLS__XLA_STAGE_INSTANTIATE) {
     st = check_handle(&p);
+    atomic_fetch_add_explicit(&g_instantiations, 1, memory_order_relaxed);
     return st == DLS_OK ? NULL : fail(f, platform, st, NULL);
   }
+  atomic_fetch_add_explicit(&g_executions, 1, memory_order_relaxed);
   return type == kDLCPU ? execute_cpu(&p, f, platform) : execute_gpu(&p, f, platform);
 }
 
 struct XLA_FFI_Error *dls_xla_call_cuda(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCUDA); }
 
 struct XLA_FFI_Error *dls_xla_call_cpu(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCPU); }
+
+dls_xla_stats_t dls_xla_stats(void) {
+  dls_xla_stats_t s;
+  s.instantiations = atomic_load_explicit(&g_instantiations, memory_order_relaxed);
+  s.executions = atomic_load_explicit(&g_executions, memory_order_relaxed);
+  s.stream_wraps = atomic_load_explicit(&dls__xla_wraps, memory_order_relaxed);
+  return s;
+}

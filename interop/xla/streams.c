@@ -22,6 +22,7 @@ typedef struct entry {
 static entry g_entries[CACHE_SLOTS];
 static _Atomic size_t g_count; /* entries published */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+_Atomic uint64_t dls__xla_wraps;
 
 static uint64_t device_key(DLDevice d) { return (uint64_t)(uint32_t)d.device_type << 32 | (uint32_t)d.device_id; }
 
@@ -41,6 +42,7 @@ static dls_status_t wrap(DLDevice device, void *native, dls_stream_t *out) {
     *out = dls_stream_default(device, DLS_STREAM_LEGACY);
     return DLS_OK;
   }
+  atomic_fetch_add_explicit(&dls__xla_wraps, 1, memory_order_relaxed);
   return dls_stream_wrap(device, native, out);
 }
 

@@ -40,4 +40,7 @@ dls_status_t dls__xla_stream_get(DLDevice device, void *native, dls_stream_t *ou
 /* Replaces a cached wrapper that turned out stale (dls_shutdown ran since it was made) with a new one. */
 dls_status_t dls__xla_stream_renew(DLDevice device, void *native, dls_stream_t stale, dls_stream_t *out_stream);
 
+/* XLA streams wrapped so far (dls_xla_stats). */
+extern _Atomic uint64_t dls__xla_wraps;
+
 #endif /* DLSTREAM_XLA_INTERNAL_H */
