@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream functions inside XLA programs (jax.jit): handlers for the XLA FFI's typed API (api_version=1).
  *
- * Register dls_xla_call_cuda for platform "CUDA" and dls_xla_call_cpu for "cpu" under one target name (the
- * Python package does it once per process: dlstream.jax). XLA then calls the handler for each custom call of
+ * Register dls_xla_call_cuda for platform "CUDA" and dls_xla_call_cpu for "cpu" under one target name, and
+ * dls_xla_call_cuda_nocapture with dls_xla_call_cpu under another for calls XLA must not capture (the Python
+ * package does it once per process: dlstream.jax). XLA then calls the handler for each custom call of
  * that target: at the instantiate stage it checks the call's attributes and that its function (or latch) is
  * alive; at the execute stage it launches the function with the call's buffers:
  *   - CUDA: on XLA's stream (XLA_FFI_Stream_Get), with nothing else queued and no host wait, so XLA may capture
@@ -66,8 +67,13 @@ typedef struct dls_xla_stats_t {
 
 DLS_EXTERN_C_BEGIN
 
-/* The handler for XLA's CUDA platform (an XLA_FFI_Handler). Command-buffer compatible. */
+/* The handler for XLA's CUDA platform (an XLA_FFI_Handler). Command-buffer compatible: XLA may record its launch
+ * into a CUDA graph once and replay it without calling the handler. */
 DLS_API struct XLA_FFI_Error *dls_xla_call_cuda(struct XLA_FFI_CallFrame *frame);
+
+/* The same for calls XLA must not capture into a command buffer (registered under a target of their own): latch
+ * waits (dlstream refuses them in captures), launches whose kernels must run at every execution. */
+DLS_API struct XLA_FFI_Error *dls_xla_call_cuda_nocapture(struct XLA_FFI_CallFrame *frame);
 
 /* The handler for XLA's CPU platform (an XLA_FFI_Handler). Runs the CPU backend's function synchronously. */
 DLS_API struct XLA_FFI_Error *dls_xla_call_cpu(struct XLA_FFI_CallFrame *frame);

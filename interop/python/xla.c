@@ -5,15 +5,17 @@
 
 #include "dlstream/xla.h"
 
-/* _xla_handlers() -> {"cpu": capsule, "cuda": capsule}: unnamed capsules of the handlers' addresses, the form
- * jax.ffi.register_ffi_target takes (as jax.ffi.pycapsule makes them). */
+/* _xla_handlers() -> {"cpu": capsule, "cuda": capsule, "cuda_nocapture": capsule}: unnamed capsules of the
+ * handlers' addresses, the form jax.ffi.register_ffi_target takes (as jax.ffi.pycapsule makes them). */
 static PyObject *py_xla_handlers(PyObject *m, PyObject *unused) {
   (void)m, (void)unused;
   PyObject *cpu = PyCapsule_New((void *)(uintptr_t)&dls_xla_call_cpu, NULL, NULL);
   PyObject *cuda = cpu ? PyCapsule_New((void *)(uintptr_t)&dls_xla_call_cuda, NULL, NULL) : NULL;
-  PyObject *d = cuda ? Py_BuildValue("{sOsO}", "cpu", cpu, "cuda", cuda) : NULL;
+  PyObject *nocap = cuda ? PyCapsule_New((void *)(uintptr_t)&dls_xla_call_cuda_nocapture, NULL, NULL) : NULL;
+  PyObject *d = nocap ? Py_BuildValue("{sOsOsO}", "cpu", cpu, "cuda", cuda, "cuda_nocapture", nocap) : NULL;
   Py_XDECREF(cpu);
   Py_XDECREF(cuda);
+  Py_XDECREF(nocap);
   return d;
 }
 

@@ -142,11 +142,11 @@ static struct XLA_FFI_Error *execute_cpu(const dls__xla_plan *p, dls__xla_call_f
   return fail(f, platform, st, msg);
 }
 
-static struct XLA_FFI_Error *call(struct XLA_FFI_CallFrame *frame, DLDeviceType type) {
+static struct XLA_FFI_Error *call(struct XLA_FFI_CallFrame *frame, DLDeviceType type, uint32_t traits) {
   dls__xla_call_frame *f = (dls__xla_call_frame *)frame;
   const char *platform = type == kDLCUDA ? "cuda" : "cpu";
   if (f->extension_start != NULL && f->extension_start->type == DLS__XLA_EXTENSION_METADATA) {
-    metadata(f, type == kDLCUDA ? DLS__XLA_TRAIT_COMMAND_BUFFER_COMPATIBLE : 0u);
+    metadata(f, traits);
     return NULL;
   }
   if (f->stage == DLS__XLA_STAGE_PREPARE || f->stage == DLS__XLA_STAGE_INITIALIZE)
@@ -174,9 +174,13 @@ static struct XLA_FFI_Error *call(struct XLA_FFI_CallFrame *frame, DLDeviceType 
   return type == kDLCPU ? execute_cpu(&p, f, platform) : execute_gpu(&p, f, platform);
 }
 
-struct XLA_FFI_Error *dls_xla_call_cuda(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCUDA); }
+struct XLA_FFI_Error *dls_xla_call_cuda(struct XLA_FFI_CallFrame *frame) {
+  return call(frame, kDLCUDA, DLS__XLA_TRAIT_COMMAND_BUFFER_COMPATIBLE);
+}
 
-struct XLA_FFI_Error *dls_xla_call_cpu(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCPU); }
+struct XLA_FFI_Error *dls_xla_call_cuda_nocapture(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCUDA, 0); }
+
+struct XLA_FFI_Error *dls_xla_call_cpu(struct XLA_FFI_CallFrame *frame) { return call(frame, kDLCPU, 0); }
 
 dls_xla_stats_t dls_xla_stats(void) {
   dls_xla_stats_t s;

@@ -145,6 +145,7 @@ static void metadata_of(struct XLA_FFI_Error *(*handler)(struct XLA_FFI_CallFram
 
 Test(xla, the_metadata_call_gives_the_api_version_and_the_command_buffer_trait_on_cuda) {
   metadata_of(dls_xla_call_cuda, DLS__XLA_TRAIT_COMMAND_BUFFER_COMPATIBLE);
+  metadata_of(dls_xla_call_cuda_nocapture, 0);
   metadata_of(dls_xla_call_cpu, 0);
 }
 

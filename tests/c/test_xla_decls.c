@@ -111,6 +111,7 @@ SAME(DLS__XLA_CALL_FRAME_SIZE, XLA_FFI_CallFrame_STRUCT_SIZE)
 /* The handlers we export have XLA's handler type (the argument structs of the entry points we call are ours,
  * with XLA's layouts, above). */
 DECLS_SAME_TYPE(__typeof__(&dls_xla_call_cuda), XLA_FFI_Handler *)
+DECLS_SAME_TYPE(__typeof__(&dls_xla_call_cuda_nocapture), XLA_FFI_Handler *)
 DECLS_SAME_TYPE(__typeof__(&dls_xla_call_cpu), XLA_FFI_Handler *)
 
 int main(void) {

@@ -223,3 +223,20 @@ def test_malformed_calls_are_xla_errors_with_dlstreams_message(no_leaks):
         jax.block_until_ready(jax.jit(lambda x: raw_call(good, [1 | 5 << 8], operands=[x], results=[spec]))(x))
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"dls_cfg: expected an int64 array of 11 entries"):
         jax.block_until_ready(jax.jit(lambda: raw_call(good[:5]))())
+
+
+def test_the_jax_example_runs():
+    import pathlib
+
+    from conftest import run_python
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "jax_jit.py"
+    r = run_python(path.read_text(), env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "state = 3x after 3 donated updates: ok" in r.stdout
+
+
+def test_capture_false_lowers_to_the_nocapture_target(no_leaks):
+    k = axpy(capture=False)
+    x = jnp.ones(8, jnp.float32)
+    assert dj.TARGET_NOCAPTURE in jax.jit(lambda x: k(8, 1.0, x, x)).lower(x).as_text()
+    np.testing.assert_array_equal(jax.jit(lambda x: k(8, 1.0, x, x))(x), np.full(8, 2.0))

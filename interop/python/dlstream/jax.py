@@ -21,10 +21,13 @@ import numpy as np
 from . import _dlstream
 from ._dlstream import Function, InvalidArgumentError, Latch
 
-__all__ = ["TARGET", "Kernel", "kernel", "latch_wait", "register"]
+__all__ = ["TARGET", "TARGET_NOCAPTURE", "Kernel", "kernel", "latch_wait", "register"]
 
-#: The XLA FFI target every dlstream call lowers to, registered for the "cpu" and "CUDA" platforms.
+#: The XLA FFI target dlstream calls lower to, registered for the "cpu" and "CUDA" platforms. On CUDA its handler is
+#: command-buffer compatible: XLA may record the launch into a CUDA graph and replay it.
 TARGET = "dlstream_launch"
+#: The same handler without that trait, for calls XLA must not capture (latch waits, ``kernel(..., capture=False)``).
+TARGET_NOCAPTURE = "dlstream_launch_nocapture"
 
 # dlstream/xla.h's protocol.
 _OP_LAUNCH, _OP_LATCH_WAIT = 1, 2
@@ -52,17 +55,19 @@ _registered = False
 
 
 def register() -> None:
-    """Registers dlstream's XLA FFI handlers as ``TARGET`` for the "cpu" and "CUDA" platforms, once per process
-    (every kernel call does it; calling it again does nothing). The handlers run at the instantiate stage (checks)
-    and the execute stage (the launch); prepare and initialize are left out, so XLA calls nothing extra per run."""
+    """Registers dlstream's XLA FFI handlers as ``TARGET`` and ``TARGET_NOCAPTURE`` for the "cpu" and "CUDA"
+    platforms, once per process (every call does it; calling it again does nothing). The handlers run at the
+    instantiate stage (checks) and the execute stage (the launch); prepare and initialize are left out, so XLA
+    calls nothing extra per run."""
     global _registered
     with _lock:
         if _registered:
             return
         handlers = _dlstream._xla_handlers()
-        for platform, key in (("cpu", "cpu"), ("CUDA", "cuda")):
+        for target, platform, key in ((TARGET, "cpu", "cpu"), (TARGET, "CUDA", "cuda"),
+                                      (TARGET_NOCAPTURE, "cpu", "cpu"), (TARGET_NOCAPTURE, "CUDA", "cuda_nocapture")):
             bundle = {"instantiate": handlers[key], "execute": handlers[key]}
-            jax.ffi.register_ffi_target(TARGET, bundle, platform=platform, api_version=1)
+            jax.ffi.register_ffi_target(target, bundle, platform=platform, api_version=1)
         _registered = True
 
 
@@ -118,7 +123,7 @@ class Kernel:
 
     def __init__(self, function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
                  in_place: Sequence[int] = (), signature: str | Sequence[str] | None = None, shared_mem: int = 0,
-                 vmap_method: str = "sequential") -> None:
+                 vmap_method: str = "sequential", capture: bool = True) -> None:
         if not isinstance(function, Function):
             raise TypeError(f"dlstream.jax.kernel(function={function!r}): expected a dlstream.Function "
                             "(Module.function, dlstream.builtin_function)")
@@ -149,6 +154,7 @@ class Kernel:
         if not 0 <= self.shared_mem < 2**32:
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): shared_mem={shared_mem!r} is out of range")
         self.vmap_method = vmap_method
+        self.target = TARGET if capture else TARGET_NOCAPTURE
         self.device = _device(function, f"function {name}")
 
     def __repr__(self) -> str:
@@ -250,7 +256,7 @@ class Kernel:
         attrs = {"dls_cfg": cfg, "dls_args": np.array(entries, np.int64)}
         if vals:
             attrs["dls_vals"] = np.frombuffer(bytes(vals), np.uint8)
-        call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases or None,
+        call = jax.ffi.ffi_call(self.target, results, input_output_aliases=aliases or None,
                                 vmap_method=self.vmap_method, has_side_effect=not results)
         out = call(*operands, **attrs)
         if not results:
@@ -260,7 +266,7 @@ class Kernel:
 
 def kernel(function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
            in_place: Sequence[int] = (), signature: str | Sequence[str] | None = None, shared_mem: int = 0,
-           vmap_method: str = "sequential") -> Kernel:
+           vmap_method: str = "sequential", capture: bool = True) -> Kernel:
     """``function`` as a JAX function usable under ``jax.jit``, ``vmap`` and with donated buffers.
 
     The kernel's arguments follow its signature (``function.signature``, or ``signature=``): ``cp`` takes an array
@@ -271,16 +277,19 @@ def kernel(function: Function, out_shapes: Any = None, *, grid: Any = 1, block: 
     returning them) gives its shape and dtype. The call returns the ``p`` arguments' arrays in signature order
     (one array alone, else a tuple). ``grid`` and ``block`` are ints, tuples, or callables of the call's
     arguments, evaluated at trace time (shapes are static there). ``vmap_method`` is ``jax.ffi.ffi_call``'s;
-    "sequential" (the default) runs the kernel once per batch element, which is right for any kernel."""
+    "sequential" (the default) runs the kernel once per batch element, which is right for any kernel. With
+    ``capture=False`` XLA never records the launch into a command buffer (a CUDA graph): the handler runs at
+    every execution."""
     return Kernel(function, out_shapes, grid=grid, block=block, in_place=in_place, signature=signature,
-                  shared_mem=shared_mem, vmap_method=vmap_method)
+                  shared_mem=shared_mem, vmap_method=vmap_method, capture=capture)
 
 
 def latch_wait(latch: Latch, *arrays: Any, timeout: float = 10.0) -> Any:
     """Holds XLA's stream on ``latch`` (dlstream.Latch) until the host opens it, or ``timeout`` seconds pass (then
     the latch is marked timed out and the stream goes on). Returns ``arrays`` unchanged (aliased): work that uses
     them runs after the wait. For tests: it makes the order of XLA's work observable. On the CPU the call holds
-    the XLA thread that runs it. Not capturable into a command buffer (dlstream refuses latch waits in captures)."""
+    the XLA thread that runs it. XLA never captures it into a command buffer (dlstream refuses latch waits in
+    captures): it lowers to ``TARGET_NOCAPTURE``."""
     if not isinstance(latch, Latch):
         raise TypeError(f"dlstream.jax.latch_wait(latch={latch!r}): expected a dlstream.Latch")
     if not 0 < timeout <= 3600:
@@ -292,7 +301,7 @@ def latch_wait(latch: Latch, *arrays: Any, timeout: float = 10.0) -> Any:
     cfg[0], cfg[1], cfg[2] = _OP_LATCH_WAIT, latch.handle, int(timeout * 1e9)
     cfg[_CFG_LEN - 2:] = _device(latch, "latch")
     results = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in arrays]
-    call = jax.ffi.ffi_call(TARGET, results, input_output_aliases={i: i for i in range(len(arrays))},
+    call = jax.ffi.ffi_call(TARGET_NOCAPTURE, results, input_output_aliases={i: i for i in range(len(arrays))},
                             vmap_method="sequential", has_side_effect=True)
     out = call(*arrays, dls_cfg=cfg)
     return out[0] if len(out) == 1 else tuple(out)
