@@ -50,6 +50,7 @@ _BUILTIN_SPANS: dict[str, Callable[[list[Any]], dict[int, int]]] = {
     "dls_axpy_f64": lambda a: {2: a[0] * 8, 3: a[0] * 8},
 }
 
+_Tracer = getattr(jax.core, "Tracer", None) or jax._src.core.Tracer
 _lock = threading.Lock()
 _registered = False
 
@@ -172,7 +173,7 @@ class Kernel:
 
     def _value(self, kind: str, v: Any, i: int) -> bytes:
         name = f"dlstream.jax.kernel({self.function.name})"
-        if isinstance(v, jax.core.Tracer):
+        if isinstance(v, _Tracer):
             raise TypeError(f"{name}: argument {i} ({kind}) is a traced value; scalar arguments are compile-time "
                             "constants (a Python number), pass an array for a value computed under jit")
         if kind == "bytes":
