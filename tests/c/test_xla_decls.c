@@ -100,13 +100,16 @@ FIELD(dls__xla_api, error_destroy, XLA_FFI_Api, XLA_FFI_Error_Destroy)
 FIELD(dls__xla_api, handler_register, XLA_FFI_Api, XLA_FFI_Handler_Register)
 FIELD(dls__xla_api, stream_get, XLA_FFI_Api, XLA_FFI_Stream_Get)
 
-/* The struct_size values we write and check are XLA's. */
+/* The struct_size values we write are XLA's (it refuses a smaller one, and a larger one would mean fields this
+ * header lacks); those XLA writes hold at least what we read. */
 SAME(DLS__XLA_API_VERSION_SIZE, XLA_FFI_Api_Version_STRUCT_SIZE)
 SAME(DLS__XLA_ERROR_CREATE_ARGS_SIZE, XLA_FFI_Error_Create_Args_STRUCT_SIZE)
 SAME(DLS__XLA_STREAM_GET_ARGS_SIZE, XLA_FFI_Stream_Get_Args_STRUCT_SIZE)
-SAME(DLS__XLA_METADATA_SIZE, XLA_FFI_Metadata_STRUCT_SIZE)
-SAME(DLS__XLA_METADATA_EXTENSION_SIZE, XLA_FFI_Metadata_Extension_STRUCT_SIZE)
-SAME(DLS__XLA_CALL_FRAME_SIZE, XLA_FFI_CallFrame_STRUCT_SIZE)
+_Static_assert(DLS__XLA_METADATA_SIZE <= XLA_FFI_Metadata_STRUCT_SIZE, "XLA_FFI_Metadata lost fields");
+_Static_assert(DLS__XLA_METADATA_EXTENSION_SIZE <= XLA_FFI_Metadata_Extension_STRUCT_SIZE,
+               "XLA_FFI_Metadata_Extension lost fields");
+_Static_assert(DLS__XLA_CALL_FRAME_SIZE <= XLA_FFI_CallFrame_STRUCT_SIZE, "XLA_FFI_CallFrame lost fields");
+_Static_assert(DLS__XLA_API_STREAM_GET_END <= XLA_FFI_Api_STRUCT_SIZE, "XLA_FFI_Api lost entry points");
 
 /* The handlers we export have XLA's handler type (the argument structs of the entry points we call are ours,
  * with XLA's layouts, above). */
