@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Scenarios of test_jax_gpu.py that need a fresh process (CUDA_MODULE_LOADING, XLA_FLAGS are read at start-up):
+"""Scenarios of test_jax_gpu.py that need a fresh process (XLA reads XLA_FLAGS at start-up):
 `python jax_gpu_child.py ordering|command_buffers` prints one line "RESULT {json}"."""
 import json
 import os

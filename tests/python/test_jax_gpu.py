@@ -119,7 +119,7 @@ def test_errors_from_the_cuda_handler_carry_dlstreams_message():
 
 
 def _child(scenario, flags):
-    env = {"XLA_FLAGS": flags, "CUDA_MODULE_LOADING": "EAGER", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    env = {"XLA_FLAGS": flags, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     r = run_python(f"import runpy, sys; sys.argv = [{CHILD!r}, {scenario!r}]; runpy.run_path({CHILD!r}, "
                    "run_name='__main__')", env=env, timeout=300)
     lines = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
@@ -131,8 +131,9 @@ def _child(scenario, flags):
 
 
 def test_ordering_against_xla_ops_before_and_after_without_host_sync():
-    """Fresh process: eager module loading (a lazily loaded kernel's first launch may wait for the device to go
-    idle, i.e. for the latch) and command buffers off (dlstream refuses latch waits in captures)."""
+    """In a fresh process with command buffers off (dlstream refuses latch waits in captures). CUDA's lazy loading
+    is no hazard here: XLA gets its kernels (cuModuleGetFunction, which loads them) when it initializes the
+    program, before the latch holds the stream; dlstream loads its own at lookup; a warm-up run comes first."""
     r = _child("ordering", "--xla_gpu_enable_command_buffer=")
     assert r["dispatched_while_held"], "the jitted call waited for the held stream: a host sync"
     assert r["still_held_after_legacy_sync"], "the latch was not on XLA's stream"
