@@ -25,6 +25,12 @@ if [ -d "$pkg/dlstream" ] && ls "$pkg"/dlstream/_dlstream*.so >/dev/null 2>&1; t
       echo "   The C suites ran under it above; the Python suite runs in the plain and address builds. =="
       exit 0
     fi
+    # libstdc++ right after it: ASan's __cxa_throw interceptor finds the real one only if it is loaded when ASan
+    # starts, and C++ extensions loaded later (jaxlib) abort on their first throw otherwise.
+    cxx=$(gcc -print-file-name=libstdc++.so.6)
+    if [ "$SANITIZE" = address ] && [ -f "$cxx" ]; then
+      rt="$rt $cxx"
+    fi
     export LD_PRELOAD="$rt"
     export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"  # CPython keeps its arenas
   fi

@@ -17,5 +17,6 @@
 #include "group.h"
 #include "graph.h"
 #include "compile.h"
+#include "xla.h"
 
 #endif /* DLSTREAM_H */

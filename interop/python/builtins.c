@@ -353,6 +353,7 @@ static PyObject *latch_get_timed_out(LatchObject *l, void *c) {
 }
 
 static PyObject *latch_get_device(LatchObject *l, void *c) { return dlspy_device_str(l->device); }
+static PyObject *latch_get_handle(LatchObject *l, void *c) { return PyLong_FromUnsignedLongLong(l->handle.id); }
 
 static PyObject *latch_close(LatchObject *l, PyObject *unused) {
   if (l->handle.id != 0) {
@@ -384,6 +385,7 @@ static PyMethodDef latch_methods[] = {
 static PyGetSetDef latch_getset[] = {
     {"timed_out", (getter)latch_get_timed_out, NULL, "Whether a wait gave up before open().", NULL},
     {"device", (getter)latch_get_device, NULL, "The device.", NULL},
+    {"handle", (getter)latch_get_handle, NULL, "The dlstream handle (0 once closed).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -615,5 +615,7 @@ PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssiz
    "Module (until closed)."}
 /* dlstream.compile and the compiler helpers, added to the module by module exec. */
 extern PyMethodDef dlspy_compile_methods[];
+/* _xla_handlers and _xla_release (xla.c): the XLA FFI handlers for dlstream.jax. */
+extern PyMethodDef dlspy_xla_methods[];
 
 #endif /* DLSTREAM_PY_DLSPY_H */

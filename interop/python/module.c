@@ -164,7 +164,8 @@ static int module_exec(PyObject *m) {
       add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
       add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0)
     return -1;
-  if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0)
+  if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
+      PyModule_AddFunctions(m, dlspy_xla_methods) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the XLA handler's files share: a call's plan read from its attributes, and the cache of stream wrappers. */
+#ifndef DLSTREAM_XLA_INTERNAL_H
+#define DLSTREAM_XLA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlstream/dlstream.h"
+#include "xla_ffi.h"
+
+/* Room for a message of the handler's own. */
+#define DLS__XLA_MSG 512
+
+/* One custom call's attributes, checked. Pointers borrow the call frame's attribute storage. */
+typedef struct dls__xla_plan {
+  int op;                     /* DLS_XLA_OP_* */
+  uint64_t handle;            /* function or latch handle id */
+  uint64_t timeout_ns;        /* latch waits */
+  dls_launch_config_t config; /* launches */
+  DLDevice device;            /* the function's (or latch's) device */
+  size_t nargs;               /* launches: entries of args */
+  const int64_t *args;        /* DLS_XLA_ARG entries */
+  const uint8_t *vals;        /* DLS_XLA_FROM_VALUE bytes */
+  size_t nvals;
+} dls__xla_plan;
+
+/* Reads and checks the attributes. Returns DLS_OK, or an error with the reason in `msg`. */
+dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out, char msg[DLS__XLA_MSG]);
+
+/* The launch arguments of a planned call from its buffers (raw pointers) and values. `argv` has DLS_MAX_ARGS
+ * entries. Returns DLS_OK, or an error with the reason in `msg`. */
+dls_status_t dls__xla_plan_args(const dls__xla_plan *plan, const dls__xla_call_frame *frame, dls_arg_t *argv,
+                                char msg[DLS__XLA_MSG]);
+
+/* The dlstream stream wrapping XLA's `native` stream of `device`: the cached wrapper, or a new one (cached while
+ * there is room; *out_owned = 1 when the caller must destroy it after use). */
+dls_status_t dls__xla_stream_get(DLDevice device, void *native, dls_stream_t *out_stream, int *out_owned);
+
+/* Replaces a cached wrapper that turned out stale (dls_shutdown ran since it was made) with a new one. */
+dls_status_t dls__xla_stream_renew(DLDevice device, void *native, dls_stream_t stale, dls_stream_t *out_stream);
+
+/* XLA streams wrapped so far (dls_xla_stats). */
+extern _Atomic uint64_t dls__xla_wraps;
+
+#endif /* DLSTREAM_XLA_INTERNAL_H */
