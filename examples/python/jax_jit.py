@@ -8,8 +8,13 @@ try:
     import jax
     import jax.numpy as jnp
 except ImportError:
-    sys.exit("jax_jit.py needs JAX: pip install jax (the CPU wheel is enough)")
-import numpy as np
+    print("skipped: JAX is not installed (pip install jax: the CPU wheel is enough)")
+    sys.exit(0)
+try:
+    import numpy as np
+except ImportError:
+    print("skipped: NumPy is not installed")
+    sys.exit(0)
 
 import dlstream
 import dlstream.jax as dj

@@ -66,9 +66,21 @@ static dls_status_t need(const char *call, const char *name, const mem_arg *m, i
   return DLS_OK;
 }
 
-static dls_status_t want_kind(const char *call, const char *name, size_t i, const dls_arg_t *a, int32_t kind,
+/* A scalar argument of the kind the kernel reads; its bytes of that size
+ * (DLS_ARG_BYTES, as the XLA handler passes them) are read as that kind. */
+static dls_status_t want_kind(const char *call, const char *name, size_t i, dls_arg_t *a, int32_t kind,
                               const char *what) {
-  return a->kind == kind ? DLS_OK : kind_error(call, name, i, a, what);
+  if (a->kind == kind)
+    return DLS_OK;
+  uint32_t size = dls__arg_scalar_size(kind);
+  if (a->kind == DLS_ARG_BYTES && a->v.bytes != NULL && a->size == size) {
+    const void *bytes = a->v.bytes;
+    memset(&a->v, 0, sizeof a->v);
+    memcpy(&a->v, bytes, size);
+    a->kind = kind;
+    return DLS_OK;
+  }
+  return kind_error(call, name, i, a, what);
 }
 
 static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
@@ -149,7 +161,7 @@ static int builtin_index(const dls__function *fn) {
   return -1;
 }
 
-static dls_status_t check_fill(const char *call, const dls_arg_t *args, const dls__extent *ext, dls__hold **held) {
+static dls_status_t check_fill(const char *call, dls_arg_t *args, const dls__extent *ext, dls__hold **held) {
   mem_arg dst;
   DLS__TRY(mem_resolve(call, "dst", 0, &args[0], ext, held[0], &dst));
   DLS__TRY(want_kind(call, "count", 1, &args[1], DLS_ARG_U64, "a u64 element count"));
@@ -165,7 +177,7 @@ static dls_status_t check_fill(const char *call, const dls_arg_t *args, const dl
   return need(call, "dst", &dst, 0, (int64_t)bytes);
 }
 
-static dls_status_t check_axpy(const char *call, int k, const dls_arg_t *args, const dls__extent *ext,
+static dls_status_t check_axpy(const char *call, int k, dls_arg_t *args, const dls__extent *ext,
                                dls__hold **held, bool *out_overlap) {
   uint32_t elem = k == DLS__BI_AXPY_F32 ? 4 : 8;
   DLS__TRY(want_kind(call, "n", 0, &args[0], DLS_ARG_U64, "a u64 count"));
@@ -205,7 +217,7 @@ static dls_status_t check_copy(const char *call, const dls_arg_t *args, const dl
   return DLS_OK;
 }
 
-static dls_status_t check_latch(const char *call, const dls_arg_t *args, const dls__extent *ext, dls__hold **held) {
+static dls_status_t check_latch(const char *call, dls_arg_t *args, const dls__extent *ext, dls__hold **held) {
   mem_arg flag, timed_out;
   DLS__TRY(mem_resolve(call, "flag", 0, &args[0], ext, held[0], &flag));
   DLS__TRY(want_kind(call, "timeout_ns", 1, &args[1], DLS_ARG_U64, "a u64 timeout in nanoseconds"));
@@ -216,7 +228,7 @@ static dls_status_t check_latch(const char *call, const dls_arg_t *args, const d
   return need(call, "timed_out", &timed_out, 0, 4);
 }
 
-dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args, size_t nargs,
+dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *given, size_t nargs,
                                 const dls__extent *extents, bool *out_overlap) {
   static const size_t counts[DLS__NBUILTIN] = {4, 4, 4, 3, 1, 3, 0};
   *out_overlap = false;
@@ -226,11 +238,14 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
   if (nargs != counts[k])
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): built-in \"%s\" takes %zu arguments", call, nargs,
                      fn->name, counts[k]);
-  if (nargs > 0 && args == NULL)
+  if (nargs > 0 && given == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args=NULL, nargs=%zu): no arguments given", call, nargs);
   DLS__HOLD_VAR(held0);
   DLS__HOLD_VAR(held1);
   dls__hold *held[2] = {&held0, &held1};
+  dls_arg_t args[4]; /* the arguments, scalars given as bytes read as their kinds */
+  if (nargs > 0)
+    memcpy(args, given, nargs * sizeof *args);
   switch (k) {
   case DLS__BI_FILL:
     return check_fill(call, args, extents, held);

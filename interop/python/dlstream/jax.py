@@ -195,6 +195,7 @@ class Kernel:
             x = operator.index(v)
         except TypeError:
             raise TypeError(f"{name}: argument {i} ({kind}) expects an int, got {v!r}") from None
+        assert hi is not None
         if not lo <= x <= hi:
             raise InvalidArgumentError(f"{name}: argument {i}={x} is out of range for {kind}")
         return struct.pack(fmt, x)
@@ -236,6 +237,7 @@ class Kernel:
                     aliases[len(operands)] = len(results)
                     operands.append(a)
                     spec = jax.ShapeDtypeStruct(tuple(a.shape), a.dtype)
+                assert spec is not None
                 arrays[i] = spec
                 entries[i] = _FROM_RESULT | len(results) << 8
                 results.append(spec)
