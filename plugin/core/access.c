@@ -106,6 +106,8 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, int k) {
 
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
 static dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int me, int mode) {
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__hazards_off, memory_order_relaxed)))
+    return DLS_OK;
   /* A borrowed buffer's producer is eager: a capturing stream cannot wait
    * for it, and silently skipping it would read before the producer. */
   if (b->borrowed && cap != b->cap_id && b->stream->native != (void *)UINTPTR_MAX &&

@@ -27,7 +27,7 @@ static dls_status_t mem_resolve(const char *call, const char *name, size_t i, co
                                 const dls__extent *ext, dls__hold *held, mem_arg *out) {
   dls_status_t st;
   *out = (mem_arg){NULL, 0, 0, false};
-  if (a->kind == DLS_ARG_BUFFER) {
+  if (a->kind == DLS_ARG_BUFFER || a->kind == DLS_ARG_BUFFER_IN) {
     dls__buffer *b = dls__hold_get(held, DLS_HANDLE_BUFFER, a->v.buffer.id, call, name, &st);
     if (b == NULL)
       return st;

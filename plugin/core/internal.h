@@ -31,6 +31,10 @@ static inline void dls__spin_unlock(dls__spin *l) { atomic_flag_clear_explicit(&
  * refuses use after fork(). Returns from the caller on failure. */
 DLS__INTERNAL extern _Atomic int dls__state; /* 0 uninit, 1 ready, 2 forked */
 DLS__INTERNAL dls_status_t dls__enter_slow(const char *call);
+/* DLSTREAM_TEST_NO_HAZARDS=1, read when the runtime starts: the hazard rule
+ * notes uses but orders nothing (access.c). A test-only switch: the negative
+ * control of the ordering tests, which must then see wrong answers. */
+DLS__INTERNAL extern _Atomic bool dls__hazards_off;
 #define DLS__ENTER(call)                                                 \
   do {                                                                   \
     if (DLS__UNLIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) != 1)) \

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 _Atomic int dls__state = 0;
+_Atomic bool dls__hazards_off;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
@@ -57,8 +58,11 @@ dls_status_t dls__enter_slow(const char *call) {
   if (st == 0) {
     pthread_once(&g_atfork_once, register_atfork);
     pthread_mutex_lock(&g_init_mu);
-    if (atomic_load(&dls__state) == 0)
+    if (atomic_load(&dls__state) == 0) {
+      const char *off = getenv("DLSTREAM_TEST_NO_HAZARDS");
+      atomic_store(&dls__hazards_off, off != NULL && off[0] == '1');
       atomic_store_explicit(&dls__state, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&g_init_mu);
   }
   return DLS_OK;

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The hazard rule, one test per kind (read after write, write after read,
+ * write after write) and per kind of memory (owned, borrowed, exported):
+ * stream A is held by a latch while it uses the memory, stream B uses it
+ * after; B must wait. Each runs again with DLSTREAM_TEST_NO_HAZARDS=1 (the
+ * rule off), which must give the wrong answer: the test can fail. */
+#include <stdlib.h>
+
+#include "common.h"
+
+TestSuite(hazard, .fini = dlst_fini);
+
+enum { N = 256 };
+enum { OWN, BORROWED, EXPORTED };
+enum { RAW, WAR, WAW };
+
+typedef struct scene {
+  DLDevice d;
+  dls_stream_t a, b, c; /* a: held by the latch; b: the later user; c: allocates */
+  dls_buffer_t mem;     /* the memory (owned, or what the view borrows) */
+  dls_tensor_t view;    /* BORROWED: a view of mem produced on c; EXPORTED: mem's tensor */
+  DLManagedTensorVersioned *export; /* EXPORTED: handed to a consumer on a */
+  dls_buffer_t out;     /* what a read copies into (on the reader's stream) */
+  char *ptr;
+  int kind;
+} scene;
+
+static void fill_value(dls_stream_t s, dls_arg_t dst, float v) { OK(dls_fill(s, dst, N, 4, &v)); }
+
+static float first_value(scene *sc, dls_buffer_t b) {
+  float v[N];
+  OK(dls_buffer_read(b, 0, v, sizeof v, sc->c));
+  OK(dls_stream_synchronize(sc->c));
+  return v[N - 1];
+}
+
+static void copy(dls_stream_t s, dls_arg_t dst, dls_arg_t src) {
+  dls_copy_desc_t d = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(s, dst, src, &d));
+}
+
+/* The memory as stream `s` names it when writing (or reading): A of an
+ * export writes through the consumer's raw pointer, which dlstream does not
+ * see (the export made A a writer others must wait for). */
+static dls_arg_t arg(scene *sc, dls_stream_t s, bool write) {
+  if (sc->kind == EXPORTED && s.id == sc->a.id)
+    return dls_arg_ptr(sc->export->dl_tensor.data);
+  if (sc->kind == OWN)
+    return write ? dls_arg_buffer(sc->mem) : dls_arg_buffer_in(sc->mem);
+  return write ? dls_arg_tensor(sc->view) : dls_arg_tensor_in(sc->view);
+}
+
+static scene open_scene(DLDeviceType t, int kind) {
+  scene sc = {.kind = kind};
+  sc.d = dlst_device(t);
+  dlst_need_async(sc.d);
+  dlst_need_concurrency(sc.d);
+  OK(dls_stream_create(sc.d, NULL, &sc.a));
+  OK(dls_stream_create(sc.d, NULL, &sc.b));
+  OK(dls_stream_create(sc.d, NULL, &sc.c));
+  OK(dls_buffer_alloc(sc.c, N * sizeof(float), &sc.mem));
+  OK(dls_buffer_alloc(sc.c, N * sizeof(float), &sc.out));
+  fill_value(sc.c, dls_arg_buffer(sc.mem), 1.0f);
+  fill_value(sc.c, dls_arg_buffer(sc.out), 0.0f);
+  OK(dls_stream_synchronize(sc.c));
+  OK(dls_buffer_ptr(sc.mem, (void **)&sc.ptr));
+  int64_t shape[1] = {N};
+  DLTensor dl = {sc.ptr, sc.d, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  if (kind == BORROWED)
+    OK(dls_tensor_view(&dl, 0, sc.c, &sc.view)); /* produced on c: a's first use waits for c */
+  if (kind == EXPORTED) {
+    OK(dls_tensor_empty(sc.c, 1, shape, (DLDataType){kDLFloat, 32, 1}, &sc.view)); /* own, exported to a consumer on a */
+    fill_value(sc.c, dls_arg_tensor(sc.view), 1.0f);
+    OK(dls_tensor_export_versioned(sc.view, sc.a, &sc.export));
+  }
+  return sc;
+}
+
+static void close_scene(scene *sc) {
+  if (sc->export != NULL)
+    sc->export->deleter(sc->export);
+  OK(dls_tensor_release(sc->view));
+  OK(dls_buffer_free(sc->mem));
+  OK(dls_buffer_free(sc->out));
+  OK(dls_stream_destroy(sc->a));
+  OK(dls_stream_destroy(sc->b));
+  OK(dls_stream_destroy(sc->c));
+}
+
+/* The memory's value as the program wrote it last (an export's: its tensor). */
+static float memory_value(scene *sc) {
+  if (sc->kind != EXPORTED)
+    return first_value(sc, sc->mem);
+  dls_buffer_t tmp;
+  OK(dls_buffer_alloc(sc->c, N * sizeof(float), &tmp));
+  copy(sc->c, dls_arg_buffer(tmp), dls_arg_tensor_in(sc->view));
+  float v = first_value(sc, tmp);
+  OK(dls_buffer_free(tmp));
+  return v;
+}
+
+/* One hazard: A (held) uses the memory, then B. Returns what the program
+ * observes: RAW what B read, WAR what A read, WAW the value left. */
+static float run(DLDeviceType t, int kind, int hazard, bool rule) {
+  scene sc = open_scene(t, kind);
+  dls_latch_t latch;
+  OK(dls_latch_create(sc.d, &latch));
+  OK(dls_latch_wait(latch, sc.a, 10ull * 1000 * 1000 * 1000));
+  switch (hazard) {
+  case RAW:
+    fill_value(sc.a, arg(&sc, sc.a, true), 7.0f);      /* A writes 7 */
+    copy(sc.b, dls_arg_buffer(sc.out), arg(&sc, sc.b, false)); /* B reads: must see 7 */
+    break;
+  case WAR:
+    copy(sc.a, dls_arg_buffer(sc.out), arg(&sc, sc.a, false)); /* A reads: must see 1 */
+    fill_value(sc.b, arg(&sc, sc.b, true), 9.0f);      /* B overwrites */
+    break;
+  default:
+    fill_value(sc.a, arg(&sc, sc.a, true), 5.0f);      /* A writes 5 */
+    fill_value(sc.b, arg(&sc, sc.b, true), 9.0f);      /* B writes 9: must be last */
+    break;
+  }
+  int idle = 1;
+  OK(dls_stream_query(sc.b, &idle));
+  if (!rule)
+    OK(dls_stream_synchronize(sc.b)); /* without the rule B runs ahead while A is held: let it finish first */
+  else
+    cr_assert_eq(idle, 0, "kind %d hazard %d: B did not wait behind A's latch", kind, hazard);
+  OK(dls_latch_open(latch));
+  OK(dls_stream_synchronize(sc.a));
+  OK(dls_stream_synchronize(sc.b));
+  OK(dls_latch_status(latch));
+  OK(dls_latch_destroy(latch));
+  float got = hazard == WAW ? memory_value(&sc) : first_value(&sc, sc.out);
+  close_scene(&sc);
+  return got;
+}
+
+/* Runs a hazard with the rule on, then off (the negative control). */
+static void check(DLDeviceType t, int kind, int hazard, float right, float wrong) {
+  float on = run(t, kind, hazard, true);
+  cr_assert_float_eq(on, right, 0, "kind %d hazard %d: got %g, wanted %g", kind, hazard, on, right);
+  setenv("DLSTREAM_TEST_NO_HAZARDS", "1", 1);
+  OK(dls_shutdown()); /* the switch is read when the runtime starts */
+  float off = run(t, kind, hazard, false);
+  unsetenv("DLSTREAM_TEST_NO_HAZARDS");
+  OK(dls_shutdown());
+  cr_assert_float_eq(off, wrong, 0, "negative control (kind %d hazard %d, rule off): got %g, wanted %g", kind,
+                     hazard, off, wrong);
+}
+
+BACKEND_TEST(hazard, read_after_write_on_owned_memory) { check(*backend_type, OWN, RAW, 7.0f, 1.0f); }
+BACKEND_TEST(hazard, write_after_read_on_owned_memory) { check(*backend_type, OWN, WAR, 1.0f, 9.0f); }
+BACKEND_TEST(hazard, write_after_write_on_owned_memory) { check(*backend_type, OWN, WAW, 9.0f, 5.0f); }
+BACKEND_TEST(hazard, read_after_write_on_borrowed_memory) { check(*backend_type, BORROWED, RAW, 7.0f, 1.0f); }
+BACKEND_TEST(hazard, write_after_read_on_borrowed_memory) { check(*backend_type, BORROWED, WAR, 1.0f, 9.0f); }
+BACKEND_TEST(hazard, write_after_write_on_borrowed_memory) { check(*backend_type, BORROWED, WAW, 9.0f, 5.0f); }
+BACKEND_TEST(hazard, read_after_an_exports_consumer_wrote) { check(*backend_type, EXPORTED, RAW, 7.0f, 1.0f); }
+BACKEND_TEST(hazard, write_after_an_exports_consumer_read) { check(*backend_type, EXPORTED, WAR, 1.0f, 9.0f); }
+BACKEND_TEST(hazard, write_after_an_exports_consumer_wrote) { check(*backend_type, EXPORTED, WAW, 9.0f, 5.0f); }
