@@ -110,10 +110,31 @@ class cdiv(Expr):  # noqa: N801 - used like a function: grid=dlstream.torch.cdiv
         return f"dlstream.torch.cdiv({self.value!r}, {self.k})"
 
 
-def _names(value: Any, what: str) -> list[str]:
+def _names(call: str, what: str, value: Any) -> list[str]:
+    """"a, b, c" or a sequence of names."""
     if isinstance(value, str):
-        value = [p.strip() for p in value.split(",")] if value.strip() else []
-    return list(value)
+        return [p.strip() for p in value.split(",")] if value.strip() else []
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ArgumentTypeError(f"{call}: {what}={value!r}: expected names, as 'a, b' or a sequence of strings")
+
+
+# The spellings of a signature's tokens (those of Function.launch), and the one Function.signature reports.
+_TOKENS = {"p": "p", "ptr": "p", "cp": "cp", "i32": "i32", "int": "i32", "u32": "u32", "i64": "i64", "u64": "u64",
+           "size_t": "u64", "f32": "f32", "float": "f32", "f64": "f64", "double": "f64", "b": "bytes",
+           "bytes": "bytes"}
+
+
+def canonical_signature(call: str, signature: Any) -> str:
+    """A signature as Function.signature writes it ("p,cp,u64,f32")."""
+    if not isinstance(signature, str):
+        raise ArgumentTypeError(f"{call}: signature={signature!r}: expected a string like 'u64,f32,cp,p'")
+    toks = [t.strip() for t in signature.split(",")] if signature.strip() else []
+    for t in toks:
+        if t not in _TOKENS:
+            raise InvalidArgumentError(f"{call}: signature={signature!r}: {t!r} is not one of p, cp, i32, u32, i64, "
+                                       "u64, f32, f64, bytes")
+    return ",".join(_TOKENS[t] for t in toks)
 
 
 class OpSpec:
@@ -128,8 +149,10 @@ class OpSpec:
         self.qualname = name
         self.ns, self.name = name.split("::")
         self.call = f"dlstream.torch.op({name!r})"
-        self.kinds = [k.strip() for k in signature.split(",")] if signature.strip() else []
-        names = _names(params, "params") if params is not None else [f"arg{i}" for i in range(len(self.kinds))]
+        signature = canonical_signature(self.call, signature)
+        self.kinds = signature.split(",") if signature else []
+        names = _names(self.call, "params", params) if params is not None else [f"arg{i}" for i in
+                                                                                 range(len(self.kinds))]
         if len(names) != len(self.kinds):
             raise InvalidArgumentError(f"{self.call}: params={params!r} names {len(names)} argument(s), the kernel's "
                                        f"signature {signature!r} has {len(self.kinds)}")
@@ -190,15 +213,12 @@ class OpSpec:
         if contiguous is True or contiguous is False:
             self.contiguous = list(self.tensors) if contiguous else []
         else:
-            self.contiguous = _names(contiguous, "contiguous")
+            self.contiguous = _names(self.call, "contiguous", contiguous)
             for n in self.contiguous:
                 if n not in self.tensors:
                     raise InvalidArgumentError(f"{self.call}: contiguous names {n!r}, not a tensor argument")
         if self.outputs and not self.tensors and any(o.like is None for o in self.outputs.values()):
             raise InvalidArgumentError(f"{self.call}: an output needs a device: the operator has no tensor argument")
-
-    def tensor_names(self, among: Sequence[str]) -> list[str]:
-        return [n for n in among if self.kind[n] in TENSOR_KINDS]
 
     def _known(self, n: Any, where: str) -> None:
         if n not in self.kind:

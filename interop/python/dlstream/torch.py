@@ -19,7 +19,7 @@ import torch
 
 from . import Error, Function, InvalidArgumentError, InvalidDeviceError, InvalidTensorError, Stream, use_stream
 from . import ArgumentTypeError, _dlstream
-from ._torchspec import OpSpec, Output, cdiv, numel, output
+from ._torchspec import OpSpec, Output, canonical_signature, cdiv, numel, output
 
 __all__ = ["op", "output", "numel", "cdiv", "remove", "Output"]
 
@@ -121,16 +121,12 @@ def _kernels(name: str, kernel: Any, signature: str | None) -> tuple[dict[str, A
         raise InvalidArgumentError(f"{call}: the kernel has no signature: make it with one "
                                    "(Module.function(name, 'u64,f32,cp,p'))")
     if signature is not None:
-        sigs.add(_normalized(signature))
+        sigs.add(canonical_signature(call, signature))
     if len(sigs) > 1:
         raise InvalidArgumentError(f"{call}: the kernels' signatures differ: {sorted(sigs)}")
     if not sigs:
         raise InvalidArgumentError(f"{call}: signature= is needed when every kernel is a function of the device")
     return kernels, sigs.pop()
-
-
-def _normalized(signature: str) -> str:
-    return ",".join(t.strip() for t in signature.split(",")) if signature.strip() else ""
 
 
 def _dtype(spec: OpSpec, where: str, d: Any) -> torch.dtype:
