@@ -13,6 +13,8 @@ import statistics
 import sys
 import time
 
+from gpubench import measure_interleaved
+
 
 def measure(fn, calls, reps, sync=None):
     """Median over `reps` of the mean host time of `calls` calls, in microseconds."""
@@ -30,23 +32,6 @@ def measure(fn, calls, reps, sync=None):
             sync()  # drain outside the timed loop so queues never fill
         out.append((t1 - t0) / calls * 1e6)
     return statistics.median(out)
-
-
-def measure_interleaved(fns, calls, reps, sync):
-    """Loops like measure_loop's, interleaved so that all see the same machine state: each repetition runs every
-    one, starting one further along each time. Returns each loop's samples (µs per call), one per repetition."""
-    for f in fns:
-        f(max(200, calls // 10))
-        sync()
-    out = [[] for _ in fns]
-    for r in range(reps):
-        for k in range(len(fns)):
-            i = (r + k) % len(fns)
-            t0 = time.perf_counter()
-            fns[i](calls)
-            out[i].append((time.perf_counter() - t0) / calls * 1e6)
-            sync()
-    return out
 
 
 def measure_paired(fa, fb, calls, reps, sync):
