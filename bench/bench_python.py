@@ -6,14 +6,13 @@ repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON
 
 Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
 prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend."""
-import argparse
 import ctypes
 import json
 import statistics
 import sys
 import time
 
-from gpubench import measure_interleaved
+from gpubench import arguments, measure_interleaved
 
 
 def measure(fn, calls, reps, sync=None):
@@ -528,12 +527,7 @@ def launch_targets(tags):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", help="write the results here")
-    p.add_argument("--reps", type=int, default=9)
-    p.add_argument("--calls", type=int, default=10000)
-    p.add_argument("--cpu", action="store_true", help="measure the CPU backend (no GPU needed)")
-    args = p.parse_args()
+    args = arguments(__doc__, 9, 10000, "measure the CPU backend (no GPU needed)")
     try:
         import dlstream
     except ImportError as e:

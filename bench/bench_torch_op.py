@@ -12,7 +12,6 @@ of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.
 mode="reduce-overhead". Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs the eager rows and the
 probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
 dispatcher rows compare)."""
-import argparse
 import ctypes
 import json
 import os
@@ -27,6 +26,14 @@ N = 4096        # elements: small, so that the host's cost is what is measured
 A = 0.5
 K = 10          # operators in the compiled graphs
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def loop(fn, *args):
+    """fn(n) making n calls fn(*args) (the same call for every row but the anchor's)."""
+    def run(n):
+        for _ in range(n):
+            fn(*args)
+    return run
 
 
 def eager_rows(torch, dlstream, dt, dev):
@@ -56,48 +63,22 @@ def eager_rows(torch, dlstream, dt, dev):
     hand_packet, hand_default = torch.ops.dls_bench.axpy_hand, torch.ops.dls_bench.axpy_hand.default
     grid = (N + 255) // 256
 
-    def add_(n):
+    def add_(n):  # written out: a keyword argument through loop() would cost the anchor more than the rest
         for _ in range(n):
             y.add_(x, alpha=A)
 
-    def dls_op(n):
-        for _ in range(n):
-            op(A, x, y)
-
-    def dls_packet(n):
-        for _ in range(n):
-            packet(A, x, y)
-
-    def dls_plain(n):
-        for _ in range(n):
-            plain(A, x, y)
-
-    def custom_op(n):
-        for _ in range(n):
-            custom(A, x, y)
-
-    def hand_p(n):
-        for _ in range(n):
-            hand_packet(A, x, y)
-
-    def hand_d(n):
-        for _ in range(n):
-            hand_default(A, x, y)
-
-    def alone(n):
-        for _ in range(n):
-            launch(grid, 256, N, A, x, y)
-
     anchor = "torch's own y.add_(x, alpha=a)"
     rows = [(anchor, None, add_),
+            ("y.add_(x) through the loop the rows below use (fn(*args))", anchor, loop(y.add_, x)),
             ("dlstream.torch.op axpy_(a, x, y): the OpOverload op() returns (dtypes and layout checked)", anchor,
-             dls_op),
-            ("the same through the packet, torch.ops.dls_bench.axpy_(a, x, y)", anchor, dls_packet),
-            ("dlstream.torch.op with nothing to check (contiguous=False, no dtypes)", anchor, dls_plain),
-            ("torch.library.custom_op whose body is the launch", anchor, custom_op),
-            ("Library.define + impl by hand, the launch as body, through torch.ops (packet)", anchor, hand_p),
-            ("the same, .default", anchor, hand_d),
-            ("the launch alone: Function.launch(grid, 256, n, a, x, y)", anchor, alone)]
+             loop(op, A, x, y)),
+            ("the same through the packet, torch.ops.dls_bench.axpy_(a, x, y)", anchor, loop(packet, A, x, y)),
+            ("dlstream.torch.op with nothing to check (contiguous=False, no dtypes)", anchor, loop(plain, A, x, y)),
+            ("torch.library.custom_op whose body is the launch", anchor, loop(custom, A, x, y)),
+            ("Library.define + impl by hand, the launch as body, through torch.ops (packet)", anchor,
+             loop(hand_packet, A, x, y)),
+            ("the same, .default", anchor, loop(hand_default, A, x, y)),
+            ("the launch alone: Function.launch(grid, 256, n, a, x, y)", anchor, loop(launch, grid, 256, N, A, x, y))]
     return rows, lib
 
 
@@ -116,15 +97,9 @@ def probe_rows(torch, dev, notes):
     rows = []
     x = torch.ones(N, device=dev)
     y = torch.zeros(N, device=dev)
-    py_noop = torch.ops.dls_bench_probe.noop_py.default
-
-    def noop_py(n):
-        for _ in range(n):
-            py_noop(A, x, y)
-
     anchor = "torch's own y.add_(x, alpha=a)"
     rows.append(("probe: define + impl, a Python body that does nothing (.default): the dispatcher alone", anchor,
-                 noop_py))
+                 loop(torch.ops.dls_bench_probe.noop_py.default, A, x, y)))
     if build.returncode != 0:
         notes.append(f"probe's C rows skipped: {cc} failed: {build.stdout[-500:]}")
         return rows, lib, None
@@ -137,23 +112,11 @@ def probe_rows(torch, dev, notes):
     if rc != 0:
         notes.append("probe's C rows skipped: " + err.value.decode())
         return rows, lib, None
-    c_noop = torch.ops.dls_bench_probe.noop_c.default
-
-    def noop_c(n):
-        for _ in range(n):
-            c_noop(A, x, y)
-
     rows.append(("probe: the same with a boxed C body through the stable C shim that reads both tensors' pointers",
-                 anchor, noop_c))
+                 anchor, loop(torch.ops.dls_bench_probe.noop_c.default, A, x, y)))
     if dev != "cpu":
-        c_axpy = torch.ops.dls_bench_probe.axpy_c.default
-
-        def axpy_c(n):
-            for _ in range(n):
-                c_axpy(A, x, y)
-
         rows.append(("probe: a boxed C axpy (numel, pointers, torch's current stream, cuLaunchKernel): a C body's "
-                     "floor", anchor, axpy_c))
+                     "floor", anchor, loop(torch.ops.dls_bench_probe.axpy_c.default, A, x, y)))
     return rows, lib, probe
 
 
@@ -205,16 +168,8 @@ def compiled_rows(torch, dlstream, dt, dev, notes):
             m = "default mode" if mode is None else mode
             anchor = f"compiled ({m}), {what}: {K} x add_"
 
-            def run_add(n, c=c_add, a=args):
-                for _ in range(n):
-                    c(*a)
-
-            def run_dls(n, c=c_dls, a=args):
-                for _ in range(n):
-                    c(*a)
-
-            rows.append((anchor, None, run_add))
-            rows.append((f"compiled ({m}), {what}: {K} x dlstream axpy_", anchor, run_dls))
+            rows.append((anchor, None, loop(c_add, *args)))
+            rows.append((f"compiled ({m}), {what}: {K} x dlstream axpy_", anchor, loop(c_dls, *args)))
             if mode is None:
                 notes.append(f"{m}, {what}: Inductor's code launches {kernels(torch, g_add, args)} kernel(s) for "
                              f"the add_ graph")
@@ -235,12 +190,7 @@ def kernels(torch, fn, args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", help="write the results here")
-    p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--calls", type=int, default=5000)
-    p.add_argument("--cpu", action="store_true", help="torch's CPU tensors on dlstream's CPU backend (no GPU)")
-    args = p.parse_args()
+    args = gpubench.arguments(__doc__, 15, 5000, "torch's CPU tensors on dlstream's CPU backend (no GPU)")
     if args.cpu:
         try:
             import torch

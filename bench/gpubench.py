@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the GPU benchmark scripts share: the skip when torch or CUDA is missing, the calibration of torch's sleep
 kernel, and the wall-clock and host-time measurements (medians of repetitions, or interleaved samples)."""
+import argparse
 import statistics
 import time
 
@@ -77,3 +78,13 @@ def measure_interleaved(fns, calls, reps, sync):
             out[i].append((time.perf_counter() - t0) / calls * 1e6)
             sync()
     return out
+
+
+def arguments(doc, reps, calls, cpu_help):
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--calls", type=int, default=calls)
+    p.add_argument("--cpu", action="store_true", help=cpu_help)
+    return p.parse_args()

@@ -78,57 +78,53 @@ static const char AXPY_PTX[] =
     "  fma.rn.f32 %f3, %f1, %f2, %f3; st.global.f32 [%rd7], %f3;\n"
     "DONE:\n  ret;\n}\n";
 
-#define RESOLVE(lib, field, name)                                                                                    \
-  do {                                                                                                               \
-    *(void **)&P.field = dlsym(lib, name);                                                                           \
-    if (P.field == NULL) {                                                                                           \
-      snprintf(err, errlen, "%s: not in %s", name, #lib);                                                           \
-      return -1;                                                                                                     \
-    }                                                                                                                \
-  } while (0)
+/* The symbols, by library: 0 libtorch_cpu, 1 libtorch_cuda, 2 libcuda (the last two only for CUDA). */
+static const struct {
+  int lib;
+  const char *name;
+  void **slot;
+} SYMBOLS[] = {
+    {0, "aoti_torch_library_init_impl", (void **)&P.library_init_impl},
+    {0, "aoti_torch_library_impl", (void **)&P.library_impl},
+    {0, "aoti_torch_get_data_ptr", (void **)&P.data_ptr},
+    {0, "aoti_torch_get_numel", (void **)&P.numel},
+    {0, "aoti_torch_get_device_index", (void **)&P.device_index},
+    {0, "aoti_torch_delete_tensor_object", (void **)&P.delete_tensor},
+    {1, "aoti_torch_get_current_cuda_stream", (void **)&P.cuda_stream},
+    {2, "cuModuleLoadData", (void **)&P.cu_module_load_data},
+    {2, "cuModuleGetFunction", (void **)&P.cu_module_get_function},
+    {2, "cuLaunchKernel", (void **)&P.cu_launch},
+};
+
+static int fail(char *err, int errlen, const char *what, const char *detail) {
+  snprintf(err, (size_t)errlen, "%s: %s", what, detail ? detail : "failed");
+  return -1;
+}
 
 /* Registers ns::noop_c for `key` ("CPU" or "CUDA") and, for CUDA, ns::axpy_c (the operators must be defined
  * already). torch_cpu, torch_cuda: the paths of the loaded libtorch_cpu.so and libtorch_cuda.so (NULL: no CUDA).
  * Returns 0, or -1 with a message in err. */
 int dls_probe_register(const char *torch_cpu, const char *torch_cuda, const char *ns, const char *key, char *err,
                        int errlen) {
-  void *cpu = dlopen(torch_cpu, RTLD_NOW | RTLD_NOLOAD);
-  if (cpu == NULL) {
-    snprintf(err, errlen, "dlopen(%s): %s", torch_cpu, dlerror());
-    return -1;
-  }
-  RESOLVE(cpu, library_init_impl, "aoti_torch_library_init_impl");
-  RESOLVE(cpu, library_impl, "aoti_torch_library_impl");
-  RESOLVE(cpu, data_ptr, "aoti_torch_get_data_ptr");
-  RESOLVE(cpu, numel, "aoti_torch_get_numel");
-  RESOLVE(cpu, device_index, "aoti_torch_get_device_index");
-  RESOLVE(cpu, delete_tensor, "aoti_torch_delete_tensor_object");
+  const char *paths[] = {torch_cpu, torch_cuda, "libcuda.so.1"};
+  int nlibs = torch_cuda == NULL ? 1 : 3;
+  void *libs[3];
+  for (int i = 0; i < nlibs; i++)
+    if ((libs[i] = dlopen(paths[i], RTLD_NOW | (i < 2 ? RTLD_NOLOAD : 0))) == NULL)
+      return fail(err, errlen, paths[i], dlerror());
+  for (size_t i = 0; i < sizeof SYMBOLS / sizeof SYMBOLS[0]; i++)
+    if (SYMBOLS[i].lib < nlibs && (*SYMBOLS[i].slot = dlsym(libs[SYMBOLS[i].lib], SYMBOLS[i].name)) == NULL)
+      return fail(err, errlen, SYMBOLS[i].name, "not found");
   void *lib = NULL;
-  if (P.library_init_impl(ns, key, __FILE__, __LINE__, &lib) != 0 || P.library_impl(lib, "noop_c", probe_noop) != 0) {
-    snprintf(err, errlen, "aoti_torch_library_impl(%s::noop_c, %s) failed", ns, key);
-    return -1;
-  }
+  if (P.library_init_impl(ns, key, __FILE__, __LINE__, &lib) != 0 || P.library_impl(lib, "noop_c", probe_noop) != 0)
+    return fail(err, errlen, "aoti_torch_library_impl(noop_c)", NULL);
   if (torch_cuda == NULL)
     return 0;
-  void *cuda = dlopen(torch_cuda, RTLD_NOW | RTLD_NOLOAD), *cu = dlopen("libcuda.so.1", RTLD_NOW);
-  if (cuda == NULL || cu == NULL) {
-    snprintf(err, errlen, "dlopen(%s or libcuda.so.1): %s", torch_cuda, dlerror());
-    return -1;
-  }
-  RESOLVE(cuda, cuda_stream, "aoti_torch_get_current_cuda_stream");
-  RESOLVE(cu, cu_module_load_data, "cuModuleLoadData");
-  RESOLVE(cu, cu_module_get_function, "cuModuleGetFunction");
-  RESOLVE(cu, cu_launch, "cuLaunchKernel");
-  void *module = NULL;
-  int rc = P.cu_module_load_data(&module, AXPY_PTX); /* in torch's current (primary) context */
-  if (rc != 0 || P.cu_module_get_function(&P.axpy, module, "axpy") != 0) {
-    snprintf(err, errlen, "cuModuleLoadData/cuModuleGetFunction of the PTX axpy failed (%d)", rc);
-    return -1;
-  }
-  if (P.library_impl(lib, "axpy_c", probe_axpy) != 0) {
-    snprintf(err, errlen, "aoti_torch_library_impl(%s::axpy_c) failed", ns);
-    return -1;
-  }
+  void *module = NULL; /* loaded in torch's current (primary) context */
+  if (P.cu_module_load_data(&module, AXPY_PTX) != 0 || P.cu_module_get_function(&P.axpy, module, "axpy") != 0)
+    return fail(err, errlen, "cuModuleLoadData/cuModuleGetFunction of the PTX axpy", NULL);
+  if (P.library_impl(lib, "axpy_c", probe_axpy) != 0)
+    return fail(err, errlen, "aoti_torch_library_impl(axpy_c)", NULL);
   return 0;
 }
 

@@ -141,6 +141,22 @@ def test_autograd_with_a_backward_kernel(ops):
     torch.testing.assert_close(b.grad, ref.grad)
 
 
+def values_while_held(stream, queue, *tensors):
+    """Holds `stream` (a dlstream Stream) with a latch, runs queue(), and returns each tensor's first element as
+    torch's current stream sees it before the latch opens; then opens the latch and waits for `stream`."""
+    latch = dlstream.Latch(DEV)
+    latch.wait(stream, timeout=TIMEOUT)
+    try:
+        queue()
+        torch.cuda.current_stream().synchronize()
+        return [float(t[0].item()) for t in tensors]
+    finally:
+        latch.open()
+        stream.synchronize()
+        latch.check()
+        latch.close()
+
+
 @pytest.mark.parametrize("under_side", [True, False])
 def test_the_operator_runs_on_torchs_current_stream(ops, under_side):
     """Under torch.cuda.stream(side), with side held by a latch, the operator waits; the negative control (no
@@ -150,19 +166,15 @@ def test_the_operator_runs_on_torchs_current_stream(ops, under_side):
     y = torch.zeros(N, device="cuda")
     ops.axpy_(1.0, x, y)
     torch.cuda.synchronize()
-    latch = dlstream.Latch(DEV)
-    latch.wait(dlstream.Stream.wrap(side), timeout=TIMEOUT)
-    if under_side:
-        with torch.cuda.stream(side):
+
+    def queue():
+        if under_side:
+            with torch.cuda.stream(side):
+                ops.axpy_(1.0, x, y)
+        else:
             ops.axpy_(1.0, x, y)
-    else:
-        ops.axpy_(1.0, x, y)
-    torch.cuda.current_stream().synchronize()
-    early = float(y[0].item())
-    latch.open()
-    side.synchronize()
-    latch.check()
-    latch.close()
+
+    (early,) = values_while_held(dlstream.Stream.wrap(side), queue, y)
     assert early == (1.0 if under_side else 2.0), "held on side" if under_side else "ran on the default stream"
     assert torch.equal(y, torch.full_like(y, 2.0))
 
@@ -176,17 +188,13 @@ def test_inside_use_stream_the_operator_stays_on_torchs_stream(ops):
     y, z = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda")
     kernel.launch(4, 256, N, 0.0, x, z)
     torch.cuda.synchronize()
-    latch = dlstream.Latch(DEV)
-    latch.wait(s, timeout=TIMEOUT)
-    with dlstream.use_stream(s):
-        ops.axpy_(1.0, x, y)
-        kernel.launch(4, 256, N, 1.0, x, z)
-    torch.cuda.current_stream().synchronize()
-    done, held = float(y[0].item()), float(z[0].item())
-    latch.open()
-    s.synchronize()
-    latch.check()
-    latch.close()
+
+    def queue():
+        with dlstream.use_stream(s):
+            ops.axpy_(1.0, x, y)
+            kernel.launch(4, 256, N, 1.0, x, z)
+
+    done, held = values_while_held(s, queue, y, z)
     s.close()
     assert done == 1.0, "the operator ran on torch's stream"
     assert held == 0.0, "negative control: the direct launch waited on s"
