@@ -45,7 +45,7 @@ def mixed(ops, x, y):
     t = torch.empty_like(w)
     ops.fill_(t, QUARTER)
     m = ops.mul(w, t) if ops.mul is not None else w * t
-    return w.sum() + m.cumsum(0)
+    return (m * 3 + w).relu()  # elementwise: no reduction whose order could differ
 
 
 def inputs():

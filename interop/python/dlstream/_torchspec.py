@@ -184,6 +184,10 @@ class OpSpec:
                 raise InvalidArgumentError(f"{self.call}: the kernel's {n} is a 'bytes' argument, which a schema "
                                            "cannot carry: compute it (compute={%r: function})" % n)
         self.tensors = [n for n in self.inputs if self.kind[n] in TENSOR_KINDS]
+        if not self.tensors:
+            raise InvalidArgumentError(f"{self.call}: the operator takes no tensor (its arguments: "
+                                       f"{', '.join(self.inputs) or 'none'}); torch picks an implementation from the "
+                                       "tensors it is given, so it needs one")
         # What each value may be computed from: outputs from the inputs; computed arguments from the inputs, the
         # outputs and the computed arguments before them; grid, block and shared memory from every argument.
         self.uses: dict[str, tuple[Callable, list[str], list[str]]] = {}
@@ -217,8 +221,6 @@ class OpSpec:
             for n in self.contiguous:
                 if n not in self.tensors:
                     raise InvalidArgumentError(f"{self.call}: contiguous names {n!r}, not a tensor argument")
-        if self.outputs and not self.tensors and any(o.like is None for o in self.outputs.values()):
-            raise InvalidArgumentError(f"{self.call}: an output needs a device: the operator has no tensor argument")
 
     def _known(self, n: Any, where: str) -> None:
         if n not in self.kind:
