@@ -40,7 +40,8 @@ def test_signature_spellings_are_those_of_launch():
     (dict(params="n, a, x, lambda"), r"parameter name 'lambda'"),
     (dict(params="n, a, x, Tensor"), r"parameter name 'Tensor'"),
     (dict(params=4), r"params=4: expected names"),
-    (dict(compute={"m": ts.numel("x")}), r"compute names 'm', which is not one of the kernel's arguments \(n, a, x, y\)"),
+    (dict(compute={"m": ts.numel("x")}), r"compute names 'm', which is not one of the kernel's arguments "
+                                         r"\(n, a, x, y\)"),
     (dict(compute={"n": ts.numel("a")}), r"compute\['n'\]=dlstream.torch.numel\('a'\): 'a' is not a tensor argument"),
     (dict(compute={"n": lambda z: 1}), r"compute\['n'\] takes 'z', which is not one of the arguments it can see"),
     (dict(compute={"n": lambda *xs: 1}), r"\*xs cannot be given arguments by name"),

@@ -46,7 +46,8 @@ def output(like: str | None = None, *, shape: Any = None, dtype: Any = None, zer
     if like is not None and not isinstance(like, str):
         raise ArgumentTypeError(f"dlstream.torch.output(like={like!r}): expected the name of a tensor argument")
     if like is None and (shape is None or dtype is None):
-        raise InvalidArgumentError("dlstream.torch.output(): give like= (a tensor argument's name), or shape= and dtype=")
+        raise InvalidArgumentError("dlstream.torch.output(): give like= (a tensor argument's name), or shape= and "
+                                   "dtype=")
     if shape is not None and not callable(shape) and not (isinstance(shape, Sequence) and not isinstance(shape, str)):
         raise ArgumentTypeError(f"dlstream.torch.output(shape={shape!r}): expected a tuple of ints and argument "
                                 "names, or a function of the arguments")
@@ -190,22 +191,22 @@ class OpSpec:
                                        "tensors it is given, so it needs one")
         # What each value may be computed from: outputs from the inputs; computed arguments from the inputs, the
         # outputs and the computed arguments before them; grid, block and shared memory from every argument.
-        self.uses: dict[str, tuple[Callable, list[str], list[str]]] = {}
-        for n, spec in self.outputs.items():
-            self._check_output(n, spec)
+        self.uses: dict[str, tuple[Any, list[str], list[str], str]] = {}
+        for i, (n, spec) in enumerate(self.outputs.items()):
+            self._check_output(n, spec, f"_oshape{i}")
         seen = self.inputs + list(self.outputs)
         for n, fn in self.compute.items():
-            self._use(f"compute[{n!r}]", fn, seen)
+            self._use(f"compute[{n!r}]", fn, seen, f"_c_{n}")
             seen = seen + [n]
         self.grid, self.block, self.shared_mem = grid, block, shared_mem
         for what, v in (("grid", grid), ("block", block)):
             if callable(v) or isinstance(v, Expr):
-                self._use(what, v, names)
+                self._use(what, v, names, f"_f_{what}")
             elif not _dims_ok(v):
                 raise InvalidArgumentError(f"{self.call}: {what}={v!r}: expected an int >= 1, a tuple of 1 to 3 of "
                                            "them, or a function of the arguments")
         if callable(shared_mem) or isinstance(shared_mem, Expr):
-            self._use("shared_mem", shared_mem, names)
+            self._use("shared_mem", shared_mem, names, "_f_shared_mem")
         elif not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
             raise InvalidArgumentError(f"{self.call}: shared_mem={shared_mem!r}: expected bytes as an int >= 0 "
                                        "or a function of the arguments")
@@ -227,15 +228,17 @@ class OpSpec:
             raise InvalidArgumentError(f"{self.call}: {where} names {n!r}, which is not one of the kernel's "
                                        f"arguments ({', '.join(self.params)})")
 
-    def _use(self, what: str, fn: Any, allowed: Sequence[str]) -> None:
-        """Checks a function of the arguments by name, or an inline expression, and notes the names it takes."""
+    def _use(self, what: str, fn: Any, allowed: Sequence[str], ref: str) -> None:
+        """Checks a function of the arguments by name, or an inline expression, and notes the names it takes and
+        the name (`ref`) the generated source calls a function by."""
         if isinstance(fn, Expr):
             for n, want in fn.deps():
                 k = self.kind.get(n, "") if n in allowed else ""
                 if not (k in TENSOR_KINDS if want == "tensor" else SCALAR_TYPES.get(k) == "int"):
-                    raise InvalidArgumentError(f"{self.call}: {what}={fn!r}: {n!r} is not a{'' if want == 'tensor' else 'n'} "
-                                               f"{want} argument it can see ({', '.join(allowed) or 'none'})")
-            self.uses[what] = (fn, [], [])
+                    article = "a" if want == "tensor" else "an"
+                    raise InvalidArgumentError(f"{self.call}: {what}={fn!r}: {n!r} is not {article} {want} argument "
+                                               f"it can see ({', '.join(allowed) or 'none'})")
+            self.uses[what] = (fn, [], [], "")
             return
         if not callable(fn):
             raise ArgumentTypeError(f"{self.call}: {what}={fn!r}: expected a function of the arguments by name")
@@ -253,15 +256,15 @@ class OpSpec:
                 raise InvalidArgumentError(f"{self.call}: {what} takes {p.name!r}, which is not one of the "
                                            f"arguments it can see ({', '.join(allowed) or 'none'})")
             (kw if p.kind == p.KEYWORD_ONLY else pos).append(p.name)
-        self.uses[what] = (fn, pos, kw)
+        self.uses[what] = (fn, pos, kw, ref)
 
-    def _check_output(self, n: str, spec: Output) -> None:
+    def _check_output(self, n: str, spec: Output, ref: str) -> None:
         where = f"outputs[{n!r}]"
         if spec.like is not None and spec.like not in self.tensors:
             raise InvalidArgumentError(f"{self.call}: {where}: like={spec.like!r} is not a tensor argument of the "
                                        f"operator ({', '.join(self.tensors) or 'none'})")
         if callable(spec.shape):
-            self._use(where + ".shape", spec.shape, self.inputs)
+            self._use(where + ".shape", spec.shape, self.inputs, ref)
         elif spec.shape is not None:
             for d in spec.shape:
                 if isinstance(d, str):
@@ -295,8 +298,8 @@ class OpSpec:
 
     # ---- the generated functions ----
 
-    def _call(self, what: str, ref: str) -> str:
-        fn, pos, kw = self.uses[what]
+    def _call(self, what: str) -> str:
+        fn, pos, kw, ref = self.uses[what]
         if isinstance(fn, Expr):
             return fn.source()
         return f"{ref}({', '.join(pos + [f'{k}={k}' for k in kw])})"
@@ -308,7 +311,7 @@ class OpSpec:
             fn = "_zeros_like" if spec.zeros else "_empty_like"
             return f"{n} = {fn}({spec.like}{dtype}, memory_format=_contiguous)"
         if callable(spec.shape):
-            shape = self._call(f"outputs[{n!r}].shape", f"_oshape{i}")
+            shape = self._call(f"outputs[{n!r}].shape")
         else:
             shape = "(" + "".join(f"{d}, " for d in spec.shape) + ")"
         dev = spec.like or self.tensors[0]
@@ -317,7 +320,7 @@ class OpSpec:
 
     def _prologue(self, checks_layout: bool) -> list[str]:
         lines = []
-        for i, n in enumerate(self.tensors):
+        for n in self.tensors:
             if n in self.dtypes:
                 lines.append(f"if {n}.dtype is not _dt_{n}: _bad_dtype({n!r}, {n})")
             if checks_layout and n in self.contiguous:  # read-only: a contiguous copy will do; written: refused
@@ -340,17 +343,17 @@ class OpSpec:
                 f"    return _lifted(impl, {sig}{',' if len(self.inputs) == 1 else ''})"]
         body += self._prologue(True)
         for n, fn in self.compute.items():
-            body.append(f"{n} = " + self._call(f"compute[{n!r}]", f"_c_{n}"))
+            body.append(f"{n} = " + self._call(f"compute[{n!r}]"))
         dims = []
         for what, v in (("grid", self.grid), ("block", self.block)):
             if what in self.uses:
-                body.append(f"_{what} = " + self._call(what, f"_f_{what}"))
+                body.append(f"_{what} = " + self._call(what))
                 dims.append(f"_{what}")
             else:
                 dims.append(repr(v))  # ints, checked above
         smem = ""
         if "shared_mem" in self.uses:
-            smem = ", shared_mem=" + self._call("shared_mem", "_f_shared_mem")
+            smem = ", shared_mem=" + self._call("shared_mem")
         elif self.shared_mem:
             smem = f", shared_mem={int(self.shared_mem)}"
         launch = "_launch"
@@ -374,18 +377,8 @@ class OpSpec:
         return _wrap("fake", sig, self._prologue(False) + [self._returns()])
 
     def env_names(self) -> dict[str, Any]:
-        """The values the generated source refers to that the spec itself holds."""
-        env: dict[str, Any] = {}
-        for what, (fn, _, _) in self.uses.items():
-            if isinstance(fn, Expr):
-                continue
-            if what.startswith("compute["):
-                env["_c_" + what[9:-2]] = fn
-            elif what.startswith("outputs["):
-                env["_oshape%d" % list(self.outputs).index(what[9:what.index("]") - 1])] = fn
-            else:
-                env["_f_" + what] = fn
-        return env
+        """The functions of the arguments the generated source calls, by the names it calls them."""
+        return {ref: fn for fn, _, _, ref in self.uses.values() if ref}
 
     def describe_error(self, message: str) -> str:
         """A launch's error message in the operator's words: Function.launch(args[i]=...) names the argument."""

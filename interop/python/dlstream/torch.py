@@ -55,10 +55,11 @@ def op(name: str, kernel: Any, *, grid: Any, block: Any, params: Any = None,
     spec = OpSpec(name, sig, params=params, compute=compute, outputs=outputs, grid=grid, block=block,
                   shared_mem=shared_mem, dtypes=dtypes, contiguous=contiguous)
     env = _common_env(spec)
-    if backward is not None and spec.mutated():
+    written = spec.mutated()
+    if backward is not None and written:
+        verb = "is a p argument" if len(written) == 1 else "are p arguments"
         raise InvalidArgumentError(f"{spec.call}: backward= needs an operator that writes none of its arguments, and "
-                                   f"{', '.join(spec.mutated())} {'is a p argument' if len(spec.mutated()) == 1 else 'are p arguments'}: "
-                                   "write the result into an output (outputs=) instead")
+                                   f"{', '.join(written)} {verb}: write the result into an output (outputs=) instead")
     if setup_context is not None and backward is None:
         raise InvalidArgumentError(f"{spec.call}: setup_context= without backward=")
     if name in _libs:
@@ -154,7 +155,7 @@ def _common_env(spec: OpSpec) -> dict[str, Any]:
         if o.dtype is not None:
             env[f"_odt{i}"] = _dtype(spec, f"outputs[{n!r}].dtype", o.dtype)
 
-    def bad_dtype(name: str, t: torch.Tensor) -> None:
+    def bad_dtype(name: str, t: torch.Tensor) -> None:  # the generated code calls these on a refusal
         raise ArgumentTypeError(f"{spec.qualname}({name}=a {t.dtype} tensor): expected {expected[name]}")
 
     def bad_layout(name: str, t: torch.Tensor) -> None:
