@@ -6,12 +6,13 @@ repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON
 
 Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
 prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend."""
-import argparse
 import ctypes
 import json
 import statistics
 import sys
 import time
+
+from gpubench import arguments, measure_interleaved
 
 
 def measure(fn, calls, reps, sync=None):
@@ -30,23 +31,6 @@ def measure(fn, calls, reps, sync=None):
             sync()  # drain outside the timed loop so queues never fill
         out.append((t1 - t0) / calls * 1e6)
     return statistics.median(out)
-
-
-def measure_interleaved(fns, calls, reps, sync):
-    """Loops like measure_loop's, interleaved so that all see the same machine state: each repetition runs every
-    one, starting one further along each time. Returns each loop's samples (µs per call), one per repetition."""
-    for f in fns:
-        f(max(200, calls // 10))
-        sync()
-    out = [[] for _ in fns]
-    for r in range(reps):
-        for k in range(len(fns)):
-            i = (r + k) % len(fns)
-            t0 = time.perf_counter()
-            fns[i](calls)
-            out[i].append((time.perf_counter() - t0) / calls * 1e6)
-            sync()
-    return out
 
 
 def measure_paired(fa, fb, calls, reps, sync):
@@ -543,12 +527,7 @@ def launch_targets(tags):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", help="write the results here")
-    p.add_argument("--reps", type=int, default=9)
-    p.add_argument("--calls", type=int, default=10000)
-    p.add_argument("--cpu", action="store_true", help="measure the CPU backend (no GPU needed)")
-    args = p.parse_args()
+    args = arguments(__doc__, 9, 10000, "measure the CPU backend (no GPU needed)")
     try:
         import dlstream
     except ImportError as e:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the GPU benchmark scripts share: the skip when torch or CUDA is missing, the calibration of torch's sleep
-kernel, and the wall-clock and host-time measurements (medians of repetitions)."""
+kernel, and the wall-clock and host-time measurements (medians of repetitions, or interleaved samples)."""
+import argparse
 import statistics
 import time
 
@@ -59,3 +60,31 @@ def host_us(torch, fn, n, reps, warm=None):
         torch.cuda.synchronize()
         out.append((t1 - t0) / n * 1e6)
     return statistics.median(out)
+
+
+def measure_interleaved(fns, calls, reps, sync):
+    """Loops fns[i](n), each making n calls (queued, not waited for), interleaved so that all see the same machine
+    state: each repetition runs every one, starting one further along each time, and sync() drains outside the
+    timing. Returns each loop's samples (µs per call), one per repetition."""
+    for f in fns:
+        f(max(200, calls // 10))
+        sync()
+    out = [[] for _ in fns]
+    for r in range(reps):
+        for k in range(len(fns)):
+            i = (r + k) % len(fns)
+            t0 = time.perf_counter()
+            fns[i](calls)
+            out[i].append((time.perf_counter() - t0) / calls * 1e6)
+            sync()
+    return out
+
+
+def arguments(doc, reps, calls, cpu_help):
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--reps", type=int, default=reps)
+    p.add_argument("--calls", type=int, default=calls)
+    p.add_argument("--cpu", action="store_true", help=cpu_help)
+    return p.parse_args()

@@ -31,7 +31,8 @@ typedef struct FunctionObject {
   /* What the last launch converted, kept to skip converting it again: the grid and block objects and their
    * dimensions, and each of the first MEMO_ARGS arguments that was an int or a float, and its dls_arg_t. Only
    * objects of exactly int, float or a tuple of exact ints are kept (strong references): they are immutable, so
-   * the same object converts the same way, and none can reach the Function (no cycle). */
+   * the same object, or an equal one of the same type (dlspy_same_value), converts the same way, and none can reach
+   * the Function (no cycle). */
   PyObject *memo_grid, *memo_block;
   uint32_t memo_dims[2][3];
   dlspy_launch_plan plan;
@@ -54,5 +55,10 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
                      uint64_t taken);
 /* Drops the plan. */
 void dlspy_plan_clear(FunctionObject *f);
+/* Whether `o` is not `memo` but an exact int, float (the same bits) or tuple of exact ints equal to it (samevalue.c;
+ * `memo` NULL: nothing remembered, false). */
+bool dlspy_equal_value(PyObject *o, PyObject *memo);
+/* Whether `o` stands for the remembered `memo`: the same object (the common case, inline), or an equal value. */
+static inline bool dlspy_same_value(PyObject *o, PyObject *memo) { return o == memo || dlspy_equal_value(o, memo); }
 
 #endif

@@ -274,7 +274,7 @@ static bool dims_memo_ok(PyObject *o) { return PyLong_CheckExact(o) || PyTuple_C
 
 /* The launch configuration's grid and block, the last ones remembered. */
 static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_launch_config_t *cfg) {
-  if (grid == f->memo_grid && block == f->memo_block) {
+  if (dlspy_same_value(grid, f->memo_grid) && dlspy_same_value(block, f->memo_block)) {
     memcpy(cfg->grid, f->memo_dims[0], sizeof cfg->grid);
     memcpy(cfg->block, f->memo_dims[1], sizeof cfg->block);
     return 0;
@@ -307,7 +307,7 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
         continue;
       }
     }
-    if (i < MEMO_ARGS && o == f->memo_obj[i]) {
+    if (i < MEMO_ARGS && dlspy_same_value(o, f->memo_obj[i])) {
       argv[i] = f->memo_arg[i];
       continue;
     }

@@ -3,8 +3,8 @@
  * stream (the common loop: the same kernel, the same grid and scalars, that framework's tensors).
  *
  * The general path (launch.c, handshake.c) decides, for each call, which argument picks the stream and how each
- * tensor is taken. A call with the plan's shape would decide the same: its scalars are the very objects the plan
- * saw (immutable, so they convert the same way), and its tensor arguments are of the plan's type in the same
+ * tensor is taken. A call with the plan's shape would decide the same: its scalars are the objects the plan saw or
+ * equal ones of the same exact type (immutable, so they convert the same way: dlspy_same_value), and its tensor arguments are of the plan's type in the same
  * places, so the first of them picks its framework's current stream and none needs ordering (the call runs on the
  * stream the framework names for them). What is left per call is what can change between calls: the tensors' data
  * pointers and devices, the framework's current stream, and whether a use_stream() context names a stream. Any
@@ -42,7 +42,8 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
   static const char pycall[] = "Function.launch";
   const dlspy_launch_plan *p = &f->plan;
   dlspy_state *st = f->st;
-  if (p->type == NULL || nargs - 2 != p->n || args[0] != f->memo_grid || args[1] != f->memo_block)
+  if (p->type == NULL || nargs - 2 != p->n || !dlspy_same_value(args[0], f->memo_grid) ||
+      !dlspy_same_value(args[1], f->memo_block))
     return 1;
   if (DLS__UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) ||
                     atomic_load_explicit(&dls__state, memory_order_acquire) != 1))
@@ -72,7 +73,7 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
       params[i] = &ptrs[i];
       if (DLS__UNLIKELY(p->builtin))
         extents[i] = dlspy_view_extent(&dl);
-    } else if (o == f->memo_obj[i]) { /* i < MEMO_ARGS: the plan has no scalar past them */
+    } else if (dlspy_same_value(o, f->memo_obj[i])) { /* i < MEMO_ARGS: the plan has no scalar past them */
       params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
     } else {
       return 1;
@@ -110,10 +111,11 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
                      uint64_t taken) {
   Py_ssize_t n = nargs - 2;
   bool fits = taken != 0 && c->fast_type != NULL && c->fast_api != NULL && c->s == c->cur_stream &&
-              c->cur_api == (const void *)c->fast_api && args[0] == f->memo_grid && args[1] == f->memo_block &&
+              c->cur_api == (const void *)c->fast_api && dlspy_same_value(args[0], f->memo_grid) &&
+              dlspy_same_value(args[1], f->memo_block) &&
               n <= DLS_MAX_ARGS;
   for (Py_ssize_t i = 0; fits && i < n; i++)
-    fits = ((taken >> i) & 1) || (i < MEMO_ARGS && args[2 + i] == f->memo_obj[i] &&
+    fits = ((taken >> i) & 1) || (i < MEMO_ARGS && dlspy_same_value(args[2 + i], f->memo_obj[i]) &&
                                   (uint32_t)f->memo_arg[i].kind - 1u < DLS_ARG_PTR);
   const dls__function *fn = fits ? dls__handle_peek(DLS_HANDLE_FUNCTION, f->handle.id) : NULL;
   fits = fits && fn != NULL;
