@@ -20,7 +20,7 @@ fi
 export PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}"
 export MYPY_CACHE_DIR="$WORK/mypy_cache"
 echo "== mypy.stubtest dlstream ($PKG/dlstream) =="
-"$PYTHON" -m mypy.stubtest dlstream
+"$PYTHON" -m mypy.stubtest --mypy-config-file tests/docs/mypy.ini --allowlist tests/docs/stubtest-allowlist.txt --ignore-unused-allowlist dlstream
 mapfile -t blocks < <("$PYTHON" tests/docs/doc_blocks.py python "$WORK/blocks" docs/python.md README.md |
                       awk '$1 == "run" { print $2 }' | xargs grep -L -E '^ *(import|from) +(torch|cupy|jax)\b')
 echo "== mypy --strict: ${#blocks[@]} examples of docs/python.md and README.md, examples/python/capture.py =="

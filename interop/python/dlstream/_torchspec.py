@@ -246,7 +246,8 @@ class OpSpec:
             sig = inspect.signature(fn)
         except (TypeError, ValueError) as e:
             raise ArgumentTypeError(f"{self.call}: {what}={fn!r}: its parameters cannot be read ({e})") from None
-        pos, kw = [], []
+        pos: list[str] = []
+        kw: list[str] = []
         for p in sig.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise InvalidArgumentError(f"{self.call}: {what}: *{p.name} cannot be given arguments by name")

@@ -117,10 +117,11 @@ def _kernels(name: str, kernel: Any, signature: str | None) -> tuple[dict[str, A
     else:
         raise ArgumentTypeError(f"{call}: kernel={kernel!r}: expected a dlstream Function or a mapping "
                                 "{'cuda': ..., 'cpu': ...} of Functions or functions of the device")
-    sigs = {f.signature for f in kernels.values() if isinstance(f, Function)}
-    if None in sigs:
+    given = {f.signature for f in kernels.values() if isinstance(f, Function)}
+    if None in given:
         raise InvalidArgumentError(f"{call}: the kernel has no signature: make it with one "
                                    "(Module.function(name, 'u64,f32,cp,p'))")
+    sigs = {s for s in given if s is not None}
     if signature is not None:
         sigs.add(canonical_signature(call, signature))
     if len(sigs) > 1:
