@@ -33,17 +33,30 @@ DLS__XLA_ERROR_CODES(CHECK_ERROR_CODE)
 #define CHECK_DTYPE(name, value, bytes) SAME(DLS__XLA_DTYPE_##name, XLA_FFI_DataType_##name)
 DLS__XLA_DATA_TYPES(CHECK_DTYPE)
 
+/* XLA FFI 0.4 (JAX 0.11) renamed what 0.3 called the extension base and the
+ * error's message getter (now GetDetails, whose arguments grew an error code
+ * at their end); the layouts we rely on did not move. */
+#if XLA_FFI_API_MINOR >= 4
+#define XLA_EXTENSION XLA_FFI_InternalExtension
+#define XLA_EXTENSION_TYPE XLA_FFI_InternalExtension_Type
+#define XLA_ERROR_GETTER XLA_FFI_Error_GetDetails
+#else
+#define XLA_EXTENSION XLA_FFI_Extension_Base
+#define XLA_EXTENSION_TYPE XLA_FFI_Extension_Type
+#define XLA_ERROR_GETTER XLA_FFI_Error_GetMessage
+#endif
+
 /* Enums are int-sized, as our int fields. */
 _Static_assert(sizeof(XLA_FFI_DataType) == sizeof(int) && sizeof(XLA_FFI_ExecutionStage) == sizeof(int) &&
                    sizeof(XLA_FFI_ArgType) == sizeof(int) && sizeof(XLA_FFI_AttrType) == sizeof(int) &&
-                   sizeof(XLA_FFI_Error_Code) == sizeof(int) && sizeof(XLA_FFI_Extension_Type) == sizeof(int),
+                   sizeof(XLA_FFI_Error_Code) == sizeof(int) && sizeof(XLA_EXTENSION_TYPE) == sizeof(int),
                "XLA FFI enums are int-sized");
 
 /* Layouts: every field we declare sits where XLA's does, with its size. */
 #define FIELD DECLS_SAME_FIELD
-FIELD(dls__xla_extension, struct_size, XLA_FFI_Extension_Base, struct_size)
-FIELD(dls__xla_extension, type, XLA_FFI_Extension_Base, type)
-FIELD(dls__xla_extension, next, XLA_FFI_Extension_Base, next)
+FIELD(dls__xla_extension, struct_size, XLA_EXTENSION, struct_size)
+FIELD(dls__xla_extension, type, XLA_EXTENSION, type)
+FIELD(dls__xla_extension, next, XLA_EXTENSION, next)
 FIELD(dls__xla_api_version, struct_size, XLA_FFI_Api_Version, struct_size)
 FIELD(dls__xla_api_version, extension_start, XLA_FFI_Api_Version, extension_start)
 FIELD(dls__xla_api_version, major_version, XLA_FFI_Api_Version, major_version)
@@ -95,7 +108,7 @@ FIELD(dls__xla_api, struct_size, XLA_FFI_Api, struct_size)
 FIELD(dls__xla_api, api_version, XLA_FFI_Api, api_version)
 FIELD(dls__xla_api, internal_api, XLA_FFI_Api, internal_api)
 FIELD(dls__xla_api, error_create, XLA_FFI_Api, XLA_FFI_Error_Create)
-FIELD(dls__xla_api, error_get_message, XLA_FFI_Api, XLA_FFI_Error_GetMessage)
+FIELD(dls__xla_api, error_get_message, XLA_FFI_Api, XLA_ERROR_GETTER)
 FIELD(dls__xla_api, error_destroy, XLA_FFI_Api, XLA_FFI_Error_Destroy)
 FIELD(dls__xla_api, handler_register, XLA_FFI_Api, XLA_FFI_Handler_Register)
 FIELD(dls__xla_api, stream_get, XLA_FFI_Api, XLA_FFI_Stream_Get)
