@@ -50,10 +50,14 @@ def ordering():
     got = np.asarray(out)
     want = (np.arange(N, dtype=np.float32) + 7777.0) * 2.0 + 1.0 + 1.0
     # Negative control: the latch holds a dlstream stream; the program without a wait completes meanwhile.
+    # Its program runs once first: CUDA loads a kernel lazily at its first launch, waiting for the whole device
+    # to be idle, which a held latch never is (docs/semantics.md, "Latches").
+    free_prog = jax.jit(lambda x, o: k(N, 1.0, x * 2.0, o) + 1.0)
+    jax.block_until_ready(free_prog(x, ones))
     other = dlstream.Stream(DEV)
     control = dlstream.Latch(DEV)
     control.wait(other, timeout=TIMEOUT)
-    free = jax.jit(lambda x, o: k(N, 1.0, x * 2.0, o) + 1.0)(x, ones)
+    free = free_prog(x, ones)
     jax.block_until_ready(free)
     control_finished_while_held = not control.timed_out
     control.open()
