@@ -52,6 +52,7 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, i
   u->cap_id = in_cap;
   u->role = 0;
   u->stale = false;
+  u->recorded = false;
   u->exports = 0;
   dls__stream_ref(s);
   *out = b->nuses++;
@@ -72,6 +73,7 @@ dls_status_t dls__use_refresh(dls__use *u) {
   dls__device *ud = u->stream->dev;
   DLS__TRY(ud->be->event_record(ud->id, u->event, u->stream->native));
   u->stale = false;
+  u->recorded = true;
   return DLS_OK;
 }
 
@@ -100,6 +102,8 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, int k) {
     return DLS_OK;
   if (u->exports > 0) /* a consumer holding an export may write at any time: whatever it queued so far */
     return dls__stream_order(s, u->stream);
+  if (!u->recorded && !u->stale)
+    return DLS_OK; /* its work was never queued (the launch failed): nothing to wait for */
   DLS__TRY(dls__use_refresh(u));
   return s->dev->be->stream_wait_event(s->dev->id, s->native, u->event);
 }
@@ -208,6 +212,7 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
       dls__use *u = &b->uses[me];
       dls_status_t st = x->s->dev->be->event_record(x->s->dev->id, u->event, x->s->native);
       u->stale = st != DLS_OK;
+      u->recorded |= st == DLS_OK;
       if (st != DLS_OK && first == DLS_OK)
         first = st;
     }
@@ -253,6 +258,7 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
     dls__use *u = &b->uses[k];
     st = s->dev->be->event_record(s->dev->id, u->event, s->native);
     u->stale = st != DLS_OK;
+    u->recorded |= st == DLS_OK;
   }
   dls__spin_unlock(&b->mu);
   return st;
@@ -285,6 +291,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     u->exports--;
     dls__device *d = consumer->dev;
     u->stale = d->be->event_record(d->id, u->event, consumer->native) != DLS_OK;
+    u->recorded |= !u->stale;
     note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
   }
   dls__spin_unlock(&b->mu);

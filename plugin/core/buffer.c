@@ -235,8 +235,24 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
     dls__capture_forget_alloc(b->cap_id, b);
 }
 
+/* Entries whose event was never recorded (their work was never queued)
+ * have nothing to wait for: their events go back to the pool unasked. */
+static void drop_unrecorded(dls__buffer *b) {
+  int n = 0;
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].recorded || b->uses[i].stale) {
+      b->uses[n++] = b->uses[i];
+    } else {
+      use_done(&b->uses[i]);
+      dls__stream_unref(b->uses[i].stream);
+    }
+  }
+  b->nuses = n;
+}
+
 /* The last reference is gone: apply the rule. Never blocks the host. */
 static void buffer_release_rule(dls__buffer *b) {
+  drop_unrecorded(b);
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   int idle = 1;

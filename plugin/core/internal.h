@@ -186,6 +186,8 @@ typedef struct dls__use {
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
   uint8_t role;        /* DLS__ROLE_* */
   bool stale;          /* the latest record failed: record it again before ordering on it */
+  bool recorded;       /* recorded at least once: until then its pooled event may carry an older record of
+                          someone else's (a capture's, even), so nothing waits on it or queries it */
   uint16_t exports;    /* live exports to this stream as their consumer: it may write at any time */
 } dls__use;
 
