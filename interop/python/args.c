@@ -107,3 +107,82 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
   }
   return 0;
 }
+
+/* ---- numbers ---- */
+
+/* `v` as an int object (a new reference): an int, or an object with __index__ (NumPy integers); a float, a str
+ * or anything else is refused. */
+static PyObject *index_of(dlspy_state *st, PyObject *v, const char *pycall, const char *arg) {
+  if (PyLong_CheckExact(v))
+    return Py_NewRef(v);
+  if (PyFloat_Check(v) || !PyIndex_Check(v)) {
+    dlspy_type_error(st, "%s(%s=%R): expected an int, not %s", pycall, arg, v, Py_TYPE(v)->tp_name);
+    return NULL;
+  }
+  PyObject *i = PyNumber_Index(v); /* an int subclass: an exact copy, its methods are not called */
+  if (i == NULL)
+    dlspy_type_error(st, "%s(%s=%R): its __index__ failed", pycall, arg, v);
+  return i;
+}
+
+int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
+                 int64_t hi, int64_t *out) {
+  PyObject *i = index_of(st, v, pycall, arg);
+  if (i == NULL)
+    return -1;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (x == -1 && !overflow && PyErr_Occurred())
+    return -1;
+  if (overflow || x < lo || x > hi) {
+    dlspy_range_error(st, "%s(%s=%R): out of range: %s is %lld to %lld", pycall, arg, v, what, (long long)lo,
+                      (long long)hi);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
+                  uint64_t hi, uint64_t *out) {
+  PyObject *i = index_of(st, v, pycall, arg);
+  if (i == NULL)
+    return -1;
+  int overflow = 0;
+  long long sx = PyLong_AsLongLongAndOverflow(i, &overflow);
+  unsigned long long x = sx < 0 ? 0 : (unsigned long long)sx;
+  bool over = overflow < 0 || (overflow == 0 && sx < 0);
+  if (overflow > 0) {
+    x = PyLong_AsUnsignedLongLong(i);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear(); /* beyond 2**64 - 1: the message below says so */
+      over = true;
+    }
+  }
+  Py_DECREF(i);
+  if (over || x < lo || x > hi) {
+    dlspy_range_error(st, "%s(%s=%R): out of range: %s is %llu to %llu", pycall, arg, v, what, (unsigned long long)lo,
+                      (unsigned long long)hi);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
+  if (PyFloat_CheckExact(v)) {
+    *out = PyFloat_AS_DOUBLE(v);
+    return 0;
+  }
+  double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError))
+      dlspy_range_error(st, "%s(%s=%R): out of range: a float is at most about 1.8e308 in magnitude", pycall, arg, v);
+    else
+      dlspy_type_error(st, "%s(%s=%R): expected a number, not %s", pycall, arg, v, Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  *out = d;
+  return 0;
+}

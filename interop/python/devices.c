@@ -236,11 +236,37 @@ int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLData
   return -1;
 }
 
+const char *dlspy_dtype_name(DLDataType dt, char *buf, size_t size) {
+  const char *base = NULL;
+  for (size_t i = 0; i < 15 && base == NULL; i++)
+    if (g_dtypes[i].code == dt.code && g_dtypes[i].bits == dt.bits)
+      base = g_dtypes[i].name;
+  char tmp[32];
+  if (base == NULL) {
+    /* DLPack's other codes: "kDLFloat8_e4m3fn" -> "float8_e4m3fn"; sized codes get their bits ("int4"). */
+    const char *code = dls__dlpack_dtype_code_name(dt.code);
+    bool sized = dt.code == kDLInt || dt.code == kDLUInt || dt.code == kDLFloat || dt.code == kDLBfloat ||
+                 dt.code == kDLComplex || dt.code == kDLBool || dt.code == kDLOpaqueHandle;
+    if (strcmp(code, "unknown") == 0)
+      snprintf(tmp, sizeof tmp, "dtype code %u with %u bits", (unsigned)dt.code, (unsigned)dt.bits);
+    else if (dt.code == kDLOpaqueHandle)
+      snprintf(tmp, sizeof tmp, "opaque%u", (unsigned)dt.bits);
+    else if (sized)
+      snprintf(tmp, sizeof tmp, "%c%s%u", code[3] + ('a' - 'A'), code + 4, (unsigned)dt.bits);
+    else
+      snprintf(tmp, sizeof tmp, "%c%s", code[3] + ('a' - 'A'), code + 4);
+    base = tmp;
+  }
+  if (dt.lanes == 1)
+    snprintf(buf, size, "%s", base);
+  else
+    snprintf(buf, size, "%sx%u", base, (unsigned)dt.lanes);
+  return buf;
+}
+
 PyObject *dlspy_dtype_str(DLDataType dt) {
-  for (size_t i = 0; i < 15; i++)
-    if (g_dtypes[i].code == dt.code && g_dtypes[i].bits == dt.bits && dt.lanes == 1)
-      return PyUnicode_FromString(g_dtypes[i].name);
-  return PyUnicode_FromFormat("dtype(code=%u, bits=%u, lanes=%u)", dt.code, dt.bits, dt.lanes);
+  char b[48];
+  return PyUnicode_FromString(dlspy_dtype_name(dt, b, sizeof b));
 }
 
 /* ---- module functions ---- */

@@ -72,6 +72,7 @@ typedef struct dlspy_state {
   PyObject *Error;                        /* dlstream.Error */
   PyObject *exc[DLSPY_STATUS_COUNT];      /* one class per status (index 0 unused) */
   PyObject *ArgumentTypeError;            /* (Error, TypeError) */
+  PyObject *OutOfRangeError;              /* (InvalidArgumentError, OverflowError) */
   PyObject *stream_var;                   /* contextvars.ContextVar of use_stream */
   PyObject *s_dlpack, *s_dlpack_device, *s_cuda_stream, *s_stream, *s_max_version;
   PyObject *s_xapi, *s_xapi_old, *s_cuda_event, *s_ptr, *s_handle, *s_device, *s_device_index;
@@ -88,6 +89,10 @@ typedef struct dlspy_state {
   bool stream_var_set;                    /* _stream_var_set ran: use_stream's variable may hold a stream */
   PyObject *cupy_provider;                /* the package's CuPy stream provider (_set_cupy_provider) */
   dlspy_cupy_state cupy;
+  struct {                                /* torch.cuda's functions (defaultstream.c), strong references */
+    PyObject *module, *is_initialized, *is_capturing, *current_stream;
+  } torch;
+  PyObject *s_torch, *s_cuda;
 } dlspy_state;
 
 extern PyModuleDef dlspy_moduledef;
@@ -130,6 +135,16 @@ PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
 PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ...);
 /* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
+/* Raises dlstream.OutOfRangeError (an InvalidArgumentError and an OverflowError); returns NULL. */
+PyObject *dlspy_range_error(dlspy_state *st, const char *fmt, ...);
+/* The raising helpers format as PyUnicode_FromFormat does, but every %R, %S and %A is cut to DLSPY_REPR_MAX
+ * characters (ending in "...") and a repr that raises becomes "<type object at 0x...>". An exception already set
+ * when they are called becomes the new exception's __cause__ (what a user's __index__ or
+ * __cuda_array_interface__ raised is kept), except one that is no Exception (KeyboardInterrupt, SystemExit):
+ * that one is left as it is and nothing else is raised. */
+#define DLSPY_REPR_MAX 100
+/* The same formatting, for messages built in pieces (a new str, or NULL with an exception). */
+PyObject *dlspy_format(const char *fmt, ...);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
 int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall);
 static inline int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
@@ -149,6 +164,8 @@ DLDevice dlspy_default_device(void);
 bool dlspy_torch_hip(PyObject *obj);
 PyObject *dlspy_device_str(DLDevice d);
 int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLDataType *out);
+/* A dtype's name for messages and Tensor.dtype: "float16", "int4", "float8_e4m3fn", "float32x4" (lanes). */
+const char *dlspy_dtype_name(DLDataType dt, char *buf, size_t size);
 PyObject *dlspy_dtype_str(DLDataType dt);
 /* Module functions: device_count, backend_available, default_device. */
 PyObject *dlspy_mod_device_count(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
@@ -219,6 +236,12 @@ static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *na
 }
 /* Drops the cache's wrappers. */
 void dlspy_stream_cache_clear(dlspy_state *st);
+/* The stream of a call that names none and has no tensor argument to ask, on `dev`: the legacy default stream,
+ * except while torch (if imported) captures a graph on its current stream of `dev`: then that stream, so the call
+ * is recorded with torch's work. 0, or -1 with an exception. */
+int dlspy_default_stream(dlspy_state *st, DLDevice dev, const char *pycall, dls_stream_t *out);
+/* Drops the torch functions dlspy_default_stream keeps. */
+void dlspy_torch_clear(dlspy_state *st);
 /* The use_stream() stream of this context as a handle, or {0}. Free (no context lookup) until _stream_var_set
  * first sets the variable: every set goes through it. */
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
@@ -246,6 +269,20 @@ bool dlspy_addr_readable(uintptr_t addr);
 int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const char *pycall);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
+
+/* ---- host waits that signals interrupt (waits.c) ---- */
+/* One look at what a wait waits for, with the GIL held: 0 and *out_done, or -1 with an exception. */
+typedef int (*dlspy_poll_fn)(void *ctx, int *out_done);
+/* Polls until done, letting the GIL go between polls (naps of 2 us growing to 0.2 ms) and running the signal
+ * handlers after each: a Ctrl-C raises KeyboardInterrupt at once and leaves the work queued. 0, or -1 with an
+ * exception. */
+int dlspy_wait(dlspy_poll_fn poll, void *ctx);
+/* Stream.synchronize: waits for the work queued on `stream` so far (an event recorded now), interruptibly; refuses
+ * what dls_stream_synchronize refuses; then runs the releases whose streams passed. 0, or -1 with an exception
+ * naming `pycall`. */
+int dlspy_stream_wait(dlspy_state *st, const char *pycall, dls_stream_t stream, DLDevice device);
+/* The same for a core stream the caller holds a reference on (staging, shutdown). */
+int dlspy_core_stream_wait(dlspy_state *st, const char *pycall, dls__stream *s);
 
 /* ---- events (event.c) ---- */
 typedef struct EventObject {
@@ -301,7 +338,7 @@ void dlspy_type_cache_clear(dlspy_state *st);
 /* Calls `provider(obj)` and resolves its result (a stream-like or None: *out {0}) on `home`; a stream of
  * another device is refused. Returns 0, or -1 with an exception. */
 int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DLDevice home, const char *pycall,
-                          int index, dls_stream_t *out);
+                          const char *arg, dls_stream_t *out);
 PyObject *dlspy_mod_register_stream_provider(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                              PyObject *kwnames);
 PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused);
@@ -317,10 +354,11 @@ typedef struct dlspy_cai {
   int64_t shape[DLS__DLPACK_MAX_NDIM];
   int64_t strides[DLS__DLPACK_MAX_NDIM];
 } dlspy_cai;
-/* Reads an interface dict `d` of args[index] into `out` (dlspy_cai_clear releases it, also after a failure).
+/* Reads an interface dict `d` of argument `arg` into `out` (dlspy_cai_clear releases it, also after a failure).
  * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
  * stream before version 3 or not a stream value. Returns 0, or -1 with an exception. */
-int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, int index, dlspy_cai *out);
+int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *pycall, const char *arg,
+                   dlspy_cai *out);
 void dlspy_cai_clear(dlspy_cai *cai);
 /* A NumPy kind ('b', 'i', 'u', 'f', 'c') and item size in bytes as a DLPack dtype; false for those dlstream does
  * not read (bool b1, int and uint 1-8, float 2-8, complex 8-16). */
@@ -339,11 +377,18 @@ void dlspy_cupy_clear(dlspy_state *st);
 /* _set_cupy_provider(fn): the package names its CuPy provider. */
 PyObject *dlspy_mod_set_cupy_provider(PyObject *m, PyObject *fn);
 /* What to do once a launch was queued (or failed) for one argument. */
-enum { DLSPY_POST_KEEP = 1, DLSPY_POST_MANAGED_V, DLSPY_POST_MANAGED_L, DLSPY_POST_STAGE, DLSPY_POST_USE };
+enum {
+  DLSPY_POST_KEEP = 1,
+  DLSPY_POST_MANAGED_V,
+  DLSPY_POST_MANAGED_L,
+  DLSPY_POST_STAGE,
+  DLSPY_POST_USE, /* a dlstream buffer held by the call, used by raw-pointer work: its use is recorded at the end */
+  DLSPY_POST_HOLD /* a dlstream buffer held by the call (its tensor may be closed meanwhile by Python code) */
+};
 typedef struct dlspy_post {
   int kind;
   PyObject *obj;        /* KEEP: strong reference held until the stream passes */
-  dls__buffer *buf;     /* USE: a dlstream buffer used by raw-pointer work on the stream (reference held) */
+  dls__buffer *buf;     /* USE, HOLD: a dlstream tensor's buffer (reference held) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -366,11 +411,17 @@ typedef struct dlspy_view {
   bool has_meta;        /* shape/strides filled (ndim <= DLS_COPY_MAX_DIMS) */
   uint64_t count;
   dls_arg_t arg;        /* what to pass: a pointer, or a dlstream tensor handle */
+  dls__buffer *buf;     /* a dlstream tensor's buffer, held by the call until its end (NULL: another framework's) */
 } dlspy_view;
 
 typedef struct dlspy_call {
   dlspy_state *st;
   const char *pycall;
+  const char *const *names; /* the call's argument names ("dst" ...): messages say dst=, else args[i] */
+  int hint;                 /* DLSPY_HINT_*: what a read-only refusal suggests */
+  const char *writer;       /* DLSPY_HINT_WRITES: what writes the argument (NULL: the call) */
+  PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
+                               reference): the __cause__ of "expected a tensor", should it come to that */
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs */
   bool have_value;
@@ -383,6 +434,8 @@ typedef struct dlspy_call {
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
+  dls__stream *cur_ref;     /* cur_stream when it is not the call's stream: a reference held (Python code run by
+                               later arguments may drop the cache's handle) */
   PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
   int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
@@ -398,6 +451,17 @@ typedef struct dlspy_call {
   dlspy_post posts[DLSPY_MAX_POSTS];
 } dlspy_call;
 enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
+/* What a read-only tensor where the kernel may write suggests: nothing (a built-in that writes the argument),
+ * declaring a signature (Function.launch without one), or 'cp' in place of 'p' (a signature says 'p'). */
+enum { DLSPY_HINT_WRITES = 0, DLSPY_HINT_NO_SIGNATURE, DLSPY_HINT_SIGNATURE };
+/* "dst" (the call's names) or "args[3]". */
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size);
+/* The same as an expression (its buffer lives as long as the enclosing block). */
+#define DLSPY_ARG(c, i) dlspy_argname((c), (i), (char[24]){0}, 24)
+/* Keeps the exception set now (a protocol getter's failure that was not fatal) as the call's cause. */
+void dlspy_call_note_cause(dlspy_call *c);
+/* Raises "<call>(<arg>=<repr>): expected <what>", with the call's noted cause as __cause__; returns -1. */
+int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what);
 
 /* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
  * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
@@ -421,9 +485,9 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
 /* A launch's pointer argument: dlspy_call_tensor without the view, exchange-API tensors and CuPy arrays on the
  * call's device taken without a detour. Returns 0, 1 when `obj` is not tensor-like (nothing raised), -1. */
 int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out);
-/* Records, once the work is queued, that raw-pointer work on the call's stream used a dlstream tensor argument
- * (launches through dls_arg_tensor record it themselves). Returns 0, or -1 with an exception. */
-int dlspy_call_record_use(dlspy_call *c, PyObject *obj);
+/* Notes that raw-pointer work on the call's stream uses the dlstream tensor of view `v` (launches through
+ * dls_arg_tensor record it themselves): its use is recorded once the work is queued. No-op for other tensors. */
+void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v);
 
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
 int dlspy_call_end_slow(dlspy_call *c, bool ok);
@@ -432,7 +496,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok);
  * the stream reference. Returns 0, or -1 with an exception. */
 static inline int dlspy_call_end(dlspy_call *c, bool ok) {
   if (DLS__LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
-                  c->first_cai.stream == NULL)) {
+                  c->first_cai.stream == NULL && c->cause == NULL && c->cur_ref == NULL)) {
     dls__stream_unref(c->s); /* not counted on default streams */
     c->s = NULL;
     c->first_obj = NULL;
@@ -442,9 +506,12 @@ static inline int dlspy_call_end(dlspy_call *c, bool ok) {
 }
 /* dlspy_call_fast_arg for a CuPy array (cupyarg.c). */
 int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out);
-/* Raises for an exchange-API framework that could not describe args[index] of `pycall` (unless it raised);
+/* Raises for an exchange-API framework that could not describe argument `arg` of `pycall` (unless it raised);
  * returns -1. */
-int dlspy_xapi_failed(dlspy_state *st, const char *pycall, int index);
+int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg);
+/* Raises ReadOnlyError for a read-only tensor argument where the call may write, with the hint that fits what the
+ * user wrote (c->hint); `how` says how it is read-only. Returns -1. */
+int dlspy_read_only(dlspy_call *c, int index, const char *how);
 /* Raises for a framework whose current_work_stream(dev) failed (unless it raised); returns -1. */
 int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev);
 /* An exchange-API framework's current stream of `dev` as its native handle; -1 with an exception when the
@@ -472,7 +539,7 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls
   if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
     dl = c->first_dl;
   else if (c->fast_api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-    return dlspy_xapi_failed(c->st, c->pycall, index);
+    return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
   if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
     return 1;
   *out = dls_arg_ptr(dlspy_view_data(&dl));
@@ -502,6 +569,8 @@ static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b)
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
 /* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
+/* Remembers `s` (handle `h`) as the current stream `api` names for `dev` in this call (see dlspy_call.cur_ref). */
+void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s, dls_stream_t h);
 /* dlspy_framework_stream when the call has not asked `api` about `dev` yet. */
 int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
 /* An exchange-API framework's current stream of `dev` (cached for the call). */
@@ -557,6 +626,18 @@ int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, P
  * as in NumPy) or ArgumentTypeError. */
 int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
                       int32_t *ndim);
+
+/* Numbers from Python into narrower C types: nothing wraps. An integer argument is an int or has __index__ (a
+ * float or a str is refused: ArgumentTypeError naming the call, the argument `arg` and the value); a value outside
+ * [lo, hi] raises OutOfRangeError (an InvalidArgumentError and an OverflowError) with "<what> is <lo> to <hi>".
+ * These run Python code (__index__, __float__): call them before looking up any handle the call then uses. */
+int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
+                 int64_t hi, int64_t *out);
+int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
+                  uint64_t hi, uint64_t *out);
+/* A real number (a float, an int, anything with __float__ or __index__) as a double; an int beyond the double
+ * range raises OutOfRangeError. */
+int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);
 
 /* ---- kernels from source (compile.c) ---- */
 /* A Module object owning `handle` (unloaded if the object cannot be made). */

@@ -182,12 +182,63 @@ int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDe
   dls__stream *s;
   if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
     return -1;
+  dlspy_call_set_current(c, api, dev, s, h);
+  *out = s;
+  return 0;
+}
+
+void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s, dls_stream_t h) {
+  /* The call's own stream is held by the call; another one is held here: a cached wrapper's handle may be dropped
+   * by Python code that later arguments run (an eviction, _clear_caches), and the call goes on reading `s`. */
+  dls__stream *ref = c->s != NULL && s != c->s && s->kind != DLS__STREAM_DEFAULT ? s : NULL;
+  if (ref != NULL)
+    dls__stream_ref(ref);
+  if (c->cur_ref != NULL)
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = ref;
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;
   c->cur_handle = h;
-  *out = s;
-  return 0;
+}
+
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->names != NULL && index >= 0) {
+    int i = 0;
+    while (c->names[i] != NULL && i < index)
+      i++;
+    if (i == index && c->names[i] != NULL)
+      return c->names[i];
+  }
+  snprintf(buf, size, "args[%d]", index);
+  return buf;
+}
+
+void dlspy_call_note_cause(dlspy_call *c) {
+  PyObject *type = NULL, *value = NULL, *tb = NULL;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == NULL)
+    return;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL)
+    PyException_SetTraceback(value, tb);
+  if (c->cause == NULL)
+    c->cause = Py_XNewRef(value); /* the first one: later ones are usually its consequences */
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
+  char b[24];
+  if (c->cause != NULL && !PyErr_Occurred()) {
+    PyObject *cause = c->cause;
+    c->cause = NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
+    Py_DECREF(cause);
+  }
+  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
+  return -1;
 }
 
 /* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
@@ -285,7 +336,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-      return dlspy_xapi_failed(st, c->pycall, (int)i);
+      return dlspy_xapi_failed(st, c->pycall, DLSPY_ARG(c, (int)i));
     DLDevice home;
     if (!dls__dlpack_home(dl.device, &home))
       return ARG_DONE;
@@ -357,7 +408,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     return ARG_DONE;
   PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
-    if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, (int)i), &c->stream) != 0)
       return -1;
     if (c->stream.id != 0)
       return ARG_DONE;
@@ -373,6 +424,11 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
                      PyObject *const *args, Py_ssize_t nargs) {
   c->st = st;
   c->pycall = pycall;
+  c->names = NULL;
+  c->hint = DLSPY_HINT_WRITES;
+  c->writer = NULL;
+  c->cause = NULL;
+  c->cur_ref = NULL;
   c->s = NULL;
   c->have_value = false;
   c->nposts = 0;
@@ -417,8 +473,8 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     }
   }
   if (c->s == NULL) {
-    if (c->stream.id == 0)
-      c->stream = dls_stream_default(dev_known ? dev : dlspy_default_device(), DLS_STREAM_LEGACY);
+    if (c->stream.id == 0 && dlspy_default_stream(st, dev_known ? dev : dlspy_default_device(), pycall, &c->stream) != 0)
+      goto fail;
     dls_status_t rc;
     c->s = dls__stream_get(c->stream, pycall, "stream", &rc);
     if (c->s == NULL) {
@@ -434,6 +490,10 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   return 0;
 fail:
   dlspy_cai_clear(&c->first_cai);
+  Py_CLEAR(c->cause);
+  if (c->cur_ref != NULL)
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = NULL;
   c->first_obj = NULL;
   c->s = NULL;
   return -1;
@@ -457,10 +517,16 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   int result = 0;
   dls__stream *s = c->s;
   dlspy_cai_clear(&c->first_cai);
+  Py_CLEAR(c->cause);
+  if (c->cur_ref != NULL)
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = NULL;
   c->first_obj = NULL;
   if (s == NULL)
     return 0;
-  /* Staged host arrays: copy back, then block until the stream has passed. */
+  /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
+   * leaves the copies queued: the host arrays are then kept like any borrowed object, until the stream passes. */
+  bool queued = ok;
   if (c->staged) {
     dls_status_t rc = DLS_OK;
     for (int i = 0; i < c->nposts && ok; i++) {
@@ -468,18 +534,17 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       if (p->kind == DLSPY_POST_STAGE && p->copy_back && p->tmp != NULL && rc == DLS_OK)
         rc = s->dev->be->memcpy_async(s->dev->id, p->host_lo, p->tmp->ptr, p->span, s->native);
     }
-    dls_status_t src;
-    atomic_fetch_add(&dlspy_nogil_calls, 1);
-    Py_BEGIN_ALLOW_THREADS
-    src = s->dev->be->stream_synchronize(s->dev->id, s->native);
-    Py_END_ALLOW_THREADS
-    atomic_fetch_sub(&dlspy_nogil_calls, 1);
-    if (rc == DLS_OK)
-      rc = src;
     if (rc != DLS_OK && ok) {
       dlspy_raise(st, rc, c->pycall);
       result = -1;
     }
+    queued = true; /* the copies in may be queued even when the launch was refused */
+    if (dlspy_core_stream_wait(st, c->pycall, s) == 0)
+      queued = false;
+    else if (result == 0)
+      result = -1;
+    else
+      PyErr_Clear(); /* the first failure says more */
   }
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
@@ -502,13 +567,19 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_STAGE:
       if (p->tmp != NULL)
         dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
-      dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
+      if (queued && p->managed != NULL)
+        keep_release(s, p->release_kind == DLSPY_POST_MANAGED_V ? release_managed_v : release_managed_l, p->managed);
+      else
+        dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
     case DLSPY_POST_USE:
       if (ok && dls__buffer_use(p->buf, s) != DLS_OK && result == 0) {
         dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
         result = -1;
       }
+      dls__buffer_unref(p->buf);
+      break;
+    case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);
       break;
     }

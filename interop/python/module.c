@@ -110,6 +110,8 @@ static int module_exec(PyObject *m) {
   INTERN(s_dtype, "dtype");
   INTERN(s_kind, "kind");
   INTERN(s_itemsize, "itemsize");
+  INTERN(s_torch, "torch");
+  INTERN(s_cuda, "cuda");
   if ((st->max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) == NULL ||
       (st->kw_stream_maxv = PyTuple_Pack(2, st->s_stream, st->s_max_version)) == NULL ||
       (st->kw_stream = PyTuple_Pack(1, st->s_stream)) == NULL)
@@ -152,10 +154,15 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->GraphType);
   Py_VISIT(st->Error);
   Py_VISIT(st->ArgumentTypeError);
+  Py_VISIT(st->OutOfRangeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_VISIT(st->exc[i]);
   Py_VISIT(st->providers);
   Py_VISIT(st->cupy_provider);
+  Py_VISIT(st->torch.module);
+  Py_VISIT(st->torch.is_initialized);
+  Py_VISIT(st->torch.is_capturing);
+  Py_VISIT(st->torch.current_stream);
   Py_VISIT(st->cupy.ndarray);
   Py_VISIT(st->cupy.capsule);
   Py_VISIT(st->cupy.get_current_stream);
@@ -174,6 +181,7 @@ static int module_clear(PyObject *m) {
     return 0;
   dlspy_type_cache_clear(st);
   dlspy_cupy_clear(st);
+  dlspy_torch_clear(st);
   Py_CLEAR(st->cupy_provider);
   Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);
@@ -186,6 +194,7 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->LatchType);
   Py_CLEAR(st->Error);
   Py_CLEAR(st->ArgumentTypeError);
+  Py_CLEAR(st->OutOfRangeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_CLEAR(st->exc[i]);
   Py_CLEAR(st->stream_var);
@@ -214,6 +223,8 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->s_dtype);
   Py_CLEAR(st->s_kind);
   Py_CLEAR(st->s_itemsize);
+  Py_CLEAR(st->s_torch);
+  Py_CLEAR(st->s_cuda);
   Py_CLEAR(st->max_version);
   Py_CLEAR(st->kw_stream_maxv);
   Py_CLEAR(st->kw_stream);

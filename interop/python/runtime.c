@@ -34,6 +34,7 @@ PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_stream_cache_clear(st);
   dlspy_type_cache_clear(st);
   dlspy_cupy_clear(st);
+  dlspy_torch_clear(st);
   Py_RETURN_NONE;
 }
 

@@ -260,16 +260,8 @@ static int live(dlspy_state *st, StreamObject *s, const char *pycall) {
 static PyObject *stream_synchronize(StreamObject *s, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
-  if (live(st, s, "Stream.synchronize") != 0)
+  if (live(st, s, "Stream.synchronize") != 0 || dlspy_stream_wait(st, "Stream.synchronize", s->handle, s->device) != 0)
     return NULL;
-  dls_status_t rc;
-  atomic_fetch_add(&dlspy_nogil_calls, 1);
-  Py_BEGIN_ALLOW_THREADS
-  rc = dls_stream_synchronize(s->handle);
-  Py_END_ALLOW_THREADS
-  atomic_fetch_sub(&dlspy_nogil_calls, 1);
-  if (rc != DLS_OK)
-    return dlspy_raise(st, rc, "Stream.synchronize");
   Py_RETURN_NONE;
 }
 
@@ -305,6 +297,8 @@ static PyObject *stream_wait(StreamObject *s, PyTypeObject *cls, PyObject *const
       return NULL;
     if (other.id == 0)
       return dlspy_type_error(st, "Stream.wait(None): expected an Event or a stream");
+    if (live(st, s, "Stream.wait") != 0) /* again: the argument's __cuda_stream__ may have closed it */
+      return NULL;
     rc = dls_stream_wait_stream(s->handle, other);
   }
   if (rc != DLS_OK)
@@ -331,6 +325,10 @@ static PyObject *stream_record(StreamObject *s, PyTypeObject *cls, PyObject *con
     return dlspy_type_error(st, "Stream.record(event=%R): expected a dlstream.Event or None", a[0]);
   }
   EventObject *e = (EventObject *)ev;
+  if (live(st, s, "Stream.record") != 0) { /* again: making the event may run finalizers */
+    Py_DECREF(ev);
+    return NULL;
+  }
   dls_status_t rc = e->handle.id ? dls_event_record(e->handle, s->handle) : DLS_ERR_INVALID_HANDLE;
   if (rc != DLS_OK) {
     Py_DECREF(ev);
@@ -419,7 +417,8 @@ static PyMethodDef stream_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))stream_acquire, METH_FASTCALL | METH_CLASS,
      "acquire(device=None) -> Stream\n--\n\nA stream from the device's pool; close() returns it."},
     {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "synchronize()\n--\n\nBlocks until the stream's queued work completes (the GIL is released)."},
+     "synchronize()\n--\n\nBlocks until the work queued on the stream so far completes (the GIL is released; Ctrl-C "
+     "interrupts the wait and leaves the work queued)."},
     {"query", (PyCFunction)(void (*)(void))stream_query, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "query() -> bool\n--\n\nTrue when all queued work has completed."},
     {"wait", (PyCFunction)(void (*)(void))stream_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,

@@ -32,6 +32,7 @@ from ._dlstream import (
     NotFoundError,
     NotSupportedError,
     OutOfMemoryError,
+    OutOfRangeError,
     ReadOnlyError,
     StateError,
     Stream,
@@ -66,7 +67,7 @@ Group = _dlstream.Group
 __all__ = [
     "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
     "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
-    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
+    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "OutOfRangeError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
     "spin", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph", "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC",
