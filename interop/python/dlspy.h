@@ -68,7 +68,7 @@ enum { DLSPY_CUPY_UNPROBED = 0, DLSPY_CUPY_NONE, DLSPY_CUPY_ATTRS, DLSPY_CUPY_CA
 
 typedef struct dlspy_state {
   PyTypeObject *StreamType, *EventType, *TensorType, *ModuleType, *FunctionType, *LatchType, *GroupType;
-  PyTypeObject *GraphType;
+  PyTypeObject *GraphType, *CaptureType;
   PyObject *Error;                        /* dlstream.Error */
   PyObject *exc[DLSPY_STATUS_COUNT];      /* one class per status (index 0 unused) */
   PyObject *ArgumentTypeError;            /* (Error, TypeError) */
@@ -178,7 +178,8 @@ PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
-/* The atexit hook: runs the pending releases, then tears the runtime down. */
+/* The atexit hook (exit.c): runs the pending releases, waits up to DLSTREAM_EXIT_TIMEOUT seconds for queued work,
+ * then tears the runtime down, or abandons it with a RuntimeWarning naming the streams still busy. */
 PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 /* _readable(addr): dlspy_addr_readable, for tests. */
@@ -204,9 +205,12 @@ enum {
 /* A Stream object naming a group's branch (never destroys it). */
 PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
 extern PyType_Spec dlspy_group_spec;
-/* Graph capture (graph.c). */
+/* Graph capture: Graph (graph.c), capture (capture.c). */
 extern PyType_Spec dlspy_graph_spec;
+extern PyType_Spec dlspy_capture_spec;
 extern PyMethodDef dlspy_graph_functions[];
+/* A Graph object owning `handle` (destroyed if the object cannot be made), replayed on `stream` by default. */
+PyObject *dlspy_graph_new(dlspy_state *st, dls_graph_t handle, PyObject *stream);
 
 extern PyType_Spec dlspy_stream_spec;
 /* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an

@@ -126,7 +126,8 @@ static int module_exec(PyObject *m) {
   if (add_type(m, &dlspy_stream_spec, &st->StreamType) != 0 || add_type(m, &dlspy_event_spec, &st->EventType) != 0 ||
       add_type(m, &dlspy_tensor_spec, &st->TensorType) != 0 || add_type(m, &dlspy_module_spec, &st->ModuleType) != 0 ||
       add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
-      add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0)
+      add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0 ||
+      add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0)
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0)
     return -1;
@@ -152,6 +153,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->LatchType);
   Py_VISIT(st->GroupType);
   Py_VISIT(st->GraphType);
+  Py_VISIT(st->CaptureType);
   Py_VISIT(st->Error);
   Py_VISIT(st->ArgumentTypeError);
   Py_VISIT(st->OutOfRangeError);
@@ -191,6 +193,7 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->FunctionType);
   Py_CLEAR(st->GroupType);
   Py_CLEAR(st->GraphType);
+  Py_CLEAR(st->CaptureType);
   Py_CLEAR(st->LatchType);
   Py_CLEAR(st->Error);
   Py_CLEAR(st->ArgumentTypeError);

@@ -44,6 +44,7 @@ from ._dlstream import (
     axpy,
     backend_available,
     builtin_function,
+    capture,
     capture_status,
     copy,
     current_stream,
@@ -59,7 +60,6 @@ from ._dlstream import (
     register_stream_provider,
     spin,
 )
-from ._capture import capture
 from ._parallel import branch, stream_parallel
 Graph = _dlstream.Graph
 Group = _dlstream.Group
