@@ -71,13 +71,13 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
       return -1;
     *ndim = 1;
   } else {
-    PyObject *seq = PyUnicode_Check(obj) || PyBytes_Check(obj) ? NULL : PySequence_Fast(obj, "");
+    /* A copy: the extents' __index__ may change a list while it is read. */
+    PyObject *seq = PyUnicode_Check(obj) || PyBytes_Check(obj) ? NULL : PySequence_Tuple(obj);
     if (seq == NULL) {
-      PyErr_Clear();
       dlspy_type_error(st, "%s(shape=%R): expected an int or a sequence of ints", pycall, obj);
       return -1;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (n > DLS__DLPACK_MAX_NDIM) {
       Py_DECREF(seq);
       dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): %zd dimensions; at most %d", pycall, obj, n,
@@ -85,7 +85,7 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
       return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-      if (parse_extent(st, obj, PySequence_Fast_GET_ITEM(seq, i), i, pycall, &shape[i]) != 0) {
+      if (parse_extent(st, obj, PyTuple_GET_ITEM(seq, i), i, pycall, &shape[i]) != 0) {
         Py_DECREF(seq);
         return -1;
       }

@@ -75,6 +75,32 @@ static int parse_device_str(dlspy_state *st, PyObject *obj, const char *pycall, 
   return 0;
 }
 
+/* A device index `v` of the device argument `shown`: an int (or __index__) 0 to 65535, else InvalidDeviceError (a
+ * ValueError); a bool is refused (True would name device 1). */
+static int device_index(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, int32_t *out) {
+  if (PyBool_Check(v) || PyFloat_Check(v) || !PyIndex_Check(v)) {
+    dlspy_type_error(st, "%s(device=%R): a device index is an int, not %s", pycall, shown, Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  PyObject *i = PyNumber_Index(v);
+  if (i == NULL) {
+    dlspy_type_error(st, "%s(device=%R): the device index's __index__ failed", pycall, shown);
+    return -1;
+  }
+  int overflow = 0;
+  long long id = PyLong_AsLongLongAndOverflow(i, &overflow);
+  Py_DECREF(i);
+  if (id == -1 && !overflow && PyErr_Occurred())
+    return -1;
+  if (overflow || id < 0 || id > 65535) {
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): out of range: a device index is 0 to 65535", pycall,
+                 shown);
+    return -1;
+  }
+  *out = (int32_t)id;
+  return 0;
+}
+
 int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out) {
   if (obj == NULL || obj == Py_None) {
     *out = dlspy_default_device();
@@ -83,33 +109,28 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
   if (PyUnicode_Check(obj))
     return parse_device_str(st, obj, pycall, out);
   if (PyLong_Check(obj)) {
-    long id = PyLong_AsLong(obj);
-    if (id < 0 || id > 65535) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): a CUDA device ordinal is 0 to 65535", pycall, obj);
+    int32_t id;
+    if (device_index(st, obj, obj, pycall, &id) != 0)
       return -1;
-    }
-    *out = dls_cuda((int32_t)id);
+    *out = dls_cuda(id);
     return 0;
   }
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {
     PyObject *t = PyTuple_GET_ITEM(obj, 0), *i = PyTuple_GET_ITEM(obj, 1);
-    long id = PyLong_Check(i) ? PyLong_AsLong(i) : -1;
-    if (id < 0 || id > 65535) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): the device index must be a non-negative int", pycall,
-                   obj);
+    int32_t id;
+    if (device_index(st, i, obj, pycall, &id) != 0)
       return -1;
-    }
-    if (PyLong_Check(t)) {
-      long type = PyLong_AsLong(t);
+    if (PyLong_Check(t) && !PyBool_Check(t)) {
+      int64_t type;
       DLDevice home;
+      if (dlspy_as_int(st, t, pycall, "device", "a DLPack device type", 0, INT32_MAX, &type) != 0)
+        return -1;
       if (!dls__dlpack_home(dls_device((DLDeviceType)type, 0), &home)) {
-        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): DLPack device type %ld is not supported", pycall, obj,
-                     type);
+        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): DLPack device type %lld is not supported", pycall,
+                     obj, (long long)type);
         return -1;
       }
-      *out = dls_device((DLDeviceType)type, (int32_t)id);
+      *out = dls_device((DLDeviceType)type, id);
       return 0;
     }
     if (PyUnicode_Check(t)) {
@@ -122,37 +143,34 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
         dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): unknown device type", pycall, obj);
         return -1;
       }
-      *out = dls_device(type, (int32_t)id);
+      *out = dls_device(type, id);
       return 0;
     }
   }
   /* torch.device and the like: .type and .index */
-  PyObject *type = PyObject_GetAttr(obj, st->s_type);
+  PyObject *type = NULL;
+  if (dlspy_getattr_opt(obj, st->s_type, &type) < 0)
+    return -1;
   if (type != NULL && PyUnicode_Check(type)) {
-    PyObject *index = PyObject_GetAttr(obj, st->s_index);
+    PyObject *index = NULL;
+    if (dlspy_getattr_opt(obj, st->s_index, &index) < 0) {
+      Py_DECREF(type);
+      return -1;
+    }
     if (index == NULL) {
       Py_DECREF(type);
-      PyErr_Clear();
       goto bad;
     }
     int rc = parse_device_str(st, type, pycall, out);
     Py_DECREF(type);
     if (rc == 0 && out->device_type == kDLCUDA && dlspy_torch_hip(obj))
       out->device_type = kDLROCM; /* torch.device('cuda') of a ROCm build */
-    if (rc == 0 && index != Py_None) {
-      long id = PyLong_AsLong(index);
-      if (id < 0) {
-        Py_DECREF(index);
-        PyErr_Clear();
-        goto bad;
-      }
-      out->device_id = (int32_t)id;
-    }
+    if (rc == 0 && index != Py_None)
+      rc = device_index(st, index, obj, pycall, &out->device_id);
     Py_DECREF(index);
     return rc;
   }
   Py_XDECREF(type);
-  PyErr_Clear();
 bad:
   dlspy_type_error(st, "%s(device=%R): expected None, 'cpu', 'cuda:N', an int, a (type, index) tuple or a device object",
                    pycall, obj);

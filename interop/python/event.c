@@ -71,7 +71,6 @@ static int foreign_native(dlspy_state *st, PyObject *obj, void **out) {
       PyObject *i = PyNumber_Index(v);
       Py_DECREF(v);
       if (i == NULL) {
-        PyErr_Clear();
         dlspy_type_error(st, "Event.wrap(obj=%R): its event handle is not an int", obj);
         return -1;
       }

@@ -45,12 +45,14 @@ static PyObject *graph_replay(GraphObject *g, PyObject *const *args, Py_ssize_t 
   PyObject *a[1] = {NULL};
   if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0 || dlspy_check_runtime(st, pycall) != 0)
     return NULL;
-  if (g->handle.id == 0)
-    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the graph was closed", pycall);
   StreamObject *own = (StreamObject *)g->stream;
-  dls_stream_t h = own->handle;
+  dls_stream_t h = {0};
   if (a[0] != NULL && a[0] != Py_None && dlspy_stream_resolve(st, a[0], own->device, pycall, "stream", &h) != 0)
     return NULL;
+  if (h.id == 0)
+    h = own->handle; /* read after the argument: its __cuda_stream__ may close it */
+  if (g->handle.id == 0)
+    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the graph was closed", pycall);
   if (h.id == 0)
     return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the capture's stream was closed; pass stream=", pycall);
   dls_status_t rc = dls_graph_launch(g->handle, h);

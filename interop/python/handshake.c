@@ -67,22 +67,49 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
 
 /* ---- the DLPack Python protocol ---- */
 
+/* Takes the pending exception (normalized); NULL when none. */
+static PyObject *take_exception(void) {
+  PyObject *type = NULL, *value = NULL, *tb = NULL;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == NULL)
+    return NULL;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL)
+    PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+}
+
 PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_value) {
   PyObject *argv[4] = {NULL, obj, stream_value, st->max_version};
   PyObject *cap = PyObject_VectorcallMethod(st->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                             st->kw_stream_maxv);
   if (cap != NULL || !PyErr_ExceptionMatches(PyExc_TypeError))
     return cap;
-  /* A producer older than DLPack 1.0 knows no max_version. */
-  PyErr_Clear();
+  /* A producer older than DLPack 1.0 knows no max_version. Should the older signatures fail too, the first
+   * TypeError (which may be the producer's own) is the last one's __context__. */
+  PyObject *first = take_exception();
   if (stream_value != Py_None) {
     argv[0] = NULL;
     cap = PyObject_VectorcallMethod(st->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, st->kw_stream);
-    if (cap != NULL || !PyErr_ExceptionMatches(PyExc_TypeError))
-      return cap;
-    PyErr_Clear();
+    if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
+      PyErr_Clear();
+    else
+      goto out;
   }
-  return PyObject_CallMethodNoArgs(obj, st->s_dlpack);
+  cap = PyObject_CallMethodNoArgs(obj, st->s_dlpack);
+out:
+  if (cap == NULL && first != NULL) {
+    PyObject *last = take_exception();
+    if (last != NULL) {
+      PyException_SetContext(last, Py_NewRef(first));
+      PyErr_SetObject((PyObject *)Py_TYPE(last), last);
+      Py_DECREF(last);
+    }
+  }
+  Py_XDECREF(first);
+  return cap;
 }
 
 int dlspy_capsule_consume(dlspy_state *st, PyObject *cap, const char *pycall, void **out_managed,
@@ -130,15 +157,20 @@ int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDe
   Py_DECREF(meth);
   if (r == NULL)
     return -1;
-  long type = -1, id = -1;
-  if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
-    type = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
-    id = PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
-  }
-  if (type < 0 || id < 0) {
-    PyErr_Clear();
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyLong_Check(PyTuple_GET_ITEM(r, 0)) ||
+      !PyLong_Check(PyTuple_GET_ITEM(r, 1))) {
     dlspy_type_error(st, "%s: __dlpack_device__() returned %R; expected a (device_type, device_id) pair of ints",
                      pycall, r);
+    Py_DECREF(r);
+    return -1;
+  }
+  int o1 = 0, o2 = 0;
+  long long type = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, 0), &o1);
+  long long id = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, 1), &o2);
+  if (o1 || o2 || type < 0 || id < 0 || type > INT32_MAX || id > INT32_MAX) {
+    dlspy_range_error(st, "%s: __dlpack_device__() returned %R: out of range: device types and indices are 0 to "
+                          "2**31 - 1",
+                      pycall, r);
     Py_DECREF(r);
     return -1;
   }

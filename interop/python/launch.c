@@ -499,7 +499,10 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   if (a[0] == NULL || !PyUnicode_Check(a[0]))
     return dlspy_type_error(st, "builtin_function(name=%R): expected the built-in's name, e.g. 'dls_axpy_f32'",
                             a[0] ? a[0] : Py_None);
-  const char *name = PyUnicode_AsUTF8(a[0]);
+  Py_ssize_t len;
+  const char *name = PyUnicode_AsUTF8AndSize(a[0], &len);
+  if (name != NULL && strlen(name) != (size_t)len)
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(name=%R): the name contains a NUL character", pycall, a[0]);
   DLDevice dev;
   if (name == NULL || dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_device(st, a[1], pycall, &dev) != 0)
     return NULL;

@@ -116,6 +116,11 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
     if (v != NULL && PyLong_Check(v)) {
       long id = PyLong_AsLong(v);
       Py_DECREF(v);
+      if (id > 65535) {
+        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "Stream.wrap(obj=%R): its %U is %ld; a device index is 0 to 65535",
+                     obj, names[i], id);
+        return -1;
+      }
       if (id >= 0) {
         /* torch's ROCm builds report HIP streams through torch.cuda */
         *out = dls_device(dlspy_torch_hip(obj) ? kDLROCM : kDLCUDA, (int32_t)id);
@@ -131,8 +136,10 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
   if (v != NULL) {
     PyObject *id = NULL;
     int rc = -1;
-    if (dlspy_getattr_opt(v, st->s_device_id, &id) >= 0 && id != NULL && PyLong_Check(id)) {
-      *out = dls_cuda((int32_t)PyLong_AsLong(id)); /* cuda.core's Device */
+    long n = -1;
+    if (dlspy_getattr_opt(v, st->s_device_id, &id) >= 0 && id != NULL && PyLong_Check(id) &&
+        (n = PyLong_AsLong(id)) >= 0 && n <= 65535) {
+      *out = dls_cuda((int32_t)n); /* cuda.core's Device */
       rc = 0;
     } else {
       PyErr_Clear();
