@@ -47,8 +47,10 @@ static int parse_extent(dlspy_state *st, PyObject *shown, PyObject *v, Py_ssize_
     return -1;
   }
   PyObject *n = PyNumber_Index(v);
-  if (n == NULL)
+  if (n == NULL) {
+    dlspy_type_error(st, "%s(shape=%R): the extent's __index__ failed", pycall, shown);
     return -1;
+  }
   int overflow = 0;
   long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
   Py_DECREF(n);
@@ -184,5 +186,15 @@ int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char
     return -1;
   }
   *out = d;
+  return 0;
+}
+
+int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, bool *out) {
+  int t = v == NULL ? 0 : PyObject_IsTrue(v);
+  if (t < 0) {
+    dlspy_type_error(st, "%s(%s=%R): its truth value failed", pycall, arg, v);
+    return -1;
+  }
+  *out = t != 0;
   return 0;
 }

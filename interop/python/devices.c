@@ -225,8 +225,10 @@ int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLData
       s = PyObject_Str(obj); /* torch.float32 -> "torch.float32"; np.float32 -> "<class ...>" */
     }
   }
-  if (s == NULL)
+  if (s == NULL) {
+    dlspy_type_error(st, "%s(dtype=%R): not a dtype (its str() failed)", pycall, obj);
     return -1;
+  }
   const char *c = PyUnicode_AsUTF8(s);
   if (c == NULL) {
     Py_DECREF(s);

@@ -639,6 +639,8 @@ int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *a
                  int64_t hi, int64_t *out);
 int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
                   uint64_t hi, uint64_t *out);
+/* A truth value (NULL: false); a __bool__ that raises is the cause of an ArgumentTypeError naming the call. */
+int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, bool *out);
 /* A real number (a float, an int, anything with __float__ or __index__) as a double; an int beyond the double
  * range raises OutOfRangeError. */
 int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);

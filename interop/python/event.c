@@ -21,12 +21,14 @@ PyObject *dlspy_event_new(dlspy_state *st, DLDevice device, unsigned flags, cons
 static PyObject *event_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"timing", "blocking", "device", NULL};
-  int timing = 0, blocking = 0;
-  PyObject *dev_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|pp$O:Event", kwlist, &timing, &blocking, &dev_obj))
+  PyObject *timing_obj = NULL, *blocking_obj = NULL, *dev_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$O:Event", kwlist, &timing_obj, &blocking_obj, &dev_obj))
     return NULL;
   DLDevice dev;
-  if (dlspy_check_runtime(st, "Event") != 0 || dlspy_parse_device(st, dev_obj, "Event", &dev) != 0)
+  bool timing, blocking;
+  if (dlspy_as_bool(st, timing_obj, "Event", "timing", &timing) != 0 ||
+      dlspy_as_bool(st, blocking_obj, "Event", "blocking", &blocking) != 0 || dlspy_check_runtime(st, "Event") != 0 ||
+      dlspy_parse_device(st, dev_obj, "Event", &dev) != 0)
     return NULL;
   EventObject *e = event_alloc(tp);
   if (e == NULL)

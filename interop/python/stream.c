@@ -62,21 +62,17 @@ PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch) {
 static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"device", "priority", "blocking", NULL};
-  PyObject *dev_obj = Py_None, *prio_obj = NULL;
-  int blocking = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$p:Stream", kwlist, &dev_obj, &prio_obj, &blocking))
+  PyObject *dev_obj = Py_None, *prio_obj = NULL, *blocking_obj = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$O:Stream", kwlist, &dev_obj, &prio_obj, &blocking_obj))
+    return NULL;
+  bool blocking;
+  if (dlspy_as_bool(st, blocking_obj, "Stream", "blocking", &blocking) != 0)
     return NULL;
   int priority = 0;
   if (prio_obj != NULL) {
-    int overflow = 0;
-    long p = PyLong_Check(prio_obj) ? PyLong_AsLongAndOverflow(prio_obj, &overflow) : 0;
-    if (!PyLong_Check(prio_obj))
-      return dlspy_type_error(st, "Stream(priority=%R): expected an int", prio_obj);
-    if (p == -1 && !overflow && PyErr_Occurred())
+    int64_t p;
+    if (dlspy_as_int(st, prio_obj, "Stream", "priority", "a stream priority", INT_MIN, INT_MAX, &p) != 0)
       return NULL;
-    if (overflow || p < INT_MIN || p > INT_MAX)
-      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Stream(priority=%R): out of the device's priority range",
-                          prio_obj);
     priority = (int)p;
   }
   if (dlspy_check_runtime(st, "Stream") != 0)
