@@ -112,30 +112,32 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
 
 /* ---- numbers ---- */
 
-/* `v` as an int object (a new reference): an int, or an object with __index__ (NumPy integers); a float, a str
- * or anything else is refused. */
-static PyObject *index_of(dlspy_state *st, PyObject *v, const char *pycall, const char *arg) {
-  if (PyLong_CheckExact(v))
-    return Py_NewRef(v);
-  if (PyFloat_Check(v) || !PyIndex_Check(v)) {
+int dlspy_index_value(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, long long *out,
+                      int *overflow, PyObject **opt_out_int) {
+  PyObject *i;
+  if (PyLong_CheckExact(v)) {
+    i = Py_NewRef(v);
+  } else if (PyFloat_Check(v) || !PyIndex_Check(v)) {
     dlspy_type_error(st, "%s(%s=%R): expected an int, not %s", pycall, arg, v, Py_TYPE(v)->tp_name);
-    return NULL;
-  }
-  PyObject *i = PyNumber_Index(v); /* an int subclass: an exact copy, its methods are not called */
-  if (i == NULL)
+    return -1;
+  } else if ((i = PyNumber_Index(v)) == NULL) { /* an int subclass: an exact copy, its methods are not called */
     dlspy_type_error(st, "%s(%s=%R): its __index__ failed", pycall, arg, v);
-  return i;
+    return -1;
+  }
+  *overflow = 0;
+  *out = PyLong_AsLongLongAndOverflow(i, overflow);
+  if (opt_out_int != NULL)
+    *opt_out_int = i;
+  else
+    Py_DECREF(i);
+  return 0;
 }
 
 int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
                  int64_t hi, int64_t *out) {
-  PyObject *i = index_of(st, v, pycall, arg);
-  if (i == NULL)
-    return -1;
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
-  Py_DECREF(i);
-  if (x == -1 && !overflow && PyErr_Occurred())
+  long long x;
+  int overflow;
+  if (dlspy_index_value(st, v, pycall, arg, &x, &overflow, NULL) != 0)
     return -1;
   if (overflow || x < lo || x > hi) {
     dlspy_range_error(st, "%s(%s=%R): out of range: %s is %lld to %lld", pycall, arg, v, what, (long long)lo,
@@ -148,11 +150,11 @@ int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *a
 
 int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
                   uint64_t hi, uint64_t *out) {
-  PyObject *i = index_of(st, v, pycall, arg);
-  if (i == NULL)
+  long long sx;
+  int overflow;
+  PyObject *i;
+  if (dlspy_index_value(st, v, pycall, arg, &sx, &overflow, &i) != 0)
     return -1;
-  int overflow = 0;
-  long long sx = PyLong_AsLongLongAndOverflow(i, &overflow);
   unsigned long long x = sx < 0 ? 0 : (unsigned long long)sx;
   bool over = overflow < 0 || (overflow == 0 && sx < 0);
   if (overflow > 0) {

@@ -78,19 +78,13 @@ static int parse_device_str(dlspy_state *st, PyObject *obj, const char *pycall, 
 /* A device index `v` of the device argument `shown`: an int (or __index__) 0 to 65535, else InvalidDeviceError (a
  * ValueError); a bool is refused (True would name device 1). */
 static int device_index(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, int32_t *out) {
-  if (PyBool_Check(v) || PyFloat_Check(v) || !PyIndex_Check(v)) {
-    dlspy_type_error(st, "%s(device=%R): a device index is an int, not %s", pycall, shown, Py_TYPE(v)->tp_name);
+  if (PyBool_Check(v)) {
+    dlspy_type_error(st, "%s(device=%R): a device index is an int, not bool", pycall, shown);
     return -1;
   }
-  PyObject *i = PyNumber_Index(v);
-  if (i == NULL) {
-    dlspy_type_error(st, "%s(device=%R): the device index's __index__ failed", pycall, shown);
-    return -1;
-  }
-  int overflow = 0;
-  long long id = PyLong_AsLongLongAndOverflow(i, &overflow);
-  Py_DECREF(i);
-  if (id == -1 && !overflow && PyErr_Occurred())
+  long long id;
+  int overflow;
+  if (dlspy_index_value(st, v, pycall, "device", &id, &overflow, NULL) != 0)
     return -1;
   if (overflow || id < 0 || id > 65535) {
     dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): out of range: a device index is 0 to 65535", pycall,

@@ -637,6 +637,10 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
  * These run Python code (__index__, __float__): call them before looking up any handle the call then uses. */
 int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
                  int64_t hi, int64_t *out);
+/* The integer value of `v` as PyLong_AsLongLongAndOverflow reads it (*overflow -1 or 1 beyond 64 bits); with
+ * opt_out_int also the int object (a new reference). A float, a str ... is refused (ArgumentTypeError). */
+int dlspy_index_value(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, long long *out,
+                      int *overflow, PyObject **opt_out_int);
 int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
                   uint64_t hi, uint64_t *out);
 /* A truth value (NULL: false); a __bool__ that raises is the cause of an ArgumentTypeError naming the call. */

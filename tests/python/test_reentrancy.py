@@ -10,54 +10,9 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, held, settle
+from conftest import CPU, Closes, held, settle
 
 NDIM = 12  # more dimensions than a core tensor keeps inline: its shape lives on the heap, freed with the tensor
-
-
-class Closes:
-    """An argument whose conversions close `victim` first (then answer `value`)."""
-
-    def __init__(self, victim, value=1):
-        self.victim, self.value = victim, value
-
-    def _close(self):
-        self.victim.close()
-
-    def __bool__(self):
-        self._close()
-        return bool(self.value)
-
-    def __index__(self):
-        self._close()
-        return int(self.value)
-
-    def __float__(self):
-        self._close()
-        return float(self.value)
-
-
-class StreamThatCloses:
-    def __init__(self, victim, stream):
-        self.victim, self.stream = victim, stream
-
-    def __cuda_stream__(self):
-        self.victim.close()
-        return (0, self.stream.ptr if self.stream is not None else 0)  # a CPU stream's registry key
-
-
-class DLPackThatCloses:
-    """A DLPack producer (a NumPy array) whose __dlpack__ closes `victim` first."""
-
-    def __init__(self, victim, array):
-        self.victim, self.array = victim, array
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-    def __dlpack__(self, **kw):
-        self.victim.close()
-        return self.array.__dlpack__(**{k: v for k, v in kw.items() if k != "stream"})
 
 
 def raises_cleanly(fn):
@@ -86,7 +41,7 @@ def test_dlpack_arguments_that_close_the_tensor(kw, no_leaks):
 def test_record_stream_whose_stream_closes_the_tensor(no_leaks):
     t = big_tensor()
     s = dlstream.Stream(CPU)
-    e = raises_cleanly(lambda: t.record_stream(StreamThatCloses(t, None)))
+    e = raises_cleanly(lambda: t.record_stream(Closes(t)))
     assert e is not None
     s.close()
 
@@ -134,7 +89,7 @@ def test_fill_value_that_closes_the_destination(no_leaks):
 
 def test_copy_whose_source_closes_the_destination(no_leaks):
     dst = dlstream.empty(8, "float32", device=CPU)
-    src = DLPackThatCloses(dst, np.ones(8, np.float32))
+    src = Closes(dst, array=np.ones(8, np.float32))
     e = raises_cleanly(lambda: dlstream.copy(dst, src))
     assert isinstance(e, dlstream.InvalidHandleError)
     settle()
@@ -154,17 +109,17 @@ def test_launch_arguments_that_close_a_tensor_argument(no_leaks):
 def test_stream_methods_whose_arguments_close_the_stream(no_leaks):
     other = dlstream.Stream(CPU)
     s = dlstream.Stream(CPU)
-    e = raises_cleanly(lambda: s.wait(StreamThatCloses(s, other)))
+    e = raises_cleanly(lambda: s.wait(Closes(s, stream=other)))
     assert isinstance(e, dlstream.InvalidHandleError) and "closed" in str(e)
     s = dlstream.Stream(CPU)
     ev = dlstream.Event(device=CPU)
-    e = raises_cleanly(lambda: ev.record(StreamThatCloses(ev, other)))
+    e = raises_cleanly(lambda: ev.record(Closes(ev, stream=other)))
     assert isinstance(e, dlstream.InvalidHandleError)
     ev = dlstream.Event(device=CPU)
-    e = raises_cleanly(lambda: ev.wait(StreamThatCloses(ev, other)))
+    e = raises_cleanly(lambda: ev.wait(Closes(ev, stream=other)))
     assert isinstance(e, dlstream.InvalidHandleError)
     latch = dlstream.Latch(CPU)
-    e = raises_cleanly(lambda: latch.wait(StreamThatCloses(latch, other)))
+    e = raises_cleanly(lambda: latch.wait(Closes(latch, stream=other)))
     assert isinstance(e, dlstream.InvalidHandleError)
     s.close()
     other.close()
@@ -192,7 +147,7 @@ def test_graph_replay_whose_stream_closes_the_graph(no_leaks):
     x = dlstream.empty(4, "float32", device=CPU, stream=s)
     with dlstream.capture(s) as g:
         dlstream.fill(x, 1.0)
-    e = raises_cleanly(lambda: g.replay(stream=StreamThatCloses(g.graph, s)))
+    e = raises_cleanly(lambda: g.replay(stream=Closes(g.graph, stream=s)))
     assert isinstance(e, dlstream.InvalidHandleError) and "closed" in str(e)
     g.close()
     x.close()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, settle
+from conftest import CPU, Closes, settle
 
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (scripts/deps.sh installs it)")
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -32,50 +32,6 @@ DTYPES = ["float32", "float64", "int8", "uint8", "int32", "int64", "bool", "floa
 LATCH_TIMEOUT = 0.2  # a held stream is released by then even if no rule opens its latch
 plain_values = (st.integers(min_value=-2**70, max_value=2**70) | st.floats(allow_nan=True, allow_infinity=True) |
                 st.sampled_from([None, "a", b"x", (1, 2), [3], object(), True, -1, 0, 2**64, 2**40]))
-
-
-class Hostile:
-    """Closes `victim` from inside whichever conversion a call asks of it, then answers like `value`."""
-
-    def __init__(self, victim, value, array=None):
-        self.victim, self.value, self.array = victim, value, array
-
-    def _close(self):
-        victim = self.victim
-        if victim is not None:
-            self.victim = None
-            try:
-                victim.close()
-            except dlstream.Error:
-                pass
-
-    def __bool__(self):
-        self._close()
-        return bool(self.value)
-
-    def __index__(self):
-        self._close()
-        return int(self.value)
-
-    def __float__(self):
-        self._close()
-        return float(self.value)
-
-    def __cuda_stream__(self):
-        self._close()
-        return (0, 0)
-
-    def __dlpack_device__(self):
-        self._close()
-        return (1, 0)
-
-    def __dlpack__(self, **kw):
-        self._close()
-        a = self.array if self.array is not None else np.zeros(4, np.float32)
-        return a.__dlpack__()
-
-    def __repr__(self):
-        return "Hostile()"
 
 
 class Finalizer:
@@ -128,7 +84,7 @@ class Programs(RuleBasedStateMachine):
         if kind == "object":
             return self.pick(data, self.everything())
         value = data.draw(st.sampled_from([0, 1, 2, 7, 1.5, -1, 2**40]))
-        return Hostile(self.pick(data, self.everything()), value, np.ones(4, np.float32))
+        return Closes(self.pick(data, self.everything()), value, np.ones(4, np.float32))
 
     @rule(pooled=st.booleans())
     def make_stream(self, pooled):
