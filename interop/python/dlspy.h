@@ -285,6 +285,9 @@ int dlspy_wait(dlspy_poll_fn poll, void *ctx);
  * what dls_stream_synchronize refuses; then runs the releases whose streams passed. 0, or -1 with an exception
  * naming `pycall`. */
 int dlspy_stream_wait(dlspy_state *st, const char *pycall, dls_stream_t stream, DLDevice device);
+/* dls_event_query in relaxed capture mode: the queries of a wait never invalidate a capture that another thread
+ * runs in global mode (one dlstream may not have seen, such as torch.cuda.graph's). */
+dls_status_t dlspy_event_query_relaxed(dls_event_t event, DLDevice device, int *out_done);
 /* The same for a core stream the caller holds a reference on (staging, shutdown). */
 int dlspy_core_stream_wait(dlspy_state *st, const char *pycall, dls__stream *s);
 
