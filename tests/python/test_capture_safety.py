@@ -5,6 +5,7 @@ closed inside the block. A leaked capture would refuse every later call of the p
 import contextvars
 import gc
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -148,3 +149,40 @@ def test_a_call_with_no_stream_and_no_tensor_inside_torch_cuda_graph_is_captured
     assert (y == 5.0).all()
     del g
     assert TORCH_CUDA
+
+
+@needs_torch_cuda
+def test_a_worker_thread_that_synchronizes_leaves_a_torch_capture_valid():
+    """A worker thread launches on its own dlstream stream and synchronizes it while the main thread captures with
+    torch.cuda.graph in global mode: the capture must stay valid (a host wait in the thread's default capture mode
+    would invalidate it; dlstream's waits query in relaxed mode)."""
+    s = dlstream.Stream("cuda:0")
+    dlstream.spin(0, stream=s)  # loads the built-in before the capture
+    s.synchronize()
+    x = torch.zeros(256, device="cuda")
+    torch.cuda.synchronize()
+    started, done, errors = threading.Event(), threading.Event(), []
+
+    def worker():
+        started.wait(30)
+        try:
+            dlstream.spin(0.001, stream=s)
+            s.synchronize()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        done.set()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x.add_(1)
+        started.set()
+        done.wait(30)
+        x.add_(1)
+    th.join(30)
+    assert not errors, errors
+    g.replay()
+    torch.cuda.synchronize()
+    assert (x == 2).all()
+    s.close()
