@@ -197,6 +197,8 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     dlspy_call_end(&c, false);
     return NULL;
   }
+  if (v.count == 0)
+    return finish(&c, DLS_OK); /* no element: nothing to queue (an empty tensor may have no data pointer) */
   return finish(&c, dls_fill(c.stream, v.arg, v.count, (uint32_t)dls_dtype_size(v.dtype), &pattern));
 }
 
@@ -243,6 +245,8 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     dlspy_call_end(&c, false);
     return NULL;
   }
+  if (x.count == 0)
+    return finish(&c, DLS_OK);
   dls_status_t rc = x.dtype.bits == 32 ? dls_axpy_f32(c.stream, x.count, (float)alpha, x.arg, y.arg)
                                        : dls_axpy_f64(c.stream, x.count, alpha, x.arg, y.arg);
   return finish(&c, rc);
@@ -332,6 +336,8 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     desc.dst_strides[i] = d.strides[i];
     desc.src_strides[i] = s.strides[i];
   }
+  if (d.count == 0)
+    return finish(&c, DLS_OK);
   return finish(&c, dls_copy_strided(c.stream, d.arg, s.arg, &desc));
 }
 

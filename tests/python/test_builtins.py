@@ -137,3 +137,18 @@ def test_builtins_use_the_context_stream(no_leaks):
     assert (a == 9).all()
     for o in (t, latch, s):
         o.close()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_builtins_on_empty_tensors_queue_nothing(dtype, no_leaks):
+    """No element, no data pointer (NumPy's and dlstream's empty arrays may have none): nothing is queued, so no
+    kernel is handed a null pointer (UndefinedBehaviorSanitizer in CI would stop at memset(NULL, ..., 0))."""
+    t = dlstream.empty(0, dtype, device=CPU)
+    a = np.zeros(0, dtype)
+    dlstream.fill(t, 1)
+    dlstream.fill(a, 1)
+    dlstream.copy(t, a)
+    if dtype == "float32":
+        dlstream.axpy(2.0, a, t)
+    settle()
+    t.close()

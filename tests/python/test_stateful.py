@@ -139,11 +139,14 @@ class Programs(RuleBasedStateMachine):
         clean(dlstream.axpy, self.argument(data), x, y)
         clean(dlstream.copy, y, self.argument(data) if data.draw(st.booleans()) else x)
 
-    @rule(data=st.data())
-    def launch(self, data):
+    @rule(data=st.data(), count=st.integers(1, 16))
+    def launch(self, data, count):
+        """A built-in through the generic launch, hostile everywhere but in the count and the destination: a raw
+        pointer is the caller's word, and the bounds of a count beyond its tensor are the core's to check."""
         f = dlstream.builtin_function("dls_fill", CPU, signature=None if data.draw(st.booleans()) else "p,u64,u32,u64")
-        args = [self.pick(data, self.tensors) if self.tensors else 0] + [self.argument(data) for _ in range(3)]
-        clean(f.launch, self.argument(data), data.draw(st.sampled_from([1, (1, 1), 2**40])), *args)
+        dst = np.zeros(16, np.int32)
+        grid, block, pattern = self.argument(data), data.draw(st.sampled_from([1, (1, 1), 2**40])), self.argument(data)
+        clean(f.launch, grid, block, dst, count, 4, pattern)
 
     @rule(data=st.data())
     @precondition(lambda self: self.tensors)
