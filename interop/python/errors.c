@@ -228,40 +228,36 @@ static PyObject *format_message(const char *fmt, va_list ap) {
   return r;
 }
 
-PyObject *dlspy_format(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  PyObject *r = format_message(fmt, ap);
-  va_end(ap);
-  return r;
-}
-
 /* ---- raising ---- */
+
+PyObject *dlspy_take_exception(void) {
+  PyObject *type = NULL, *value = NULL, *tb = NULL;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == NULL)
+    return NULL;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL)
+    PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+}
 
 /* Raises `cls(msg)`; an exception already set (what the library was told by Python code it called: a __index__,
  * a __cuda_array_interface__ ...) becomes the new one's __cause__, so nothing the user's code said is lost. */
 static void raise_chained(PyObject *cls, PyObject *msg) {
-  PyObject *type = NULL, *value = NULL, *tb = NULL;
-  PyErr_Fetch(&type, &value, &tb);
-  if (type != NULL) {
-    PyErr_NormalizeException(&type, &value, &tb); /* before the new one is set: this may call the constructor */
-    if (tb != NULL && value != NULL)
-      PyException_SetTraceback(value, tb);
-  }
+  PyObject *cause = dlspy_take_exception(); /* normalized before the new one is set: that may call a constructor */
   PyErr_SetObject(cls, msg);
-  if (type == NULL)
+  if (cause == NULL)
     return;
-  PyObject *t2 = NULL, *v2 = NULL, *tb2 = NULL;
-  PyErr_Fetch(&t2, &v2, &tb2);
-  PyErr_NormalizeException(&t2, &v2, &tb2);
-  if (v2 != NULL && value != NULL) {
-    PyException_SetCause(v2, Py_NewRef(value)); /* steals; also sets __suppress_context__ */
-    PyException_SetContext(v2, Py_NewRef(value));
+  PyObject *exc = dlspy_take_exception();
+  if (exc != NULL) {
+    PyException_SetCause(exc, Py_NewRef(cause)); /* steals; also sets __suppress_context__ */
+    PyException_SetContext(exc, Py_NewRef(cause));
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
   }
-  PyErr_Restore(t2, v2, tb2);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
+  Py_DECREF(cause);
 }
 
 static PyObject *raise_v(PyObject *cls, const char *fmt, va_list ap) {
@@ -380,3 +376,38 @@ int dlspy_errors_init(PyObject *m, dlspy_state *st) {
   }
   return 0;
 }
+
+/* ---- the arguments of a call in messages ---- */
+
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->names != NULL && index >= 0) {
+    int i = 0;
+    while (c->names[i] != NULL && i < index)
+      i++;
+    if (i == index && c->names[i] != NULL)
+      return c->names[i];
+  }
+  snprintf(buf, size, "args[%d]", index);
+  return buf;
+}
+
+void dlspy_call_note_cause(dlspy_call *c) {
+  PyObject *value = dlspy_take_exception();
+  if (c->cause == NULL)
+    c->cause = value; /* the first one: later ones are usually its consequences */
+  else
+    Py_XDECREF(value);
+}
+
+int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
+  char b[24];
+  if (c->cause != NULL && !PyErr_Occurred()) {
+    PyObject *cause = c->cause;
+    c->cause = NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
+    Py_DECREF(cause);
+  }
+  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
+  return -1;
+}
+

@@ -67,20 +67,6 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
 
 /* ---- the DLPack Python protocol ---- */
 
-/* Takes the pending exception (normalized); NULL when none. */
-static PyObject *take_exception(void) {
-  PyObject *type = NULL, *value = NULL, *tb = NULL;
-  PyErr_Fetch(&type, &value, &tb);
-  if (type == NULL)
-    return NULL;
-  PyErr_NormalizeException(&type, &value, &tb);
-  if (value != NULL && tb != NULL)
-    PyException_SetTraceback(value, tb);
-  Py_XDECREF(type);
-  Py_XDECREF(tb);
-  return value;
-}
-
 PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_value) {
   PyObject *argv[4] = {NULL, obj, stream_value, st->max_version};
   PyObject *cap = PyObject_VectorcallMethod(st->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
@@ -89,7 +75,7 @@ PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_val
     return cap;
   /* A producer older than DLPack 1.0 knows no max_version. Should the older signatures fail too, the first
    * TypeError (which may be the producer's own) is the last one's __context__. */
-  PyObject *first = take_exception();
+  PyObject *first = dlspy_take_exception();
   if (stream_value != Py_None) {
     argv[0] = NULL;
     cap = PyObject_VectorcallMethod(st->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, st->kw_stream);
@@ -101,7 +87,7 @@ PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_val
   cap = PyObject_CallMethodNoArgs(obj, st->s_dlpack);
 out:
   if (cap == NULL && first != NULL) {
-    PyObject *last = take_exception();
+    PyObject *last = dlspy_take_exception();
     if (last != NULL) {
       PyException_SetContext(last, Py_NewRef(first));
       PyErr_SetObject((PyObject *)Py_TYPE(last), last);
@@ -234,44 +220,6 @@ void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__s
   c->cur_handle = h;
 }
 
-const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
-  if (c->names != NULL && index >= 0) {
-    int i = 0;
-    while (c->names[i] != NULL && i < index)
-      i++;
-    if (i == index && c->names[i] != NULL)
-      return c->names[i];
-  }
-  snprintf(buf, size, "args[%d]", index);
-  return buf;
-}
-
-void dlspy_call_note_cause(dlspy_call *c) {
-  PyObject *type = NULL, *value = NULL, *tb = NULL;
-  PyErr_Fetch(&type, &value, &tb);
-  if (type == NULL)
-    return;
-  PyErr_NormalizeException(&type, &value, &tb);
-  if (value != NULL && tb != NULL)
-    PyException_SetTraceback(value, tb);
-  if (c->cause == NULL)
-    c->cause = Py_XNewRef(value); /* the first one: later ones are usually its consequences */
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-}
-
-int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
-  char b[24];
-  if (c->cause != NULL && !PyErr_Occurred()) {
-    PyObject *cause = c->cause;
-    c->cause = NULL;
-    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
-    Py_DECREF(cause);
-  }
-  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
-  return -1;
-}
 
 /* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
  * live, else a temporary one that dlspy_call_end frees (the call holds a reference on `s` meanwhile). */
