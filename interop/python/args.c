@@ -174,11 +174,7 @@ int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *
   return 0;
 }
 
-int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
-  if (PyFloat_CheckExact(v)) {
-    *out = PyFloat_AS_DOUBLE(v);
-    return 0;
-  }
+int dlspy_as_double_slow(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
   double d = PyFloat_AsDouble(v);
   if (d == -1.0 && PyErr_Occurred()) {
     if (PyErr_ExceptionMatches(PyExc_OverflowError))

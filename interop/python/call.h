@@ -261,8 +261,22 @@ static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b)
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
 /* Appends a post (obj: a reference the post owns; managed: a consumed DLPack tensor). */
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
-/* Remembers `s` (handle `h`) as the current stream `api` names for `dev` in this call (see dlspy_call.cur_ref). */
-void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s, dls_stream_t h);
+/* Remembers `s` (handle `h`) as the current stream `api` names for `dev` in this call. The call's own stream is held
+ * by the call; another one is held here (cur_ref): a cached wrapper's handle may be dropped by Python code that
+ * later arguments run (an eviction, _clear_caches), and the call goes on reading `s`. */
+static inline void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s,
+                                          dls_stream_t h) {
+  dls__stream *ref = c->s != NULL && s != c->s && s->kind != DLS__STREAM_DEFAULT ? s : NULL;
+  if (DLS__UNLIKELY(ref != NULL))
+    dls__stream_ref(ref);
+  if (DLS__UNLIKELY(c->cur_ref != NULL))
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = ref;
+  c->cur_api = api;
+  c->cur_dev = dev;
+  c->cur_stream = s;
+  c->cur_handle = h;
+}
 /* dlspy_framework_stream when the call has not asked `api` about `dev` yet. */
 int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out);
 /* An exchange-API framework's current stream of `dev` (cached for the call). */

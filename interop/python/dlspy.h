@@ -365,7 +365,14 @@ int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *
 int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, bool *out);
 /* A real number (a float, an int, anything with __float__ or __index__) as a double; an int beyond the double
  * range raises OutOfRangeError. */
-int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);
+int dlspy_as_double_slow(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);
+static inline int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
+  if (DLS__LIKELY(PyFloat_CheckExact(v))) {
+    *out = PyFloat_AS_DOUBLE(v);
+    return 0;
+  }
+  return dlspy_as_double_slow(st, v, pycall, arg, out);
+}
 
 /* ---- kernels from source (compile.c) ---- */
 /* A Module object owning `handle` (unloaded if the object cannot be made). */

@@ -205,20 +205,6 @@ int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDe
   return 0;
 }
 
-void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s, dls_stream_t h) {
-  /* The call's own stream is held by the call; another one is held here: a cached wrapper's handle may be dropped
-   * by Python code that later arguments run (an eviction, _clear_caches), and the call goes on reading `s`. */
-  dls__stream *ref = c->s != NULL && s != c->s && s->kind != DLS__STREAM_DEFAULT ? s : NULL;
-  if (ref != NULL)
-    dls__stream_ref(ref);
-  if (c->cur_ref != NULL)
-    dls__stream_unref(c->cur_ref);
-  c->cur_ref = ref;
-  c->cur_api = api;
-  c->cur_dev = dev;
-  c->cur_stream = s;
-  c->cur_handle = h;
-}
 
 
 /* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
