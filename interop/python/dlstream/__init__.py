@@ -6,7 +6,8 @@ Which stream a call runs on, first that applies: its ``stream=`` argument; the s
 ``with dlstream.use_stream(s):``; what the first tensor argument says: a ``dlstream.Tensor`` its allocation
 stream, another framework's tensor that framework's current stream (the DLPack C exchange API, e.g.
 ``torch.cuda.current_stream()``; a stream provider, e.g. ``cupy.cuda.get_current_stream()``; a version-3
-``__cuda_array_interface__``'s ``stream``); the legacy default stream.
+``__cuda_array_interface__``'s ``stream``); the legacy default stream (inside a ``torch.cuda.graph`` capture:
+torch's capturing stream, so the call is recorded with torch's work).
 """
 from __future__ import annotations
 
