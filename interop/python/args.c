@@ -47,8 +47,10 @@ static int parse_extent(dlspy_state *st, PyObject *shown, PyObject *v, Py_ssize_
     return -1;
   }
   PyObject *n = PyNumber_Index(v);
-  if (n == NULL)
+  if (n == NULL) {
+    dlspy_type_error(st, "%s(shape=%R): the extent's __index__ failed", pycall, shown);
     return -1;
+  }
   int overflow = 0;
   long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
   Py_DECREF(n);
@@ -71,13 +73,13 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
       return -1;
     *ndim = 1;
   } else {
-    PyObject *seq = PyUnicode_Check(obj) || PyBytes_Check(obj) ? NULL : PySequence_Fast(obj, "");
+    /* A copy: the extents' __index__ may change a list while it is read. */
+    PyObject *seq = PyUnicode_Check(obj) || PyBytes_Check(obj) ? NULL : PySequence_Tuple(obj);
     if (seq == NULL) {
-      PyErr_Clear();
       dlspy_type_error(st, "%s(shape=%R): expected an int or a sequence of ints", pycall, obj);
       return -1;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (n > DLS__DLPACK_MAX_NDIM) {
       Py_DECREF(seq);
       dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): %zd dimensions; at most %d", pycall, obj, n,
@@ -85,7 +87,7 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
       return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-      if (parse_extent(st, obj, PySequence_Fast_GET_ITEM(seq, i), i, pycall, &shape[i]) != 0) {
+      if (parse_extent(st, obj, PyTuple_GET_ITEM(seq, i), i, pycall, &shape[i]) != 0) {
         Py_DECREF(seq);
         return -1;
       }
@@ -105,5 +107,92 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
                  obj);
     return -1;
   }
+  return 0;
+}
+
+/* ---- numbers ---- */
+
+int dlspy_index_value(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, long long *out,
+                      int *overflow, PyObject **opt_out_int) {
+  PyObject *i;
+  if (PyLong_CheckExact(v)) {
+    i = Py_NewRef(v);
+  } else if (PyFloat_Check(v) || !PyIndex_Check(v)) {
+    dlspy_type_error(st, "%s(%s=%R): expected an int, not %s", pycall, arg, v, Py_TYPE(v)->tp_name);
+    return -1;
+  } else if ((i = PyNumber_Index(v)) == NULL) { /* an int subclass: an exact copy, its methods are not called */
+    dlspy_type_error(st, "%s(%s=%R): its __index__ failed", pycall, arg, v);
+    return -1;
+  }
+  *overflow = 0;
+  *out = PyLong_AsLongLongAndOverflow(i, overflow);
+  if (opt_out_int != NULL)
+    *opt_out_int = i;
+  else
+    Py_DECREF(i);
+  return 0;
+}
+
+int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
+                 int64_t hi, int64_t *out) {
+  long long x;
+  int overflow;
+  if (dlspy_index_value(st, v, pycall, arg, &x, &overflow, NULL) != 0)
+    return -1;
+  if (overflow || x < lo || x > hi) {
+    dlspy_range_error(st, "%s(%s=%R): out of range: %s is %lld to %lld", pycall, arg, v, what, (long long)lo,
+                      (long long)hi);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
+                  uint64_t hi, uint64_t *out) {
+  long long sx;
+  int overflow;
+  PyObject *i;
+  if (dlspy_index_value(st, v, pycall, arg, &sx, &overflow, &i) != 0)
+    return -1;
+  unsigned long long x = sx < 0 ? 0 : (unsigned long long)sx;
+  bool over = overflow < 0 || (overflow == 0 && sx < 0);
+  if (overflow > 0) {
+    x = PyLong_AsUnsignedLongLong(i);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear(); /* beyond 2**64 - 1: the message below says so */
+      over = true;
+    }
+  }
+  Py_DECREF(i);
+  if (over || x < lo || x > hi) {
+    dlspy_range_error(st, "%s(%s=%R): out of range: %s is %llu to %llu", pycall, arg, v, what, (unsigned long long)lo,
+                      (unsigned long long)hi);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int dlspy_as_double_slow(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
+  double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError))
+      dlspy_range_error(st, "%s(%s=%R): out of range: a float is at most about 1.8e308 in magnitude", pycall, arg, v);
+    else
+      dlspy_type_error(st, "%s(%s=%R): expected a number, not %s", pycall, arg, v, Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
+int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, bool *out) {
+  int t = v == NULL ? 0 : PyObject_IsTrue(v);
+  if (t < 0) {
+    dlspy_type_error(st, "%s(%s=%R): its truth value failed", pycall, arg, v);
+    return -1;
+  }
+  *out = t != 0;
   return 0;
 }

@@ -16,60 +16,153 @@ static PyObject *finish(dlspy_call *c, dls_status_t rc) {
 }
 
 /* A tensor argument's view (dtype, count and contiguity; with want_meta also shape and strides). */
-static int tensor_arg(dlspy_call *c, PyObject *o, int index, const char *name, bool readonly_ok, bool want_meta,
-                      dlspy_view *v) {
+static int tensor_arg(dlspy_call *c, PyObject *o, int index, bool readonly_ok, bool want_meta, dlspy_view *v) {
   int rc = dlspy_call_tensor(c, o, index, readonly_ok, want_meta, v);
   if (rc > 0)
-    dlspy_type_error(c->st, "%s(%s=%R): expected a tensor (any DLPack producer)", c->pycall, name, o);
+    dlspy_call_not_tensor(c, o, index, "a tensor (any DLPack producer)");
   return rc == 0 ? 0 : -1;
 }
 
-/* The fill pattern of `value` for elements of `dt`. */
-static int fill_pattern(dlspy_state *st, PyObject *value, DLDataType dt, uint64_t *out) {
+/* A fill value read before any handle is looked up (its __index__ or __float__ may close the tensor): an int
+ * (exact, a new reference) or a double. */
+typedef struct fill_value {
+  PyObject *i; /* NULL: a float */
+  double d;
+} fill_value;
+
+static int read_fill_value(dlspy_state *st, PyObject *v, fill_value *out) {
+  out->i = NULL;
+  out->d = 0;
+  if (!PyFloat_Check(v) && (PyLong_Check(v) || PyIndex_Check(v))) {
+    out->i = PyNumber_Index(v);
+    if (out->i == NULL)
+      dlspy_type_error(st, "fill(value=%R): its __index__ failed", v);
+    return out->i ? 0 : -1;
+  }
+  return dlspy_as_double(st, v, "fill", "value", &out->d);
+}
+
+/* IEEE half precision of `d`, rounded to nearest even (the caller refuses what would overflow). */
+static uint16_t half_bits(double d) {
+  uint16_t sign = signbit(d) ? 0x8000u : 0u;
+  double a = fabs(d);
+  if (isnan(d))
+    return sign | 0x7e00u;
+  if (isinf(a) || a >= 65520.0)
+    return sign | 0x7c00u;
+  int e;
+  (void)frexp(a, &e); /* a = m * 2**e, m in [0.5, 1) */
+  if (a != 0.0 && e - 1 >= -14) {
+    double r = nearbyint(ldexp(a, 10 - (e - 1))); /* 1024 to 2048 */
+    int exp = e - 1;
+    if (r >= 2048.0) {
+      r = 1024.0;
+      exp++;
+    }
+    return (uint16_t)(sign | (uint16_t)((exp + 15) << 10) | (uint16_t)((uint16_t)r - 1024u));
+  }
+  return (uint16_t)(sign | (uint16_t)nearbyint(ldexp(a, 24))); /* subnormal; 1024 is the smallest normal */
+}
+
+/* bfloat16 of `d`: the float's high half, rounded to nearest even. */
+static uint16_t bfloat_bits(double d) {
+  float f = (float)d;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (isnan(f))
+    return (uint16_t)((u >> 16) | 0x40u); /* stays a NaN (rounding could make it an infinity) */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* The fill pattern of `v` for elements of `dt`. Out-of-range values are refused as NumPy refuses them
+ * (OverflowError): nothing wraps; a float into integers truncates toward zero as in NumPy, NaN and infinities
+ * are refused. */
+static int fill_pattern(dlspy_state *st, PyObject *shown, const fill_value *v, DLDataType dt, uint64_t *out) {
+  char name[48];
+  dlspy_dtype_name(dt, name, sizeof name);
   size_t size = dls_dtype_size(dt);
   *out = 0;
-  if (dt.lanes != 1 || (size != 1 && size != 2 && size != 4 && size != 8))
+  if (dt.lanes != 1 || (size != 1 && size != 2 && size != 4 && size != 8) || dt.code == kDLComplex ||
+      (dt.code != kDLFloat && dt.code != kDLBfloat && dt.code != kDLInt && dt.code != kDLUInt && dt.code != kDLBool))
     goto unsupported;
-  if (dt.code == kDLFloat || dt.code == kDLBfloat) {
-    double d = PyFloat_AsDouble(value);
-    if (d == -1.0 && PyErr_Occurred())
+  if (dt.code == kDLBool) {
+    int t = v->i ? PyObject_IsTrue(v->i) : v->d != 0.0;
+    if (t < 0)
       return -1;
+    *out = (uint64_t)t;
+    return 0;
+  }
+  if (dt.code == kDLFloat || dt.code == kDLBfloat) {
+    double d = v->d;
+    if (v->i != NULL && dlspy_as_double(st, v->i, "fill", "value", &d) != 0)
+      return -1;
+    uint16_t h = 0;
+    bool inf = false;
     if (dt.bits == 64) {
       memcpy(out, &d, 8);
     } else if (dt.bits == 32) {
       float f = (float)d;
+      inf = isinf(f);
       memcpy(out, &f, 4);
-    } else if (dt.code == kDLBfloat) {
-      float f = (float)d;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-      *out = u >> 16;
-    } else if (d == 0.0) {
-      *out = signbit(d) ? 0x8000u : 0u;
     } else {
-      goto unsupported;
+      h = dt.code == kDLBfloat ? bfloat_bits(d) : half_bits(d);
+      inf = (h & 0x7fffu) == (dt.code == kDLBfloat ? 0x7f80u : 0x7c00u);
+      *out = h;
+    }
+    if (inf && isfinite(d)) {
+      dlspy_range_error(st, "fill(value=%R): out of range for %s (its largest finite value is %s)", shown, name,
+                        dt.bits == 32 || dt.code == kDLBfloat ? "about 3.4e38" : "65504");
+      return -1;
     }
     return 0;
   }
-  if (dt.code == kDLInt || dt.code == kDLUInt || dt.code == kDLBool) {
-    if (PyFloat_Check(value)) {
-      dlspy_type_error(st, "fill(value=%R): an integer tensor takes an int value", value);
+  /* Integers. */
+  bool is_signed = dt.code == kDLInt;
+  int bits = (int)size * 8;
+  int64_t lo = is_signed ? (bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1))) : 0;
+  uint64_t hi = is_signed ? (uint64_t)(bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1)
+                          : (bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1);
+  PyObject *i = v->i;
+  if (i == NULL) {
+    if (isnan(v->d) || isinf(v->d)) {
+      dlspy_range_error(st, "fill(value=%R): %s has no %s value", shown, isnan(v->d) ? "NaN" : "an infinity", name);
       return -1;
     }
-    PyObject *i = PyNumber_Index(value);
+    i = PyLong_FromDouble(trunc(v->d)); /* toward zero, as NumPy casts */
     if (i == NULL)
       return -1;
-    unsigned long long u = PyLong_AsUnsignedLongLongMask(i);
-    Py_DECREF(i);
-    if (u == (unsigned long long)-1 && PyErr_Occurred())
-      return -1;
-    *out = dt.code == kDLBool ? (u != 0) : u;
-    return 0;
+  } else {
+    Py_INCREF(i);
   }
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+  unsigned long long u = 0;
+  bool ok;
+  if (overflow > 0 && !is_signed) {
+    u = PyLong_AsUnsignedLongLong(i);
+    ok = !(u == (unsigned long long)-1 && PyErr_Occurred());
+    PyErr_Clear();
+  } else {
+    ok = overflow == 0 && x >= lo && (x < 0 || (unsigned long long)x <= hi);
+    u = (unsigned long long)x;
+  }
+  Py_DECREF(i);
+  if (!ok) {
+    if (is_signed)
+      dlspy_range_error(st, "fill(value=%R): out of range for %s (%lld to %llu)", shown, name, (long long)lo,
+                        (unsigned long long)hi);
+    else
+      dlspy_range_error(st, "fill(value=%R): out of range for %s (0 to %llu)", shown, name, (unsigned long long)hi);
+    return -1;
+  }
+  *out = size == 8 ? u : (u & (((uint64_t)1 << bits) - 1)); /* two's complement of a value that fits */
+  return 0;
 unsupported:
-  dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "fill(value=%R): elements of dtype code %u, %u bits, %u lanes are not supported",
-               value, dt.code, dt.bits, dt.lanes);
+  dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED,
+               "fill(dst): %s elements are not supported (fill takes bool, integers, float16, bfloat16, float32 and "
+               "float64)",
+               name);
   return -1;
 }
 
@@ -82,12 +175,20 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
   if (a[0] == NULL || a[1] == NULL)
     return dlspy_type_error(st, "fill() takes dst and value");
-  dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 1) != 0)
+  fill_value fv;
+  if (read_fill_value(st, a[1], &fv) != 0)
     return NULL;
+  dlspy_call c;
+  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 1) != 0) {
+    Py_XDECREF(fv.i);
+    return NULL;
+  }
+  c.names = names;
   dlspy_view v;
   uint64_t pattern;
-  if (tensor_arg(&c, a[0], 0, "dst", false, false, &v) != 0 || fill_pattern(st, a[1], v.dtype, &pattern) != 0) {
+  int bad = tensor_arg(&c, a[0], 0, false, false, &v) != 0 || fill_pattern(st, a[1], &fv, v.dtype, &pattern) != 0;
+  Py_XDECREF(fv.i);
+  if (bad) {
     dlspy_call_end(&c, false);
     return NULL;
   }
@@ -96,6 +197,8 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     dlspy_call_end(&c, false);
     return NULL;
   }
+  if (v.count == 0)
+    return finish(&c, DLS_OK); /* no element: nothing to queue (an empty tensor may have no data pointer) */
   return finish(&c, dls_fill(c.stream, v.arg, v.count, (uint32_t)dls_dtype_size(v.dtype), &pattern));
 }
 
@@ -108,16 +211,20 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
   if (a[0] == NULL || a[1] == NULL || a[2] == NULL)
     return dlspy_type_error(st, "axpy() takes a, x and y");
-  double alpha = PyFloat_AsDouble(a[0]);
-  if (alpha == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return dlspy_type_error(st, "axpy(a=%R): expected a number", a[0]);
-  }
+  double alpha;
+  if (dlspy_as_double(st, a[0], pycall, "a", &alpha) != 0)
+    return NULL;
   dlspy_call c;
   if (dlspy_call_begin(&c, st, pycall, a[3], NULL, a + 1, 2) != 0)
     return NULL;
+  c.names = names;
   dlspy_view x, y;
-  if (tensor_arg(&c, a[1], 1, "x", true, false, &x) != 0 || tensor_arg(&c, a[2], 2, "y", false, false, &y) != 0) {
+  if (tensor_arg(&c, a[1], 1, true, false, &x) != 0 || tensor_arg(&c, a[2], 2, false, false, &y) != 0) {
+    dlspy_call_end(&c, false);
+    return NULL;
+  }
+  if (x.dtype.code == kDLFloat && x.dtype.bits == 32 && isfinite(alpha) && isinf((float)alpha)) {
+    dlspy_range_error(st, "axpy(a=%R): out of range for float32 tensors (about 3.4e38 at most)", a[0]);
     dlspy_call_end(&c, false);
     return NULL;
   }
@@ -131,10 +238,15 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   else if (!x.contiguous || !y.contiguous)
     why = "x and y must be contiguous";
   if (why != NULL) {
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "axpy(x=%R, y=%R): %s", a[1], a[2], why);
+    char xd[48], yd[48];
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "axpy(x=%R, y=%R): %s (x: %s, %llu elements; y: %s, %llu elements)",
+                 a[1], a[2], why, dlspy_dtype_name(x.dtype, xd, sizeof xd), (unsigned long long)x.count,
+                 dlspy_dtype_name(y.dtype, yd, sizeof yd), (unsigned long long)y.count);
     dlspy_call_end(&c, false);
     return NULL;
   }
+  if (x.count == 0)
+    return finish(&c, DLS_OK);
   dls_status_t rc = x.dtype.bits == 32 ? dls_axpy_f32(c.stream, x.count, (float)alpha, x.arg, y.arg)
                                        : dls_axpy_f64(c.stream, x.count, alpha, x.arg, y.arg);
   return finish(&c, rc);
@@ -170,10 +282,8 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
                    dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y), dev->be->name);
   else if (bytes > 0)
     rc = dev->be->memcpy_peer_async(dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
-  if (rc == DLS_OK && dlspy_call_record_use(c, a[0], DLS_ACCESS_WRITE) != 0) {
-    dlspy_call_end(c, false);
-    return NULL;
-  }
+  if (rc == DLS_OK)
+    dlspy_call_record_use(c, d, DLS_ACCESS_WRITE);
   if (rc != DLS_OK && rc != DLS_ERR_NOT_SUPPORTED)
     (void)dls__fail_prefix(rc, "copy(%zu bytes from %s to %s)", bytes, dls_device_str(s->device, y, sizeof y),
                            dls_device_str(d->device, x, sizeof x));
@@ -192,10 +302,12 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   dlspy_call c;
   if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 2) != 0)
     return NULL;
+  c.names = names;
   dlspy_view d, s;
-  if (tensor_arg(&c, a[0], 0, "dst", false, true, &d) != 0 || dlspy_call_peer_tensor(&c, a[1], 1, &s) != 0) {
-    if (!PyErr_Occurred())
-      dlspy_type_error(st, "copy(src=%R): expected a tensor (any DLPack producer)", a[1]);
+  int rc = tensor_arg(&c, a[0], 0, false, true, &d);
+  if (rc == 0 && (rc = dlspy_call_peer_tensor(&c, a[1], 1, &s)) > 0)
+    rc = dlspy_call_not_tensor(&c, a[1], 1, "a tensor (any DLPack producer)");
+  if (rc != 0) {
     dlspy_call_end(&c, false);
     return NULL;
   }
@@ -224,6 +336,8 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     desc.dst_strides[i] = d.strides[i];
     desc.src_strides[i] = s.strides[i];
   }
+  if (d.count == 0)
+    return finish(&c, DLS_OK);
   return finish(&c, dls_copy_strided(c.stream, d.arg, s.arg, &desc));
 }
 
@@ -234,12 +348,13 @@ PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   PyObject *a[3];
   if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0)
     return NULL;
-  double secs = a[0] ? PyFloat_AsDouble(a[0]) : -1.0;
-  if (secs < 0 || secs > 3600 || isnan(secs)) {
-    PyErr_Clear();
-    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "spin(seconds=%R): expected 0 to 3600 seconds",
-                        a[0] ? a[0] : Py_None);
-  }
+  if (a[0] == NULL)
+    return dlspy_type_error(st, "spin() missing its argument 'seconds'");
+  double secs;
+  if (dlspy_as_double(st, a[0], pycall, "seconds", &secs) != 0)
+    return NULL;
+  if (!(secs >= 0 && secs <= 3600))
+    return dlspy_range_error(st, "spin(seconds=%R): out of range: a spin lasts 0 to 3600 seconds", a[0]);
   DLDevice dev;
   bool have_dev = a[2] != NULL && a[2] != Py_None;
   if (have_dev && dlspy_parse_device(st, a[2], pycall, &dev) != 0)
@@ -305,19 +420,22 @@ static PyObject *latch_wait(LatchObject *l, PyTypeObject *cls, PyObject *const *
     return NULL;
   double timeout = 10.0;
   if (a[1] != NULL && a[1] != Py_None) {
-    timeout = PyFloat_AsDouble(a[1]);
-    if ((timeout == -1.0 && PyErr_Occurred()) || !(timeout > 0) || timeout > 3600) {
-      PyErr_Clear();
-      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(timeout=%R): expected seconds in (0, 3600]", pycall, a[1]);
-    }
+    if (dlspy_as_double(st, a[1], pycall, "timeout", &timeout) != 0)
+      return NULL;
+    if (!(timeout > 0) || timeout > 3600)
+      return dlspy_range_error(st, "%s(timeout=%R): out of range: a latch timeout is more than 0 and at most 3600 "
+                                   "seconds",
+                               pycall, a[1]);
   }
   dls_stream_t s;
   if (dlspy_stream_resolve(st, a[0], l->device, pycall, "stream", &s) != 0)
     return NULL;
   if (s.id == 0 && dlspy_context_stream(st, &s) != 0)
     return NULL;
-  if (s.id == 0)
-    s = dls_stream_default(l->device, DLS_STREAM_LEGACY);
+  if (s.id == 0 && dlspy_default_stream(st, l->device, pycall, &s) != 0)
+    return NULL;
+  if (latch_live(st, l, pycall) != 0) /* again: the stream's __cuda_stream__ may have closed the latch */
+    return NULL;
   dls_status_t rc = dls_latch_wait(l->handle, s, (uint64_t)(timeout * 1e9));
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, pycall);

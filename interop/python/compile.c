@@ -48,7 +48,6 @@ static PyObject *str_tuple(dlspy_state *st, PyObject *obj, const char *pycall, c
     return PyTuple_New(0);
   PyObject *t = PyUnicode_Check(obj) ? PyTuple_Pack(1, obj) : PySequence_Tuple(obj);
   if (t == NULL) {
-    PyErr_Clear();
     return dlspy_type_error(st, "%s(%s=%R): expected a sequence of str", pycall, what, obj);
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {

@@ -309,10 +309,7 @@ int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out) {
   dls__stream *s;
   if (dlspy_stream_lookup(st, home, native, c->pycall, &h, &s) != 0)
     return -1;
-  c->cur_api = &st->cupy;
-  c->cur_dev = home;
-  c->cur_stream = s;
-  c->cur_handle = h;
+  dlspy_call_set_current(c, &st->cupy, home, s, h);
   *out = s;
   return 0;
 }

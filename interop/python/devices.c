@@ -75,6 +75,26 @@ static int parse_device_str(dlspy_state *st, PyObject *obj, const char *pycall, 
   return 0;
 }
 
+/* A device index `v` of the device argument `shown`: an int (or __index__) 0 to 65535, else InvalidDeviceError (a
+ * ValueError); a bool is refused (True would name device 1). */
+static int device_index(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, int32_t *out) {
+  if (PyBool_Check(v)) {
+    dlspy_type_error(st, "%s(device=%R): a device index is an int, not bool", pycall, shown);
+    return -1;
+  }
+  long long id;
+  int overflow;
+  if (dlspy_index_value(st, v, pycall, "device", &id, &overflow, NULL) != 0)
+    return -1;
+  if (overflow || id < 0 || id > 65535) {
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): out of range: a device index is 0 to 65535", pycall,
+                 shown);
+    return -1;
+  }
+  *out = (int32_t)id;
+  return 0;
+}
+
 int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDevice *out) {
   if (obj == NULL || obj == Py_None) {
     *out = dlspy_default_device();
@@ -83,33 +103,28 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
   if (PyUnicode_Check(obj))
     return parse_device_str(st, obj, pycall, out);
   if (PyLong_Check(obj)) {
-    long id = PyLong_AsLong(obj);
-    if (id < 0 || id > 65535) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): a CUDA device ordinal is 0 to 65535", pycall, obj);
+    int32_t id;
+    if (device_index(st, obj, obj, pycall, &id) != 0)
       return -1;
-    }
-    *out = dls_cuda((int32_t)id);
+    *out = dls_cuda(id);
     return 0;
   }
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {
     PyObject *t = PyTuple_GET_ITEM(obj, 0), *i = PyTuple_GET_ITEM(obj, 1);
-    long id = PyLong_Check(i) ? PyLong_AsLong(i) : -1;
-    if (id < 0 || id > 65535) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): the device index must be a non-negative int", pycall,
-                   obj);
+    int32_t id;
+    if (device_index(st, i, obj, pycall, &id) != 0)
       return -1;
-    }
-    if (PyLong_Check(t)) {
-      long type = PyLong_AsLong(t);
+    if (PyLong_Check(t) && !PyBool_Check(t)) {
+      int64_t type;
       DLDevice home;
+      if (dlspy_as_int(st, t, pycall, "device", "a DLPack device type", 0, INT32_MAX, &type) != 0)
+        return -1;
       if (!dls__dlpack_home(dls_device((DLDeviceType)type, 0), &home)) {
-        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): DLPack device type %ld is not supported", pycall, obj,
-                     type);
+        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): DLPack device type %lld is not supported", pycall,
+                     obj, (long long)type);
         return -1;
       }
-      *out = dls_device((DLDeviceType)type, (int32_t)id);
+      *out = dls_device((DLDeviceType)type, id);
       return 0;
     }
     if (PyUnicode_Check(t)) {
@@ -122,37 +137,34 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
         dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): unknown device type", pycall, obj);
         return -1;
       }
-      *out = dls_device(type, (int32_t)id);
+      *out = dls_device(type, id);
       return 0;
     }
   }
   /* torch.device and the like: .type and .index */
-  PyObject *type = PyObject_GetAttr(obj, st->s_type);
+  PyObject *type = NULL;
+  if (dlspy_getattr_opt(obj, st->s_type, &type) < 0)
+    return -1;
   if (type != NULL && PyUnicode_Check(type)) {
-    PyObject *index = PyObject_GetAttr(obj, st->s_index);
+    PyObject *index = NULL;
+    if (dlspy_getattr_opt(obj, st->s_index, &index) < 0) {
+      Py_DECREF(type);
+      return -1;
+    }
     if (index == NULL) {
       Py_DECREF(type);
-      PyErr_Clear();
       goto bad;
     }
     int rc = parse_device_str(st, type, pycall, out);
     Py_DECREF(type);
     if (rc == 0 && out->device_type == kDLCUDA && dlspy_torch_hip(obj))
       out->device_type = kDLROCM; /* torch.device('cuda') of a ROCm build */
-    if (rc == 0 && index != Py_None) {
-      long id = PyLong_AsLong(index);
-      if (id < 0) {
-        Py_DECREF(index);
-        PyErr_Clear();
-        goto bad;
-      }
-      out->device_id = (int32_t)id;
-    }
+    if (rc == 0 && index != Py_None)
+      rc = device_index(st, index, obj, pycall, &out->device_id);
     Py_DECREF(index);
     return rc;
   }
   Py_XDECREF(type);
-  PyErr_Clear();
 bad:
   dlspy_type_error(st, "%s(device=%R): expected None, 'cpu', 'cuda:N', an int, a (type, index) tuple or a device object",
                    pycall, obj);
@@ -207,8 +219,10 @@ int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLData
       s = PyObject_Str(obj); /* torch.float32 -> "torch.float32"; np.float32 -> "<class ...>" */
     }
   }
-  if (s == NULL)
+  if (s == NULL) {
+    dlspy_type_error(st, "%s(dtype=%R): not a dtype (its str() failed)", pycall, obj);
     return -1;
+  }
   const char *c = PyUnicode_AsUTF8(s);
   if (c == NULL) {
     Py_DECREF(s);
@@ -236,11 +250,37 @@ int dlspy_parse_dtype(dlspy_state *st, PyObject *obj, const char *pycall, DLData
   return -1;
 }
 
+const char *dlspy_dtype_name(DLDataType dt, char *buf, size_t size) {
+  const char *base = NULL;
+  for (size_t i = 0; i < 15 && base == NULL; i++)
+    if (g_dtypes[i].code == dt.code && g_dtypes[i].bits == dt.bits)
+      base = g_dtypes[i].name;
+  char tmp[32];
+  if (base == NULL) {
+    /* DLPack's other codes: "kDLFloat8_e4m3fn" -> "float8_e4m3fn"; sized codes get their bits ("int4"). */
+    const char *code = dls__dlpack_dtype_code_name(dt.code);
+    bool sized = dt.code == kDLInt || dt.code == kDLUInt || dt.code == kDLFloat || dt.code == kDLBfloat ||
+                 dt.code == kDLComplex || dt.code == kDLBool || dt.code == kDLOpaqueHandle;
+    if (strcmp(code, "unknown") == 0)
+      snprintf(tmp, sizeof tmp, "dtype code %u with %u bits", (unsigned)dt.code, (unsigned)dt.bits);
+    else if (dt.code == kDLOpaqueHandle)
+      snprintf(tmp, sizeof tmp, "opaque%u", (unsigned)dt.bits);
+    else if (sized)
+      snprintf(tmp, sizeof tmp, "%c%s%u", code[3] + ('a' - 'A'), code + 4, (unsigned)dt.bits);
+    else
+      snprintf(tmp, sizeof tmp, "%c%s", code[3] + ('a' - 'A'), code + 4);
+    base = tmp;
+  }
+  if (dt.lanes == 1)
+    snprintf(buf, size, "%s", base);
+  else
+    snprintf(buf, size, "%sx%u", base, (unsigned)dt.lanes);
+  return buf;
+}
+
 PyObject *dlspy_dtype_str(DLDataType dt) {
-  for (size_t i = 0; i < 15; i++)
-    if (g_dtypes[i].code == dt.code && g_dtypes[i].bits == dt.bits && dt.lanes == 1)
-      return PyUnicode_FromString(g_dtypes[i].name);
-  return PyUnicode_FromFormat("dtype(code=%u, bits=%u, lanes=%u)", dt.code, dt.bits, dt.lanes);
+  char b[48];
+  return PyUnicode_FromString(dlspy_dtype_name(dt, b, sizeof b));
 }
 
 /* ---- module functions ---- */

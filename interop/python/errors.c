@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct exc_def {
   int status;
@@ -59,32 +60,249 @@ static PyObject *exc_for(dlspy_state *st, dls_status_t status) {
   return st->exc[DLS_ERR_INTERNAL];
 }
 
-PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall) {
-  PyErr_Format(exc_for(st, status), "%s: %s", pycall, dls_last_error());
+/* ---- messages ---- */
+
+/* A growing UTF-8 buffer. */
+typedef struct msgbuf {
+  char *p;
+  size_t n, cap;
+  bool failed;
+} msgbuf;
+
+static void put(msgbuf *b, const char *s, size_t n) {
+  if (b->failed || n == 0)
+    return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n + 1)
+      cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+      b->failed = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+/* Appends a str, or what is left of it once cut to DLSPY_REPR_MAX characters ("..." at the end). */
+static void put_str(msgbuf *b, PyObject *s, bool cut) {
+  PyObject *t = NULL;
+  if (cut && PyUnicode_GET_LENGTH(s) > DLSPY_REPR_MAX) {
+    PyObject *head = PyUnicode_Substring(s, 0, DLSPY_REPR_MAX - 3);
+    t = head ? PyUnicode_FromFormat("%U...", head) : NULL;
+    Py_XDECREF(head);
+    if (t == NULL) {
+      PyErr_Clear();
+      b->failed = true;
+      return;
+    }
+    s = t;
+  }
+  Py_ssize_t n;
+  const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+  if (u != NULL) {
+    put(b, u, (size_t)n);
+  } else { /* lone surrogates */
+    PyErr_Clear();
+    PyObject *e = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (e != NULL)
+      put(b, PyBytes_AS_STRING(e), (size_t)PyBytes_GET_SIZE(e));
+    else
+      PyErr_Clear();
+    Py_XDECREF(e);
+  }
+  Py_XDECREF(t);
+}
+
+/* repr(), str() or ascii() of an argument for a message. A repr that raises or is not a str is replaced by
+ * "<type object at 0x...>": a message must come out whatever the object does. */
+static void put_obj(msgbuf *b, PyObject *o, char how) {
+  if (o == NULL) {
+    put(b, "<NULL>", 6);
+    return;
+  }
+  PyObject *r = how == 'S' ? PyObject_Str(o) : how == 'A' ? PyObject_ASCII(o) : PyObject_Repr(o);
+  if (r != NULL && PyUnicode_Check(r)) {
+    put_str(b, r, true);
+  } else {
+    PyErr_Clear();
+    char tmp[160];
+    int n = snprintf(tmp, sizeof tmp, "<%.100s object at %p>", Py_TYPE(o)->tp_name, (void *)o);
+    put(b, tmp, (size_t)(n < (int)sizeof tmp ? n : (int)sizeof tmp - 1));
+  }
+  Py_XDECREF(r);
+}
+
+/* PyUnicode_FromFormatV for messages, with every %R, %S and %A cut to DLSPY_REPR_MAX characters. Takes %s, %c,
+ * %d, %i, %u, %x, %X (with l, ll or z), %p, %U, %R, %S, %A and %%; a precision is honoured for %s. */
+static PyObject *format_message(const char *fmt, va_list ap) {
+  msgbuf b = {NULL, 0, 0, false};
+  const char *f = fmt;
+  while (*f) {
+    const char *pct = strchr(f, '%');
+    if (pct == NULL) {
+      put(&b, f, strlen(f));
+      break;
+    }
+    put(&b, f, (size_t)(pct - f));
+    const char *q = pct + 1;
+    int prec = -1;
+    if (*q == '.') {
+      q++;
+      if (*q == '*') {
+        prec = va_arg(ap, int);
+        q++;
+      } else {
+        prec = 0;
+        while (*q >= '0' && *q <= '9')
+          prec = prec * 10 + (*q++ - '0');
+      }
+    }
+    int len = 0; /* 1 l, 2 ll, 3 z */
+    if (q[0] == 'l' && q[1] == 'l') {
+      len = 2;
+      q += 2;
+    } else if (*q == 'l') {
+      len = 1;
+      q++;
+    } else if (*q == 'z') {
+      len = 3;
+      q++;
+    }
+    char tmp[64];
+    int n = -1;
+    switch (*q) {
+    case '%': put(&b, "%", 1); break;
+    case 's': {
+      const char *s = va_arg(ap, const char *);
+      if (s == NULL)
+        s = "(null)";
+      size_t sl = strlen(s);
+      put(&b, s, prec >= 0 && (size_t)prec < sl ? (size_t)prec : sl);
+      break;
+    }
+    case 'c': n = snprintf(tmp, sizeof tmp, "%c", va_arg(ap, int)); break;
+    case 'p': n = snprintf(tmp, sizeof tmp, "%p", va_arg(ap, void *)); break;
+    case 'd':
+    case 'i':
+      n = len == 2 ? snprintf(tmp, sizeof tmp, "%lld", va_arg(ap, long long))
+          : len == 1 ? snprintf(tmp, sizeof tmp, "%ld", va_arg(ap, long))
+          : len == 3 ? snprintf(tmp, sizeof tmp, "%zd", va_arg(ap, Py_ssize_t))
+                     : snprintf(tmp, sizeof tmp, "%d", va_arg(ap, int));
+      break;
+    case 'u':
+    case 'x':
+    case 'X': {
+      unsigned long long u = len == 2   ? va_arg(ap, unsigned long long)
+                             : len == 1 ? va_arg(ap, unsigned long)
+                             : len == 3 ? va_arg(ap, size_t)
+                                        : va_arg(ap, unsigned);
+      n = *q == 'u' ? snprintf(tmp, sizeof tmp, "%llu", u)
+          : *q == 'x' ? snprintf(tmp, sizeof tmp, "%llx", u)
+                      : snprintf(tmp, sizeof tmp, "%llX", u);
+      break;
+    }
+    case 'U': {
+      PyObject *u = va_arg(ap, PyObject *);
+      if (u != NULL && PyUnicode_Check(u))
+        put_str(&b, u, false);
+      else
+        put_obj(&b, u, 'S');
+      break;
+    }
+    case 'R':
+    case 'S':
+    case 'A': put_obj(&b, va_arg(ap, PyObject *), *q); break;
+    default: put(&b, pct, (size_t)(q - pct) + (*q != '\0')); break; /* not ours: as written */
+    }
+    if (n > 0)
+      put(&b, tmp, (size_t)(n < (int)sizeof tmp ? n : (int)sizeof tmp - 1));
+    f = *q ? q + 1 : q;
+  }
+  PyObject *r = b.failed ? PyErr_NoMemory() : PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.n, "replace");
+  PyMem_Free(b.p);
+  return r;
+}
+
+/* ---- raising ---- */
+
+PyObject *dlspy_take_exception(void) {
+  PyObject *type = NULL, *value = NULL, *tb = NULL;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == NULL)
+    return NULL;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL)
+    PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+}
+
+/* Raises `cls(msg)`; an exception already set (what the library was told by Python code it called: a __index__,
+ * a __cuda_array_interface__ ...) becomes the new one's __cause__, so nothing the user's code said is lost. */
+static void raise_chained(PyObject *cls, PyObject *msg) {
+  PyObject *cause = dlspy_take_exception(); /* normalized before the new one is set: that may call a constructor */
+  PyErr_SetObject(cls, msg);
+  if (cause == NULL)
+    return;
+  PyObject *exc = dlspy_take_exception();
+  if (exc != NULL) {
+    PyException_SetCause(exc, Py_NewRef(cause)); /* steals; also sets __suppress_context__ */
+    PyException_SetContext(exc, Py_NewRef(cause));
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  }
+  Py_DECREF(cause);
+}
+
+static PyObject *raise_v(PyObject *cls, const char *fmt, va_list ap) {
+  PyObject *type = NULL, *value = NULL, *tb = NULL;
+  if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))
+    return NULL; /* KeyboardInterrupt, SystemExit ...: they go on as they are */
+  PyErr_Fetch(&type, &value, &tb); /* formatting calls repr(): nothing may be pending meanwhile */
+  PyObject *msg = format_message(fmt, ap);
+  if (msg == NULL) {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return NULL;
+  }
+  PyErr_Restore(type, value, tb);
+  raise_chained(cls, msg);
+  Py_DECREF(msg);
   return NULL;
+}
+
+PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall) {
+  return dlspy_raisef(st, status, "%s: %s", pycall, dls_last_error());
 }
 
 PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+  raise_v(exc_for(st, status), fmt, ap);
   va_end(ap);
-  if (msg != NULL) {
-    PyErr_SetObject(exc_for(st, status), msg);
-    Py_DECREF(msg);
-  }
   return NULL;
 }
 
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+  raise_v(st->ArgumentTypeError, fmt, ap);
   va_end(ap);
-  if (msg != NULL) {
-    PyErr_SetObject(st->ArgumentTypeError, msg);
-    Py_DECREF(msg);
-  }
+  return NULL;
+}
+
+PyObject *dlspy_range_error(dlspy_state *st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  raise_v(st->OutOfRangeError, fmt, ap);
+  va_end(ap);
   return NULL;
 }
 
@@ -143,5 +361,53 @@ int dlspy_errors_init(PyObject *m, dlspy_state *st) {
     if (st->ArgumentTypeError == NULL || PyModule_AddObjectRef(m, "ArgumentTypeError", st->ArgumentTypeError) != 0)
       return -1;
   }
+  {
+    PyObject *bases = PyTuple_Pack(2, st->exc[DLS_ERR_INVALID_ARGUMENT], PyExc_OverflowError);
+    if (bases == NULL)
+      return -1;
+    st->OutOfRangeError = PyErr_NewExceptionWithDoc(
+        "dlstream.OutOfRangeError",
+        "A number outside the range of the C type or the device limit it goes to (an InvalidArgumentError, so a "
+        "ValueError, and an OverflowError, as NumPy raises).",
+        bases, NULL);
+    Py_DECREF(bases);
+    if (st->OutOfRangeError == NULL || PyModule_AddObjectRef(m, "OutOfRangeError", st->OutOfRangeError) != 0)
+      return -1;
+  }
   return 0;
 }
+
+/* ---- the arguments of a call in messages ---- */
+
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->names != NULL && index >= 0) {
+    int i = 0;
+    while (c->names[i] != NULL && i < index)
+      i++;
+    if (i == index && c->names[i] != NULL)
+      return c->names[i];
+  }
+  snprintf(buf, size, "args[%d]", index);
+  return buf;
+}
+
+void dlspy_call_note_cause(dlspy_call *c) {
+  PyObject *value = dlspy_take_exception();
+  if (c->cause == NULL)
+    c->cause = value; /* the first one: later ones are usually its consequences */
+  else
+    Py_XDECREF(value);
+}
+
+int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
+  char b[24];
+  if (c->cause != NULL && !PyErr_Occurred()) {
+    PyObject *cause = c->cause;
+    c->cause = NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
+    Py_DECREF(cause);
+  }
+  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
+  return -1;
+}
+

@@ -21,12 +21,14 @@ PyObject *dlspy_event_new(dlspy_state *st, DLDevice device, unsigned flags, cons
 static PyObject *event_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"timing", "blocking", "device", NULL};
-  int timing = 0, blocking = 0;
-  PyObject *dev_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|pp$O:Event", kwlist, &timing, &blocking, &dev_obj))
+  PyObject *timing_obj = NULL, *blocking_obj = NULL, *dev_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$O:Event", kwlist, &timing_obj, &blocking_obj, &dev_obj))
     return NULL;
   DLDevice dev;
-  if (dlspy_check_runtime(st, "Event") != 0 || dlspy_parse_device(st, dev_obj, "Event", &dev) != 0)
+  bool timing, blocking;
+  if (dlspy_as_bool(st, timing_obj, "Event", "timing", &timing) != 0 ||
+      dlspy_as_bool(st, blocking_obj, "Event", "blocking", &blocking) != 0 || dlspy_check_runtime(st, "Event") != 0 ||
+      dlspy_parse_device(st, dev_obj, "Event", &dev) != 0)
     return NULL;
   EventObject *e = event_alloc(tp);
   if (e == NULL)
@@ -71,7 +73,6 @@ static int foreign_native(dlspy_state *st, PyObject *obj, void **out) {
       PyObject *i = PyNumber_Index(v);
       Py_DECREF(v);
       if (i == NULL) {
-        PyErr_Clear();
         dlspy_type_error(st, "Event.wrap(obj=%R): its event handle is not an int", obj);
         return -1;
       }
@@ -157,9 +158,9 @@ static int event_stream(dlspy_state *st, EventObject *e, PyObject *const *args, 
     return -1;
   if (out->id == 0 && dlspy_context_stream(st, out) != 0)
     return -1;
-  if (out->id == 0)
-    *out = dls_stream_default(e->device, DLS_STREAM_LEGACY);
-  return 0;
+  if (out->id == 0 && dlspy_default_stream(st, e->device, pycall, out) != 0)
+    return -1;
+  return live(st, e, pycall); /* again: the stream's __cuda_stream__ may have closed the event */
 }
 
 static PyObject *event_record(EventObject *e, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
@@ -186,19 +187,34 @@ static PyObject *event_wait(EventObject *e, PyTypeObject *cls, PyObject *const *
   Py_RETURN_NONE;
 }
 
+typedef struct event_sync {
+  dlspy_state *st;
+  EventObject *e;
+} event_sync;
+
+/* One look at the event's latest record. The handle is read again each time: another thread may close the event
+ * while the GIL is let go between looks. */
+static int poll_sync(void *ctx, int *done) {
+  event_sync *p = ctx;
+  if (live(p->st, p->e, "Event.synchronize") != 0)
+    return -1;
+  dls_status_t rc = dlspy_event_query_relaxed(p->e->handle, p->e->device, done);
+  if (rc != DLS_OK) {
+    dlspy_raise(p->st, rc, "Event.synchronize");
+    return -1;
+  }
+  return 0;
+}
+
 static PyObject *event_synchronize(EventObject *e, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
   if (live(st, e, "Event.synchronize") != 0)
     return NULL;
-  dls_status_t rc;
-  atomic_fetch_add(&dlspy_nogil_calls, 1);
-  Py_BEGIN_ALLOW_THREADS
-  rc = dls_event_synchronize(e->handle);
-  Py_END_ALLOW_THREADS
-  atomic_fetch_sub(&dlspy_nogil_calls, 1);
-  if (rc != DLS_OK)
-    return dlspy_raise(st, rc, "Event.synchronize");
+  event_sync p = {st, e};
+  if (dlspy_wait(poll_sync, &p) != 0)
+    return NULL;
+  (void)dls_deferred_poll(); /* as dls_event_synchronize: releases whose streams passed */
   Py_RETURN_NONE;
 }
 
@@ -276,7 +292,8 @@ static PyMethodDef event_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))event_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "wait($self, stream=None)\n--\n\nThe stream's later work waits for the latest record; the host does not wait."},
     {"synchronize", (PyCFunction)(void (*)(void))event_synchronize, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "synchronize($self, /)\n--\n\nBlocks the host until the latest record completes (the GIL is released)."},
+     "synchronize($self, /)\n--\n\nBlocks the host until the latest record completes (the GIL is released; Ctrl-C "
+     "interrupts the wait)."},
     {"query", (PyCFunction)(void (*)(void))event_query, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "query($self, /)\n--\n\nTrue when the latest record has completed (or none was made)."},
     {"elapsed_time", (PyCFunction)(void (*)(void))event_elapsed_time, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,

@@ -73,16 +73,29 @@ PyObject *dlspy_call_dlpack(dlspy_state *st, PyObject *obj, PyObject *stream_val
                                             st->kw_stream_maxv);
   if (cap != NULL || !PyErr_ExceptionMatches(PyExc_TypeError))
     return cap;
-  /* A producer older than DLPack 1.0 knows no max_version. */
-  PyErr_Clear();
+  /* A producer older than DLPack 1.0 knows no max_version. Should the older signatures fail too, the first
+   * TypeError (which may be the producer's own) is the last one's __context__. */
+  PyObject *first = dlspy_take_exception();
   if (stream_value != Py_None) {
     argv[0] = NULL;
     cap = PyObject_VectorcallMethod(st->s_dlpack, argv + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, st->kw_stream);
-    if (cap != NULL || !PyErr_ExceptionMatches(PyExc_TypeError))
-      return cap;
-    PyErr_Clear();
+    if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
+      PyErr_Clear();
+    else
+      goto out;
   }
-  return PyObject_CallMethodNoArgs(obj, st->s_dlpack);
+  cap = PyObject_CallMethodNoArgs(obj, st->s_dlpack);
+out:
+  if (cap == NULL && first != NULL) {
+    PyObject *last = dlspy_take_exception();
+    if (last != NULL) {
+      PyException_SetContext(last, Py_NewRef(first));
+      PyErr_SetObject((PyObject *)Py_TYPE(last), last);
+      Py_DECREF(last);
+    }
+  }
+  Py_XDECREF(first);
+  return cap;
 }
 
 int dlspy_capsule_consume(dlspy_state *st, PyObject *cap, const char *pycall, void **out_managed,
@@ -130,15 +143,20 @@ int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDe
   Py_DECREF(meth);
   if (r == NULL)
     return -1;
-  long type = -1, id = -1;
-  if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2) {
-    type = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
-    id = PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
-  }
-  if (type < 0 || id < 0) {
-    PyErr_Clear();
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyLong_Check(PyTuple_GET_ITEM(r, 0)) ||
+      !PyLong_Check(PyTuple_GET_ITEM(r, 1))) {
     dlspy_type_error(st, "%s: __dlpack_device__() returned %R; expected a (device_type, device_id) pair of ints",
                      pycall, r);
+    Py_DECREF(r);
+    return -1;
+  }
+  int o1 = 0, o2 = 0;
+  long long type = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, 0), &o1);
+  long long id = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(r, 1), &o2);
+  if (o1 || o2 || type < 0 || id < 0 || type > INT32_MAX || id > INT32_MAX) {
+    dlspy_range_error(st, "%s: __dlpack_device__() returned %R: out of range: device types and indices are 0 to "
+                          "2**31 - 1",
+                      pycall, r);
     Py_DECREF(r);
     return -1;
   }
@@ -182,13 +200,12 @@ int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDe
   dls__stream *s;
   if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
     return -1;
-  c->cur_api = api;
-  c->cur_dev = dev;
-  c->cur_stream = s;
-  c->cur_handle = h;
+  dlspy_call_set_current(c, api, dev, s, h);
   *out = s;
   return 0;
 }
+
+
 
 /* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
  * live, else a temporary one that dlspy_call_end frees (the call holds a reference on `s` meanwhile). */
@@ -285,7 +302,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   if (info.kind == DLSPY_KIND_XAPI) {
     DLTensor dl;
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-      return dlspy_xapi_failed(st, c->pycall, (int)i);
+      return dlspy_xapi_failed(st, c->pycall, DLSPY_ARG(c, (int)i));
     DLDevice home;
     if (!dls__dlpack_home(dl.device, &home))
       return ARG_DONE;
@@ -357,7 +374,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     return ARG_DONE;
   PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
-    if (dlspy_provider_stream(st, provider, o, home, c->pycall, (int)i, &c->stream) != 0)
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, (int)i), &c->stream) != 0)
       return -1;
     if (c->stream.id != 0)
       return ARG_DONE;
@@ -373,6 +390,11 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
                      PyObject *const *args, Py_ssize_t nargs) {
   c->st = st;
   c->pycall = pycall;
+  c->names = NULL;
+  c->hint = DLSPY_HINT_WRITES;
+  c->writer = NULL;
+  c->cause = NULL;
+  c->cur_ref = NULL;
   c->s = NULL;
   c->have_value = false;
   c->nposts = 0;
@@ -418,8 +440,8 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     }
   }
   if (c->s == NULL) {
-    if (c->stream.id == 0)
-      c->stream = dls_stream_default(dev_known ? dev : dlspy_default_device(), DLS_STREAM_LEGACY);
+    if (c->stream.id == 0 && dlspy_default_stream(st, dev_known ? dev : dlspy_default_device(), pycall, &c->stream) != 0)
+      goto fail;
     dls_status_t rc;
     c->s = dls__stream_get(c->stream, pycall, "stream", &rc);
     if (c->s == NULL) {
@@ -435,6 +457,10 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
   return 0;
 fail:
   dlspy_cai_clear(&c->first_cai);
+  Py_CLEAR(c->cause);
+  if (c->cur_ref != NULL)
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = NULL;
   c->first_obj = NULL;
   c->s = NULL;
   return -1;
@@ -458,10 +484,16 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   int result = 0;
   dls__stream *s = c->s;
   dlspy_cai_clear(&c->first_cai);
+  Py_CLEAR(c->cause);
+  if (c->cur_ref != NULL)
+    dls__stream_unref(c->cur_ref);
+  c->cur_ref = NULL;
   c->first_obj = NULL;
   if (s == NULL)
     return 0;
-  /* Staged host arrays: copy back, then block until the stream has passed. */
+  /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
+   * leaves the copies queued: the host arrays are then kept like any borrowed object, until the stream passes. */
+  bool queued = ok;
   if (c->staged) {
     dls_status_t rc = DLS_OK;
     for (int i = 0; i < c->nposts && ok; i++) {
@@ -469,18 +501,17 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       if (p->kind == DLSPY_POST_STAGE && p->copy_back && p->tmp != NULL && rc == DLS_OK)
         rc = s->dev->be->memcpy_async(s->dev->id, p->host_lo, p->tmp->ptr, p->span, s->native);
     }
-    dls_status_t src;
-    atomic_fetch_add(&dlspy_nogil_calls, 1);
-    Py_BEGIN_ALLOW_THREADS
-    src = s->dev->be->stream_synchronize(s->dev->id, s->native);
-    Py_END_ALLOW_THREADS
-    atomic_fetch_sub(&dlspy_nogil_calls, 1);
-    if (rc == DLS_OK)
-      rc = src;
     if (rc != DLS_OK && ok) {
       dlspy_raise(st, rc, c->pycall);
       result = -1;
     }
+    queued = true; /* the copies in may be queued even when the launch was refused */
+    if (dlspy_core_stream_wait(st, c->pycall, s) == 0)
+      queued = false;
+    else if (result == 0)
+      result = -1;
+    else
+      PyErr_Clear(); /* the first failure says more */
   }
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
@@ -503,13 +534,19 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_STAGE:
       if (p->tmp != NULL)
         dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
-      dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
+      if (queued && p->managed != NULL)
+        keep_release(s, p->release_kind == DLSPY_POST_MANAGED_V ? release_managed_v : release_managed_l, p->managed);
+      else
+        dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
     case DLSPY_POST_USE:
       if (ok && dls__buffer_access(p->buf, s, p->mode, false) != DLS_OK && result == 0) {
         dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
         result = -1;
       }
+      dls__buffer_unref(p->buf);
+      break;
+    case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);
       break;
     }

@@ -2,6 +2,7 @@
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
 #include "function.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
@@ -118,6 +119,8 @@ static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, con
   /* The common cases first: an exact float for a float, an exact int that fits for an integer. */
   if (PyFloat_CheckExact(o) && (kind == SIG_F32 || kind == SIG_F64)) {
     double d = PyFloat_AS_DOUBLE(o);
+    if (kind == SIG_F32 && isinf((float)d) && isfinite(d))
+      goto range_error; /* a finite double beyond float32 would silently become an infinity */
     *a = kind == SIG_F32 ? dls_arg_f32((float)d) : dls_arg_f64(d);
     return 0;
   }
@@ -144,9 +147,12 @@ static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, con
   case SIG_F64: {
     double d = PyFloat_AsDouble(o);
     if (d == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      goto type_error;
+      if (PyErr_ExceptionMatches(PyExc_OverflowError))
+        goto range_error;
+      goto type_error; /* what __float__ raised is the cause */
     }
+    if (kind == SIG_F32 && isinf((float)d) && isfinite(d))
+      goto range_error;
     *a = kind == SIG_F32 ? dls_arg_f32((float)d) : dls_arg_f64(d);
     return 0;
   }
@@ -154,10 +160,8 @@ static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, con
   case SIG_I64: {
     long long v = 0;
     int rc = as_u64(o, NULL, true, &v);
-    if (rc < 0) {
-      PyErr_Clear();
+    if (rc < 0)
       goto type_error;
-    }
     if (rc > 0 || (kind == SIG_I32 && (v < INT32_MIN || v > INT32_MAX)))
       goto range_error;
     *a = kind == SIG_I32 ? dls_arg_i32((int32_t)v) : dls_arg_i64(v);
@@ -167,10 +171,8 @@ static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, con
   case SIG_U64: {
     unsigned long long v = 0;
     int rc = as_u64(o, &v, false, NULL);
-    if (rc < 0) {
-      PyErr_Clear();
+    if (rc < 0)
       goto type_error;
-    }
     if (rc > 0 || (kind == SIG_U32 && v > UINT32_MAX))
       goto range_error;
     *a = kind == SIG_U32 ? dls_arg_u32((uint32_t)v) : dls_arg_u64(v);
@@ -180,11 +182,16 @@ static int convert_scalar(dlspy_state *st, PyObject *o, uint8_t kind, int i, con
     break;
   }
 type_error:
-  dlspy_type_error(st, "%s(args[%d]=%R): expected a number for a %s argument", pycall, i, o, sig_name(kind));
+  dlspy_type_error(st, "%s(args[%d]=%R): expected %s for a %s argument", pycall, i, o,
+                   kind == SIG_F32 || kind == SIG_F64 ? "a number" : "an int", sig_name(kind));
   return -1;
 range_error:
-  dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(args[%d]=%R): out of range for a %s argument", pycall, i, o,
-               sig_name(kind));
+  dlspy_range_error(st, "%s(args[%d]=%R): out of range for a %s argument (%s)", pycall, i, o, sig_name(kind),
+                    kind == SIG_I32   ? "-2147483648 to 2147483647"
+                    : kind == SIG_U32 ? "0 to 4294967295"
+                    : kind == SIG_I64 ? "-2**63 to 2**63 - 1"
+                    : kind == SIG_U64 ? "0 to 2**64 - 1"
+                                      : "a finite float32 is at most about 3.4e38");
   return -1;
 }
 
@@ -206,17 +213,21 @@ static int convert_arg(dlspy_call *c, PyObject *o, uint8_t kind, int i, dls_arg_
       *a = dls_arg_ptr(NULL);
       return 0;
     }
-    if (tp == &PyLong_Type) { /* a raw device address */
-      void *p = PyLong_AsVoidPtr(o);
-      if (p == NULL && PyErr_Occurred())
+    if (tp == &PyLong_Type) { /* a raw device address: 0 to 2**64 - 1, nothing wraps */
+      uint64_t p;
+      char arg[24];
+      snprintf(arg, sizeof arg, "args[%d]", i);
+      if (dlspy_as_uint(c->st, o, c->pycall, arg, "an address", 0, UINT64_MAX, &p) != 0)
         return -1;
-      *a = dls_arg_ptr(p);
+      *a = dls_arg_ptr((void *)(uintptr_t)p);
       return 0;
     }
     int rc = dlspy_call_arg(c, o, i, kind == SIG_CP, a);
-    if (rc > 0)
-      dlspy_type_error(c->st, "%s(args[%d]=%R): expected a tensor (DLPack), an int address or None for a %s argument",
-                       c->pycall, i, o, sig_name(kind));
+    if (rc > 0) {
+      char what[96];
+      snprintf(what, sizeof what, "a tensor (DLPack), an int address or None for a %s argument", sig_name(kind));
+      dlspy_call_not_tensor(c, o, i, what);
+    }
     return rc == 0 ? 0 : -1;
   }
   if (kind == SIG_BYTES) {
@@ -231,46 +242,43 @@ static int convert_arg(dlspy_call *c, PyObject *o, uint8_t kind, int i, dls_arg_
   return convert_scalar(c->st, o, kind, i, c->pycall, a);
 }
 
+/* A grid or block: an int or a tuple of 1 to 3 ints (NumPy integers too), each 1 to 2**32 - 1 (the C type; the
+ * device's own limits, such as 1024 threads a block on CUDA, are the driver's to refuse). */
 static int parse_dims(dlspy_state *st, PyObject *o, const char *what, uint32_t out[3]) {
+  static const char pycall[] = "Function.launch";
   out[0] = out[1] = out[2] = 1;
-  if (!PyLong_Check(o) && !PyTuple_Check(o) && PyIndex_Check(o)) {
-    PyObject *i = PyNumber_Index(o);
-    if (i == NULL)
+  bool tuple = PyTuple_Check(o);
+  if (tuple && (PyTuple_GET_SIZE(o) < 1 || PyTuple_GET_SIZE(o) > 3)) {
+    dlspy_type_error(st, "%s(%s=%R): expected an int or a tuple of 1 to 3 ints", pycall, what, o);
+    return -1;
+  }
+  Py_ssize_t n = tuple ? PyTuple_GET_SIZE(o) : 1;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    char arg[24];
+    if (tuple)
+      snprintf(arg, sizeof arg, "%s[%zd]", what, i);
+    else
+      snprintf(arg, sizeof arg, "%s", what);
+    uint64_t v;
+    if (dlspy_as_uint(st, tuple ? PyTuple_GET_ITEM(o, i) : o, pycall, arg, "a dimension", 1, UINT32_MAX, &v) != 0)
       return -1;
-    int rc = parse_dims(st, i, what, out);
-    Py_DECREF(i);
-    return rc;
+    out[i] = (uint32_t)v;
   }
-  if (PyLong_Check(o)) {
-    unsigned long v = PyLong_AsUnsignedLong(o);
-    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v == 0 || v > UINT32_MAX) {
-      PyErr_Clear();
-      dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Function.launch(%s=%R): must be >= 1", what, o);
-      return -1;
-    }
-    out[0] = (uint32_t)v;
-    return 0;
-  }
-  if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) >= 1 && PyTuple_GET_SIZE(o) <= 3) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) {
-      PyObject *d = PyTuple_GET_ITEM(o, i);
-      unsigned long v = PyLong_Check(d) ? PyLong_AsUnsignedLong(d) : 0;
-      if ((v == (unsigned long)-1 && PyErr_Occurred()) || v == 0 || v > UINT32_MAX) {
-        PyErr_Clear();
-        dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Function.launch(%s=%R): every dimension must be an int >= 1",
-                     what, o);
-        return -1;
-      }
-      out[i] = (uint32_t)v;
-    }
-    return 0;
-  }
-  dlspy_type_error(st, "Function.launch(%s=%R): expected an int or a tuple of 1 to 3 ints", what, o);
-  return -1;
+  return 0;
 }
 
-/* Whether a grid or block object may be remembered: an exact int, or a tuple (parse_dims took only exact ints). */
-static bool dims_memo_ok(PyObject *o) { return PyLong_CheckExact(o) || PyTuple_CheckExact(o); }
+/* Whether a grid or block object may be remembered: an exact int, or a tuple of exact ints (immutable: the same
+ * object converts the same way). */
+static bool dims_memo_ok(PyObject *o) {
+  if (PyLong_CheckExact(o))
+    return true;
+  if (!PyTuple_CheckExact(o))
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++)
+    if (!PyLong_CheckExact(PyTuple_GET_ITEM(o, i)))
+      return false;
+  return true;
+}
 
 /* The launch configuration's grid and block, the last ones remembered. */
 static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_launch_config_t *cfg) {
@@ -360,17 +368,17 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
     return NULL;
   cfg.shared_mem_bytes = 0;
   if (shared != NULL) {
-    unsigned long v = PyLong_Check(shared) ? PyLong_AsUnsignedLong(shared) : (unsigned long)-1;
-    if (v == (unsigned long)-1 || v > UINT32_MAX) {
-      PyErr_Clear();
-      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shared_mem=%R): bytes as a non-negative int", pycall,
-                          shared);
-    }
+    uint64_t v;
+    if (dlspy_as_uint(st, shared, pycall, "shared_mem", "dynamic shared memory in bytes", 0, UINT32_MAX, &v) != 0)
+      return NULL;
     cfg.shared_mem_bytes = (uint32_t)v;
   }
   dlspy_call c;
   if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
     return NULL;
+  /* What a read-only refusal suggests: a signature, 'cp' in the user's own, or nothing (a built-in writes it). */
+  c.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
+  c.writer = f->name;
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__extent extents[DLS_MAX_ARGS];
   const dls__function *peek = dls__handle_peek(DLS_HANDLE_FUNCTION, f->handle.id);
@@ -498,7 +506,10 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   if (a[0] == NULL || !PyUnicode_Check(a[0]))
     return dlspy_type_error(st, "builtin_function(name=%R): expected the built-in's name, e.g. 'dls_axpy_f32'",
                             a[0] ? a[0] : Py_None);
-  const char *name = PyUnicode_AsUTF8(a[0]);
+  Py_ssize_t len;
+  const char *name = PyUnicode_AsUTF8AndSize(a[0], &len);
+  if (name != NULL && strlen(name) != (size_t)len)
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(name=%R): the name contains a NUL character", pycall, a[0]);
   DLDevice dev;
   if (name == NULL || dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_device(st, a[1], pycall, &dev) != 0)
     return NULL;
@@ -516,5 +527,7 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   }
   PyObject *f = dlspy_function_new(st, h, dev, NULL, name, sig, pycall);
   Py_XDECREF(dflt);
+  if (f != NULL)
+    ((FunctionObject *)f)->builtin_signature = dflt != NULL;
   return f;
 }

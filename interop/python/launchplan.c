@@ -65,8 +65,11 @@ int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs
       if (Py_TYPE(o) != p->type)
         return 1;
       DLTensor dl;
-      if (p->api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-        return dlspy_xapi_failed(st, pycall, i);
+      if (p->api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+        char arg[24];
+        snprintf(arg, sizeof arg, "args[%d]", i);
+        return dlspy_xapi_failed(st, pycall, arg);
+      }
       if (dl.device.device_type != p->dev.device_type || dl.device.device_id != p->dev.device_id)
         return 1;
       ptrs[i] = dlspy_view_data(&dl);

@@ -148,6 +148,8 @@ static int module_exec(PyObject *m) {
   INTERN(s_dtype, "dtype");
   INTERN(s_kind, "kind");
   INTERN(s_itemsize, "itemsize");
+  INTERN(s_torch, "torch");
+  INTERN(s_cuda, "cuda");
   if ((st->max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)) == NULL ||
       (st->kw_stream_maxv = PyTuple_Pack(2, st->s_stream, st->s_max_version)) == NULL ||
       (st->kw_stream = PyTuple_Pack(1, st->s_stream)) == NULL)
@@ -162,7 +164,8 @@ static int module_exec(PyObject *m) {
   if (add_type(m, &dlspy_stream_spec, &st->StreamType) != 0 || add_type(m, &dlspy_event_spec, &st->EventType) != 0 ||
       add_type(m, &dlspy_tensor_spec, &st->TensorType) != 0 || add_type(m, &dlspy_module_spec, &st->ModuleType) != 0 ||
       add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
-      add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0)
+      add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0 ||
+      add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0)
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_xla_methods) != 0)
@@ -189,12 +192,18 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->LatchType);
   Py_VISIT(st->GroupType);
   Py_VISIT(st->GraphType);
+  Py_VISIT(st->CaptureType);
   Py_VISIT(st->Error);
   Py_VISIT(st->ArgumentTypeError);
+  Py_VISIT(st->OutOfRangeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_VISIT(st->exc[i]);
   Py_VISIT(st->providers);
   Py_VISIT(st->cupy_provider);
+  Py_VISIT(st->torch.module);
+  Py_VISIT(st->torch.is_initialized);
+  Py_VISIT(st->torch.is_capturing);
+  Py_VISIT(st->torch.current_stream);
   Py_VISIT(st->cupy.ndarray);
   Py_VISIT(st->cupy.capsule);
   Py_VISIT(st->cupy.get_current_stream);
@@ -213,6 +222,7 @@ static int module_clear(PyObject *m) {
     return 0;
   dlspy_type_cache_clear(st);
   dlspy_cupy_clear(st);
+  dlspy_torch_clear(st);
   Py_CLEAR(st->cupy_provider);
   Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);
@@ -222,9 +232,11 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->FunctionType);
   Py_CLEAR(st->GroupType);
   Py_CLEAR(st->GraphType);
+  Py_CLEAR(st->CaptureType);
   Py_CLEAR(st->LatchType);
   Py_CLEAR(st->Error);
   Py_CLEAR(st->ArgumentTypeError);
+  Py_CLEAR(st->OutOfRangeError);
   for (int i = 0; i < DLSPY_STATUS_COUNT; i++)
     Py_CLEAR(st->exc[i]);
   Py_CLEAR(st->stream_var);
@@ -253,6 +265,8 @@ static int module_clear(PyObject *m) {
   Py_CLEAR(st->s_dtype);
   Py_CLEAR(st->s_kind);
   Py_CLEAR(st->s_itemsize);
+  Py_CLEAR(st->s_torch);
+  Py_CLEAR(st->s_cuda);
   Py_CLEAR(st->max_version);
   Py_CLEAR(st->kw_stream_maxv);
   Py_CLEAR(st->kw_stream);

@@ -40,7 +40,6 @@ static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
     Py_buffer view;
     if (PyObject_GetBuffer(image, &view, PyBUF_SIMPLE) != 0) {
       Py_DECREF(m);
-      PyErr_Clear();
       return dlspy_type_error(st, "Module(image=%R): expected bytes (cubin, fatbin or PTX) or a path", image);
     }
     /* PTX must end with a NUL; binary images ignore one more byte. */
@@ -98,7 +97,10 @@ static PyObject *module_function(ModuleObject *m, PyTypeObject *cls, PyObject *c
                             a[0] ? a[0] : Py_None);
   if (m->handle.id == 0)
     return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the module was closed", pycall);
-  const char *name = PyUnicode_AsUTF8(a[0]);
+  Py_ssize_t len;
+  const char *name = PyUnicode_AsUTF8AndSize(a[0], &len);
+  if (name != NULL && strlen(name) != (size_t)len)
+    return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(name=%R): the name contains a NUL character", pycall, a[0]);
   if (name == NULL || dlspy_check_runtime(st, pycall) != 0)
     return NULL;
   dls_function_t h;

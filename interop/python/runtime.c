@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Module functions about the runtime: leak counters, deferred releases, caches, the atexit shutdown and
- * current_stream. */
+/* Module functions about the runtime: leak counters, deferred releases, caches and current_stream (the atexit
+ * shutdown: exit.c). */
 #include "dlspy.h"
 
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
@@ -34,6 +34,7 @@ PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_stream_cache_clear(st);
   dlspy_type_cache_clear(st);
   dlspy_cupy_clear(st);
+  dlspy_torch_clear(st);
   Py_RETURN_NONE;
 }
 
@@ -43,28 +44,6 @@ PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused) {
   for (int i = 0; i < st->types_n; i++)
     xapi += st->types[i].api != NULL;
   return Py_BuildValue("{sisisi}", "streams", st->scache_n, "types", st->types_n, "exchange_types", xapi);
-}
-
-/* The atexit hook: runs every deferred release while Python can still take
- * them (they drop references), then tears the C runtime down. Afterwards
- * deallocators and release callbacks leave the runtime alone. */
-PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused) {
-  dlspy_state *st = dlspy_state_of_module(m);
-  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE)
-    Py_RETURN_NONE;
-  /* The wrappers first, so that shutdown finds nothing of ours. */
-  dlspy_stream_cache_clear(st);
-  atomic_store(&dlspy_dead, DLSPY_CLOSING);
-  /* Leave the runtime be (the process is ending; nothing is freed) when a
-   * daemon thread is still inside a GIL-free call, or when exported tensors
-   * are alive: their memory holds streams whose CPU workers dls_shutdown()
-   * would wait for forever (see the report on interop/dlpack). */
-  if (atomic_load(&dls__state) == 1 && atomic_load(&dlspy_nogil_calls) == 0 &&
-      atomic_load(&dls__exports_live) == 0)
-    (void)dls_shutdown();
-  atomic_store(&dlspy_dead, DLSPY_DEAD);
-  dlspy_type_cache_clear(st);
-  Py_RETURN_NONE;
 }
 
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {

@@ -62,21 +62,17 @@ PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch) {
 static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   dlspy_state *st = dlspy_state_of(tp);
   static char *kwlist[] = {"device", "priority", "blocking", NULL};
-  PyObject *dev_obj = Py_None, *prio_obj = NULL;
-  int blocking = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$p:Stream", kwlist, &dev_obj, &prio_obj, &blocking))
+  PyObject *dev_obj = Py_None, *prio_obj = NULL, *blocking_obj = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO$O:Stream", kwlist, &dev_obj, &prio_obj, &blocking_obj))
+    return NULL;
+  bool blocking;
+  if (dlspy_as_bool(st, blocking_obj, "Stream", "blocking", &blocking) != 0)
     return NULL;
   int priority = 0;
   if (prio_obj != NULL) {
-    int overflow = 0;
-    long p = PyLong_Check(prio_obj) ? PyLong_AsLongAndOverflow(prio_obj, &overflow) : 0;
-    if (!PyLong_Check(prio_obj))
-      return dlspy_type_error(st, "Stream(priority=%R): expected an int", prio_obj);
-    if (p == -1 && !overflow && PyErr_Occurred())
+    int64_t p;
+    if (dlspy_as_int(st, prio_obj, "Stream", "priority", "a stream priority", INT_MIN, INT_MAX, &p) != 0)
       return NULL;
-    if (overflow || p < INT_MIN || p > INT_MAX)
-      return dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "Stream(priority=%R): out of the device's priority range",
-                          prio_obj);
     priority = (int)p;
   }
   if (dlspy_check_runtime(st, "Stream") != 0)
@@ -116,6 +112,11 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
     if (v != NULL && PyLong_Check(v)) {
       long id = PyLong_AsLong(v);
       Py_DECREF(v);
+      if (id > 65535) {
+        dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "Stream.wrap(obj=%R): its %U is %ld; a device index is 0 to 65535",
+                     obj, names[i], id);
+        return -1;
+      }
       if (id >= 0) {
         /* torch's ROCm builds report HIP streams through torch.cuda */
         *out = dls_device(dlspy_torch_hip(obj) ? kDLROCM : kDLCUDA, (int32_t)id);
@@ -131,8 +132,10 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
   if (v != NULL) {
     PyObject *id = NULL;
     int rc = -1;
-    if (dlspy_getattr_opt(v, st->s_device_id, &id) >= 0 && id != NULL && PyLong_Check(id)) {
-      *out = dls_cuda((int32_t)PyLong_AsLong(id)); /* cuda.core's Device */
+    long n = -1;
+    if (dlspy_getattr_opt(v, st->s_device_id, &id) >= 0 && id != NULL && PyLong_Check(id) &&
+        (n = PyLong_AsLong(id)) >= 0 && n <= 65535) {
+      *out = dls_cuda((int32_t)n); /* cuda.core's Device */
       rc = 0;
     } else {
       PyErr_Clear();
@@ -260,16 +263,8 @@ static int live(dlspy_state *st, StreamObject *s, const char *pycall) {
 static PyObject *stream_synchronize(StreamObject *s, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
-  if (live(st, s, "Stream.synchronize") != 0)
+  if (live(st, s, "Stream.synchronize") != 0 || dlspy_stream_wait(st, "Stream.synchronize", s->handle, s->device) != 0)
     return NULL;
-  dls_status_t rc;
-  atomic_fetch_add(&dlspy_nogil_calls, 1);
-  Py_BEGIN_ALLOW_THREADS
-  rc = dls_stream_synchronize(s->handle);
-  Py_END_ALLOW_THREADS
-  atomic_fetch_sub(&dlspy_nogil_calls, 1);
-  if (rc != DLS_OK)
-    return dlspy_raise(st, rc, "Stream.synchronize");
   Py_RETURN_NONE;
 }
 
@@ -305,6 +300,8 @@ static PyObject *stream_wait(StreamObject *s, PyTypeObject *cls, PyObject *const
       return NULL;
     if (other.id == 0)
       return dlspy_type_error(st, "Stream.wait(None): expected an Event or a stream");
+    if (live(st, s, "Stream.wait") != 0) /* again: the argument's __cuda_stream__ may have closed it */
+      return NULL;
     rc = dls_stream_wait_stream(s->handle, other);
   }
   if (rc != DLS_OK)
@@ -331,6 +328,10 @@ static PyObject *stream_record(StreamObject *s, PyTypeObject *cls, PyObject *con
     return dlspy_type_error(st, "Stream.record(event=%R): expected a dlstream.Event or None", a[0]);
   }
   EventObject *e = (EventObject *)ev;
+  if (live(st, s, "Stream.record") != 0) { /* again: making the event may run finalizers */
+    Py_DECREF(ev);
+    return NULL;
+  }
   dls_status_t rc = e->handle.id ? dls_event_record(e->handle, s->handle) : DLS_ERR_INVALID_HANDLE;
   if (rc != DLS_OK) {
     Py_DECREF(ev);
@@ -419,8 +420,9 @@ static PyMethodDef stream_methods[] = {
     {"acquire", (PyCFunction)(void (*)(void))stream_acquire, METH_FASTCALL | METH_CLASS,
      "acquire($type, device=None, /)\n--\n\nA Stream from the device's pool; close() returns it."},
     {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "synchronize($self, /)\n--\n\nBlocks until all work queued on the stream so far has completed (the GIL is released). "
-     "dlstream.synchronize() waits for every stream of a device."},
+     "synchronize($self, /)\n--\n\nBlocks until the work queued on the stream so far completes (the GIL is released; "
+     "Ctrl-C interrupts the wait and leaves the work queued). dlstream.synchronize() waits for every stream of a "
+     "device."},
     {"query", (PyCFunction)(void (*)(void))stream_query, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "query($self, /)\n--\n\nTrue when all queued work has completed; never blocks."},
     {"wait", (PyCFunction)(void (*)(void))stream_wait, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,

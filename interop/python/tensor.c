@@ -93,35 +93,34 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
   return dlspy_stream_of_dlpack_value(st, dev, v, pycall, "stream", out);
 }
 
-static int parse_dl_device(dlspy_state *st, PyObject *v, DLDevice own, const char *pycall) {
+/* dl_device=(device_type, device_id): read (running any __index__) before the tensor is looked up; {-1, -1}:
+ * not given. */
+static int parse_dl_device(dlspy_state *st, PyObject *v, const char *pycall, DLDevice *out) {
+  out->device_type = (DLDeviceType)-1;
+  out->device_id = -1;
   if (v == NULL || v == Py_None)
     return 0;
-  long type = -1, id = -1;
-  if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2) {
-    type = PyLong_AsLong(PyTuple_GET_ITEM(v, 0));
-    id = PyLong_AsLong(PyTuple_GET_ITEM(v, 1));
-  }
-  if (type < 0 || id < 0) {
-    PyErr_Clear();
+  if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
     dlspy_type_error(st, "%s(dl_device=%R): expected a (device_type, device_id) tuple", pycall, v);
     return -1;
   }
-  if (type != own.device_type || id != own.device_id) {
-    char b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR,
-                 "%s(dl_device=%R): the tensor lives on %s; dlstream exports only to the device it is on", pycall, v,
-                 dls_device_str(own, b, sizeof b));
+  int64_t type, id;
+  if (dlspy_as_int(st, PyTuple_GET_ITEM(v, 0), pycall, "dl_device[0]", "a DLPack device type", 0, INT32_MAX,
+                   &type) != 0 ||
+      dlspy_as_int(st, PyTuple_GET_ITEM(v, 1), pycall, "dl_device[1]", "a device index", 0, INT32_MAX, &id) != 0)
     return -1;
-  }
+  *out = dls_device((DLDeviceType)type, (int32_t)id);
   return 0;
 }
 
-static void sync_nogil(dls_stream_t s, dls_status_t *out) {
-  atomic_fetch_add(&dlspy_nogil_calls, 1);
-  Py_BEGIN_ALLOW_THREADS
-  *out = dls_stream_synchronize(s);
-  Py_END_ALLOW_THREADS
-  atomic_fetch_sub(&dlspy_nogil_calls, 1);
+static int check_dl_device(dlspy_state *st, DLDevice want, DLDevice own, const char *pycall) {
+  if ((int)want.device_id < 0 || dlspy_same_device(want, own))
+    return 0;
+  char b[32];
+  dlspy_raisef(st, DLS_ERR_INVALID_TENSOR,
+               "%s(dl_device=(%d, %d)): the tensor lives on %s; dlstream exports only to the device it is on", pycall,
+               (int)want.device_type, (int)want.device_id, dls_device_str(own, b, sizeof b));
+  return -1;
 }
 
 /* A compact copy of `src` queued on `work`, which first waits for src's work. */
@@ -162,30 +161,31 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
   PyObject *a[4];
   if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0)
     return NULL;
-  dls__tensor *ti = tensor_live(st, t, pycall);
-  if (ti == NULL)
-    return NULL;
-  DLDevice dev = ti->buf->dev->device;
-  if (parse_dl_device(st, a[2], ti->dl.device, pycall) != 0)
-    return NULL;
+  /* The arguments first: their __bool__ and __index__ run Python code, which may close this tensor. */
   int copy = 0;
   if (a[3] != NULL && a[3] != Py_None && (copy = PyObject_IsTrue(a[3])) < 0)
-    return NULL;
+    return dlspy_type_error(st, "%s(copy=%R): its truth value failed", pycall, a[3]);
   bool versioned = false;
   if (a[1] != NULL && a[1] != Py_None) {
-    long major = -1;
-    if (PyTuple_Check(a[1]) && PyTuple_GET_SIZE(a[1]) >= 1)
-      major = PyLong_AsLong(PyTuple_GET_ITEM(a[1], 0));
-    if (major < 0) {
-      PyErr_Clear();
+    int64_t major;
+    if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) < 1)
       return dlspy_type_error(st, "%s(max_version=%R): expected a (major, minor) tuple", pycall, a[1]);
-    }
+    if (dlspy_as_int(st, PyTuple_GET_ITEM(a[1], 0), pycall, "max_version[0]", "a DLPack major version", 0,
+                     INT32_MAX, &major) != 0)
+      return NULL;
     versioned = major >= 1;
   }
+  DLDevice want;
+  if (parse_dl_device(st, a[2], pycall, &want) != 0)
+    return NULL;
   dls_stream_t consumer;
   bool host_sync;
-  if (consumer_stream(st, dev, a[0], pycall, &consumer, &host_sync) != 0)
+  if (consumer_stream(st, t->device, a[0], pycall, &consumer, &host_sync) != 0)
     return NULL;
+  dls__tensor *ti = tensor_live(st, t, pycall);
+  if (ti == NULL || check_dl_device(st, want, ti->dl.device, pycall) != 0)
+    return NULL;
+  DLDevice dev = ti->buf->dev->device;
 
   dls_stream_t work = consumer, pooled = {0};
   dls_status_t rc = DLS_OK;
@@ -203,11 +203,11 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
     dls__tensor *si = dls__tensor_get(src, pycall, "tensor", &g);
     dls__stream *ws = dls__stream_get(pooled, pycall, "stream", &g);
     rc = (si && ws) ? dls__buffer_access(si->buf, ws, DLS_ACCESS_WRITE, true) : g; /* the host may write it */
-    if (rc == DLS_OK)
-      sync_nogil(pooled, &rc);
   }
+  /* `ti` is not read past here: the wait lets other threads run. */
+  bool waited = rc != DLS_OK || !host_sync || dlspy_stream_wait(st, pycall, pooled, dev) == 0;
   void *managed = NULL;
-  if (rc == DLS_OK) {
+  if (rc == DLS_OK && waited) {
     dls_stream_t c = host_sync ? (dls_stream_t){0} : consumer;
     if (versioned)
       rc = dls_tensor_export_versioned(src, c, (DLManagedTensorVersioned **)&managed);
@@ -218,6 +218,8 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
     (void)dls_tensor_release(copied); /* the export holds the copy's memory */
   if (pooled.id)
     (void)dls_stream_destroy(pooled);
+  if (!waited)
+    return NULL; /* interrupted: the copy stays queued and is freed in stream order */
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, pycall);
   if (versioned && copy)
@@ -248,11 +250,12 @@ static PyObject *tensor_record_stream(TensorObject *t, PyTypeObject *cls, PyObje
   if (nargs != 1 || kwnames)
     return dlspy_type_error(st, "Tensor.record_stream() takes one argument: the stream");
   dls_stream_t s;
-  if (tensor_live(st, t, "Tensor.record_stream") == NULL ||
-      dlspy_stream_resolve(st, args[0], t->device, "Tensor.record_stream", "stream", &s) != 0)
+  if (dlspy_stream_resolve(st, args[0], t->device, "Tensor.record_stream", "stream", &s) != 0)
     return NULL;
   if (s.id == 0)
     return dlspy_type_error(st, "Tensor.record_stream(None): a stream is needed");
+  if (tensor_live(st, t, "Tensor.record_stream") == NULL) /* after the stream: its __cuda_stream__ may close us */
+    return NULL;
   dls_status_t rc = dls_tensor_record_use(t->handle, s, DLS_ACCESS_WRITE);
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, "Tensor.record_stream");
@@ -274,20 +277,43 @@ static PyObject *tensor_exit(TensorObject *t, PyObject *const *args, Py_ssize_t 
 
 /* ---- properties ---- */
 
-static dls__tensor *peek(TensorObject *t) {
-  if (t->handle.id == 0 || atomic_load(&dlspy_dead))
-    return NULL;
-  return dls__handle_peek(DLS_HANDLE_TENSOR, t->handle.id);
+/* What the properties and repr read, copied out of the core tensor before any Python object is made: making one
+ * may run a garbage collection, whose finalizers may close this tensor. */
+typedef struct tensor_info {
+  int32_t ndim;
+  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  DLDataType dtype;
+  DLDevice device;
+  void *data;
+  uint64_t flags;
+} tensor_info;
+
+static int info_of(TensorObject *t, const char *pycall, tensor_info *out) {
+  dls__tensor *ti = t->handle.id == 0 || atomic_load(&dlspy_dead) ? NULL
+                                                                   : dls__handle_peek(DLS_HANDLE_TENSOR, t->handle.id);
+  if (ti == NULL) {
+    dlspy_state *st = dlspy_state_of(Py_TYPE(t));
+    if (st != NULL && pycall != NULL)
+      dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the tensor was released", pycall);
+    return -1;
+  }
+  out->ndim = ti->dl.ndim > DLS__DLPACK_MAX_NDIM ? DLS__DLPACK_MAX_NDIM : ti->dl.ndim;
+  memcpy(out->shape, ti->dl.shape, (size_t)out->ndim * sizeof out->shape[0]);
+  memcpy(out->strides, ti->dl.strides, (size_t)out->ndim * sizeof out->strides[0]);
+  out->dtype = ti->dl.dtype;
+  out->device = ti->buf->dev->device;
+  out->data = dlspy_view_data(&ti->dl);
+  out->flags = ti->flags;
+  return 0;
 }
 
-#define TENSOR_GETTER(name, expr)                                                            \
-  static PyObject *tensor_get_##name(TensorObject *t, void *c) {                              \
-    dls__tensor *ti = peek(t);                                                                \
-    if (ti == NULL) {                                                                         \
-      dlspy_state *st = dlspy_state_of(Py_TYPE(t));                                           \
-      return st ? dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "Tensor." #name ": the tensor was released") : NULL; \
-    }                                                                                         \
-    return (expr);                                                                            \
+#define TENSOR_GETTER(name, expr)                                    \
+  static PyObject *tensor_get_##name(TensorObject *t, void *c) {      \
+    tensor_info i;                                                    \
+    if (info_of(t, "Tensor." #name, &i) != 0)                         \
+      return NULL;                                                    \
+    return (expr);                                                    \
   }
 
 static PyObject *dims_tuple(const int64_t *d, int32_t n) {
@@ -303,38 +329,38 @@ static PyObject *dims_tuple(const int64_t *d, int32_t n) {
   return r;
 }
 
-static uint64_t count_of(const dls__tensor *ti) {
+static uint64_t count_of(const tensor_info *ti) {
   uint64_t n = 1;
-  for (int32_t i = 0; i < ti->dl.ndim; i++)
-    n *= (uint64_t)ti->dl.shape[i];
+  for (int32_t i = 0; i < ti->ndim; i++)
+    n *= (uint64_t)ti->shape[i];
   return n;
 }
 
-TENSOR_GETTER(shape, dims_tuple(ti->dl.shape, ti->dl.ndim))
-TENSOR_GETTER(strides, dims_tuple(ti->dl.strides, ti->dl.ndim))
-TENSOR_GETTER(ndim, PyLong_FromLong(ti->dl.ndim))
-TENSOR_GETTER(dtype, dlspy_dtype_str(ti->dl.dtype))
-TENSOR_GETTER(device, dlspy_device_str(ti->buf->dev->device))
-TENSOR_GETTER(size, PyLong_FromUnsignedLongLong(count_of(ti)))
-TENSOR_GETTER(itemsize, PyLong_FromSize_t(dls_dtype_size(ti->dl.dtype)))
-TENSOR_GETTER(nbytes, PyLong_FromUnsignedLongLong(count_of(ti) * dls_dtype_size(ti->dl.dtype)))
-TENSOR_GETTER(data_ptr, PyLong_FromVoidPtr(dlspy_view_data(&ti->dl)))
-TENSOR_GETTER(read_only, PyBool_FromLong(!!(ti->flags & DLS_TENSOR_READ_ONLY)))
+TENSOR_GETTER(shape, dims_tuple(i.shape, i.ndim))
+TENSOR_GETTER(strides, dims_tuple(i.strides, i.ndim))
+TENSOR_GETTER(ndim, PyLong_FromLong(i.ndim))
+TENSOR_GETTER(dtype, dlspy_dtype_str(i.dtype))
+TENSOR_GETTER(device, dlspy_device_str(i.device))
+TENSOR_GETTER(size, PyLong_FromUnsignedLongLong(count_of(&i)))
+TENSOR_GETTER(itemsize, PyLong_FromSize_t(dls_dtype_size(i.dtype)))
+TENSOR_GETTER(nbytes, PyLong_FromUnsignedLongLong(count_of(&i) * dls_dtype_size(i.dtype)))
+TENSOR_GETTER(data_ptr, PyLong_FromVoidPtr(i.data))
+TENSOR_GETTER(read_only, PyBool_FromLong(!!(i.flags & DLS_TENSOR_READ_ONLY)))
 
 static PyObject *tensor_get_handle(TensorObject *t, void *c) { return PyLong_FromUnsignedLongLong(t->handle.id); }
 static PyObject *tensor_get_closed(TensorObject *t, void *c) { return PyBool_FromLong(t->handle.id == 0); }
 
 static PyObject *tensor_repr(TensorObject *t) {
-  dls__tensor *ti = peek(t);
-  if (ti == NULL)
+  tensor_info i;
+  if (info_of(t, NULL, &i) != 0)
     return PyUnicode_FromString("dlstream.Tensor(released)");
-  PyObject *shape = dims_tuple(ti->dl.shape, ti->dl.ndim), *dt = dlspy_dtype_str(ti->dl.dtype);
-  char dev[32];
-  PyObject *r = shape && dt ? PyUnicode_FromFormat("dlstream.Tensor(shape=%R, dtype=%U, device='%s')", shape, dt,
-                                                   dls_device_str(ti->buf->dev->device, dev, sizeof dev))
-                            : NULL;
+  char dev[32], dt[48];
+  PyObject *shape = dims_tuple(i.shape, i.ndim);
+  PyObject *r = shape ? PyUnicode_FromFormat("dlstream.Tensor(shape=%R, dtype=%s, device='%s')", shape,
+                                             dlspy_dtype_name(i.dtype, dt, sizeof dt),
+                                             dls_device_str(i.device, dev, sizeof dev))
+                      : NULL;
   Py_XDECREF(shape);
-  Py_XDECREF(dt);
   return r;
 }
 
@@ -429,8 +455,8 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       s.id = 0; /* the use_stream() stream is on another device */
     }
   }
-  if (s.id == 0)
-    s = dls_stream_default(have_dev ? dev : dlspy_default_device(), DLS_STREAM_LEGACY);
+  if (s.id == 0 && dlspy_default_stream(st, have_dev ? dev : dlspy_default_device(), pycall, &s) != 0)
+    return NULL;
   dls_tensor_t t;
   dls_status_t rc = dls_tensor_empty(s, ndim, shape, dt, &t);
   if (rc != DLS_OK)
@@ -454,7 +480,7 @@ static int framework_current(dlspy_state *st, PyObject *obj, DLDevice d, DLDevic
     return dlspy_stream_cached(st, home, native, pycall, out);
   }
   if (ti->provider != NULL)
-    return dlspy_provider_stream(st, ti->provider, obj, home, pycall, 0, out);
+    return dlspy_provider_stream(st, ti->provider, obj, home, pycall, "obj", out);
   return 0;
 }
 

@@ -53,8 +53,8 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
         !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
       char x[32], y[32];
       Py_DECREF(sv);
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                   c->pycall, index, dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
+      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
+                   c->pycall, DLSPY_ARG(c, index), dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
       return -1;
     }
     if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
@@ -76,13 +76,13 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
   DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
   uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
   if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
-    dlspy_raisef(st, DLS_ERR_VERSION, "%s(args[%d]): DLPack version %u.%u; dlstream reads major version %d",
-                 c->pycall, index, ((DLManagedTensorVersioned *)managed)->version.major,
+    dlspy_raisef(st, DLS_ERR_VERSION, "%s(%s): DLPack version %u.%u; dlstream reads major version %d",
+                 c->pycall, DLSPY_ARG(c, index), ((DLManagedTensorVersioned *)managed)->version.major,
                  ((DLManagedTensorVersioned *)managed)->version.minor, DLPACK_MAJOR_VERSION);
     goto fail;
   }
   char prefix[32];
-  snprintf(prefix, sizeof prefix, "args[%d].", index);
+  snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
   dls__layout lay;
   dls_status_t st_rc = dls__dlpack_check(dl, flags, 0, c->pycall, prefix, &lay);
   if (st_rc != DLS_OK) {
@@ -91,10 +91,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
   }
   bool read_only = (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   if (read_only && !readonly_ok) {
-    dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                 "%s(args[%d]): the tensor is read-only but the kernel may write it (declare the argument 'cp' "
-                 "in the signature for inputs)",
-                 c->pycall, index);
+    dlspy_read_only(c, index, "");
     goto fail;
   }
   dlspy_view_meta(out, dl, want_meta);
@@ -111,9 +108,9 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     uint64_t capture = 0;
     if (dls__stream_capture(c->s, &capture) != DLS__CAPTURE_NONE) {
       dlspy_raisef(st, DLS_ERR_STATE,
-                   "%s(args[%d]): a host array would be staged through the device and the call would block, but "
+                   "%s(%s): a host array would be staged through the device and the call would block, but "
                    "the stream is capturing (capture %llu): pass a device tensor inside a capture",
-                   c->pycall, index, (unsigned long long)capture);
+                   c->pycall, DLSPY_ARG(c, index), (unsigned long long)capture);
       goto fail;
     }
     if (dlspy_add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
@@ -139,18 +136,35 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
   }
   {
     char a[32], b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
+                 c->pycall, DLSPY_ARG(c, index), dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
   }
 fail:
   dlspy_managed_release(managed, versioned);
   return -1;
 }
 
-int dlspy_xapi_failed(dlspy_state *st, const char *pycall, int index) {
-  if (!PyErr_Occurred())
-    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(args[%d]): the framework could not describe the tensor", pycall,
-                 index);
+int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
+  if (!PyErr_Occurred()) /* else the framework's own exception goes on as it is */
+    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(%s): the framework could not describe the tensor", pycall, arg);
+  return -1;
+}
+
+int dlspy_read_only(dlspy_call *c, int index, const char *how) {
+  const char *arg = DLSPY_ARG(c, index);
+  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
+                 "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
+                 "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
+                 c->pycall, arg, how);
+  else if (c->hint == DLSPY_HINT_SIGNATURE)
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
+                 "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
+                 "the kernel only reads it",
+                 c->pycall, arg, how, arg);
+  else
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
+                 c->writer ? c->writer : c->pycall);
   return -1;
 }
 
@@ -162,7 +176,7 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   }
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
-  return dlspy_xapi_failed(c->st, c->pycall, index);
+  return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
 }
 
 /* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
@@ -211,7 +225,7 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
   dlspy_state *st = c->st;
   const DLDevice sdev = c->s->dev->device;
   char prefix[48];
-  snprintf(prefix, sizeof prefix, "args[%d].__cuda_array_interface__.", index);
+  snprintf(prefix, sizeof prefix, "%s.__cuda_array_interface__.", DLSPY_ARG(c, index));
   dls__layout lay;
   dls_status_t rc = dls__dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, 0, c->pycall,
                                       prefix, &lay);
@@ -221,17 +235,12 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
   }
   if (!dlspy_same_device(lay.home, sdev) && !(peer && lay.home.device_type == sdev.device_type)) {
     char a[32], b[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
+                 c->pycall, DLSPY_ARG(c, index), dls_device_str(lay.home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
     return -1;
   }
-  if (cai->read_only && !readonly_ok) {
-    dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                 "%s(args[%d]): the tensor is read-only (__cuda_array_interface__['data'][1]) but the kernel may "
-                 "write it (declare it 'cp')",
-                 c->pycall, index);
-    return -1;
-  }
+  if (cai->read_only && !readonly_ok)
+    return dlspy_read_only(c, index, " (__cuda_array_interface__['data'][1])");
   dls__stream *producer = NULL;
   if (cai->stream != NULL) {
     dls_stream_t h;
@@ -268,8 +277,8 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, 
   DLDevice home = v->dl.device, sdev = c->s->dev->device;
   if (!dlspy_same_device(home, sdev) && !(peer && home.device_type == sdev.device_type)) {
     char a[32], b[32];
-    dlspy_raisef(c->st, DLS_ERR_INVALID_DEVICE, "%s(args[%d]): the tensor lives on %s but the call runs on %s",
-                 c->pycall, index, dls_device_str(home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
+    dlspy_raisef(c->st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
+                 c->pycall, DLSPY_ARG(c, index), dls_device_str(home, a, sizeof a), dls_device_str(sdev, b, sizeof b));
     return -1;
   }
   dls__stream *producer;
@@ -317,7 +326,26 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
   return rc;
 }
 
+/* A dlstream tensor's view; its buffer is held until the call ends (a post of `kind`, HOLD or USE), so its memory
+ * outlives Python code that later arguments run, even if that code closes the tensor (the launch then finds the
+ * handle closed and refuses; raw-pointer work still has live memory). */
+static int hold_tensor(dlspy_call *c, dls_tensor_t h, dls__tensor *ti, bool readonly_ok, bool want_meta, int kind,
+                       dlspy_view *out) {
+  if (dlspy_add_post(c, kind, NULL, NULL) != 0)
+    return -1;
+  dls__buffer_ref(ti->buf);
+  c->posts[c->nposts - 1].buf = ti->buf;
+  c->posts[c->nposts - 1].mode = readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
+  dlspy_view_meta(out, &ti->dl, want_meta);
+  out->ptr = dlspy_view_data(&ti->dl);
+  out->device = ti->buf->dev->device;
+  out->arg = readonly_ok ? dls_arg_tensor_in(h) : dls_arg_tensor(h);
+  out->buf = ti->buf;
+  return 0;
+}
+
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
+  out->buf = NULL;
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
   const dlspy_type_entry info = *dlspy_type_info(st, tp);
@@ -327,22 +355,14 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
     if (ti == NULL) {
       if (t->handle.id == 0)
-        dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(args[%d]): the tensor was released", c->pycall, index);
+        dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(%s): the tensor was released", c->pycall, DLSPY_ARG(c, index));
       else
         dlspy_raise(st, rc, c->pycall);
       return -1;
     }
-    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY)) {
-      dlspy_raisef(st, DLS_ERR_READ_ONLY,
-                   "%s(args[%d]): the tensor is read-only but the kernel may write it (declare it 'cp')", c->pycall,
-                   index);
-      return -1;
-    }
-    dlspy_view_meta(out, &ti->dl, want_meta);
-    out->ptr = dlspy_view_data(&ti->dl);
-    out->device = ti->buf->dev->device;
-    out->arg = readonly_ok ? dls_arg_tensor_in(t->handle) : dls_arg_tensor(t->handle);
-    return 0;
+    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY))
+      return dlspy_read_only(c, index, "");
+    return hold_tensor(c, t->handle, ti, readonly_ok, want_meta, DLSPY_POST_HOLD, out);
   }
   const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
@@ -384,18 +404,13 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   return generic_tensor(c, obj, index, readonly_ok, want_meta, out);
 }
 
-int dlspy_call_record_use(dlspy_call *c, PyObject *obj, int mode) {
-  if (!PyObject_TypeCheck(obj, c->st->TensorType))
-    return 0;
-  dls__tensor *ti = dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)obj)->handle.id);
-  if (ti == NULL)
-    return 0; /* refused earlier by dlspy_call_tensor */
-  if (dlspy_add_post(c, DLSPY_POST_USE, NULL, NULL) != 0)
-    return -1;
-  dls__buffer_ref(ti->buf);
-  c->posts[c->nposts - 1].buf = ti->buf;
-  c->posts[c->nposts - 1].mode = mode;
-  return 0;
+void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode) {
+  for (int i = 0; v->buf != NULL && i < c->nposts; i++) {
+    if ((c->posts[i].kind == DLSPY_POST_HOLD || c->posts[i].kind == DLSPY_POST_USE) && c->posts[i].buf == v->buf) {
+      c->posts[i].mode = c->posts[i].kind == DLSPY_POST_USE ? c->posts[i].mode | mode : mode;
+      c->posts[i].kind = DLSPY_POST_USE;
+    }
+  }
 }
 
 /* The device a tensor argument lives on (its home), without reading it twice later. 1: not tensor-like. */
@@ -431,6 +446,7 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
 
 int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out) {
   dlspy_state *st = c->st;
+  out->buf = NULL;
   const DLDevice sdev = c->s->dev->device;
   DLDevice home;
   int rc = home_of(c, obj, index, &home);
@@ -442,16 +458,17 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   /* Another device of the call's backend. */
   if (PyObject_TypeCheck(obj, st->TensorType)) {
     dls_status_t r;
-    dls__tensor *ti = dls__tensor_get(((TensorObject *)obj)->handle, c->pycall, "src", &r);
+    dls_tensor_t h = ((TensorObject *)obj)->handle;
+    dls__tensor *ti = dls__tensor_get(h, c->pycall, "src", &r);
     if (ti == NULL || (r = dls__buffer_access(ti->buf, c->s, DLS_ACCESS_READ, true)) != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
       return -1;
     }
-    dlspy_view_meta(out, &ti->dl, true);
-    out->ptr = dlspy_view_data(&ti->dl);
+    if (hold_tensor(c, h, ti, true, true, DLSPY_POST_USE, out) != 0)
+      return -1;
     out->device = home;
     out->arg = dls_arg_ptr(out->ptr);
-    return dlspy_call_record_use(c, obj, DLS_ACCESS_READ);
+    return 0;
   }
   const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
   const DLPackExchangeAPI *api = info.api;
@@ -504,11 +521,11 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     return -1;
   DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
   char prefix[32];
-  snprintf(prefix, sizeof prefix, "args[%d].", index);
+  snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
   dls__layout lay;
   r = dls__dlpack_check(dl, versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0, 0, c->pycall, prefix, &lay);
   if (r == DLS_OK && !dlspy_same_device(lay.home, home))
-    r = dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%d]): __dlpack_device__ and the tensor disagree", c->pycall, index);
+    r = dls__fail(DLS_ERR_INVALID_DEVICE, "%s(%s): __dlpack_device__ and the tensor disagree", c->pycall, DLSPY_ARG(c, index));
   if (r == DLS_OK)
     r = dls__stream_order(c->s, ls);
   if (r != DLS_OK) {

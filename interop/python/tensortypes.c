@@ -115,7 +115,7 @@ PyObject *dlspy_mod_stream_providers(PyObject *m, PyObject *unused) {
 }
 
 int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DLDevice home, const char *pycall,
-                          int index, dls_stream_t *out) {
+                          const char *argname, dls_stream_t *out) {
   out->id = 0;
   Py_INCREF(provider); /* the call may re-register and drop the cache's reference */
   PyObject *r = PyObject_CallOneArg(provider, obj);
@@ -126,8 +126,8 @@ int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DL
     Py_DECREF(r);
     return 0;
   }
-  char arg[48];
-  snprintf(arg, sizeof arg, "stream provider's result for args[%d]", index);
+  char arg[64];
+  snprintf(arg, sizeof arg, "stream provider's result for %s", argname);
   int rc = dlspy_stream_resolve(st, r, home, pycall, arg, out);
   if (rc == 0) {
     DLDevice sd;
@@ -138,8 +138,8 @@ int dlspy_provider_stream(dlspy_state *st, PyObject *provider, PyObject *obj, DL
     } else if (sd.device_type != home.device_type || sd.device_id != home.device_id) {
       char x[32], y[32];
       dlspy_raisef(st, DLS_ERR_INVALID_DEVICE,
-                   "%s(args[%d]): the stream provider of %s returned %R, a stream of %s, for a tensor on %s", pycall,
-                   index, Py_TYPE(obj)->tp_name, r, dls_device_str(sd, x, sizeof x),
+                   "%s(%s): the stream provider of %s returned %R, a stream of %s, for a tensor on %s", pycall,
+                   argname, Py_TYPE(obj)->tp_name, r, dls_device_str(sd, x, sizeof x),
                    dls_device_str(home, y, sizeof y));
       rc = -1;
     }

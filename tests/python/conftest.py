@@ -64,6 +64,51 @@ def held(stream, **wait):
     return latch
 
 
+class Closes:
+    """A hostile argument: whichever conversion a call asks of it (__bool__, __index__, __float__, __cuda_stream__,
+    __dlpack_device__, __dlpack__) first closes `victim` (once), then answers like `value`; as a stream it names
+    `stream` (a CPU stream's registry key; None: the legacy default stream), as a tensor it is `array`."""
+
+    def __init__(self, victim, value=1, array=None, stream=None):
+        self.victim, self.value, self.array, self.stream = victim, value, array, stream
+
+    def _close(self):
+        victim, self.victim = self.victim, None
+        if victim is not None:
+            try:
+                victim.close()
+            except dlstream.Error:
+                pass
+
+    def __bool__(self):
+        self._close()
+        return bool(self.value)
+
+    def __index__(self):
+        self._close()
+        return int(self.value)
+
+    def __float__(self):
+        self._close()
+        return float(self.value)
+
+    def __cuda_stream__(self):
+        self._close()
+        return (0, self.stream.ptr if self.stream is not None else 0)
+
+    def __dlpack_device__(self):
+        self._close()
+        return (dlstream.kDLCPU, 0)
+
+    def __dlpack__(self, **kw):
+        self._close()
+        import numpy as np
+        return (self.array if self.array is not None else np.zeros(4, np.float32)).__dlpack__()
+
+    def __repr__(self):
+        return "Closes()"
+
+
 def settle():
     """Runs every release whose stream has passed: sync the CPU default stream and poll."""
     dlstream.current_stream(CPU).synchronize()

@@ -8,7 +8,9 @@ from conftest import CPU, settle
 
 
 @pytest.mark.parametrize("dtype, value", [("float32", 1.25), ("float64", -2.5), ("int8", -3), ("uint16", 7),
-                                          ("int64", 2**40), ("bool", 1), ("bfloat16", 1.0), ("float16", 0.0)])
+                                          ("int64", 2**40), ("bool", 1), ("bfloat16", 1.0), ("float16", 0.0),
+                                          ("float16", -1.5), ("float16", 65504.0), ("float16", 6e-8),
+                                          ("int8", 2.9), ("uint8", -0.5), ("bool", 0.25)])
 def test_fill_dtypes(dtype, value, no_leaks):
     t = dlstream.empty(5, dtype, device=CPU)
     dlstream.fill(t, value)
@@ -26,12 +28,14 @@ def test_fill_dtypes(dtype, value, no_leaks):
 
 
 def test_fill_errors(no_leaks):
-    t = dlstream.empty(3, "float16", device=CPU)
-    with pytest.raises(dlstream.NotSupportedError):
+    t = dlstream.empty(3, "complex64", device=CPU)
+    with pytest.raises(dlstream.NotSupportedError, match="complex64 elements are not supported"):
         dlstream.fill(t, 1.5)
     i = dlstream.empty(3, "int32", device=CPU)
-    with pytest.raises(dlstream.ArgumentTypeError, match="int value"):
-        dlstream.fill(i, 1.5)
+    with pytest.raises(dlstream.OutOfRangeError, match="NaN has no int32 value"):
+        dlstream.fill(i, float("nan"))
+    with pytest.raises(dlstream.ArgumentTypeError, match=r"^fill\(value='a'\): expected a number"):
+        dlstream.fill(i, "a")
     with pytest.raises(TypeError, match="expected a tensor"):
         dlstream.fill(3, 1)
     with pytest.raises(TypeError):
@@ -133,3 +137,18 @@ def test_builtins_use_the_context_stream(no_leaks):
     assert (a == 9).all()
     for o in (t, latch, s):
         o.close()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_builtins_on_empty_tensors_queue_nothing(dtype, no_leaks):
+    """No element, no data pointer (NumPy's and dlstream's empty arrays may have none): nothing is queued, so no
+    kernel is handed a null pointer (UndefinedBehaviorSanitizer in CI would stop at memset(NULL, ..., 0))."""
+    t = dlstream.empty(0, dtype, device=CPU)
+    a = np.zeros(0, dtype)
+    dlstream.fill(t, 1)
+    dlstream.fill(a, 1)
+    dlstream.copy(t, a)
+    if dtype == "float32":
+        dlstream.axpy(2.0, a, t)
+    settle()
+    t.close()

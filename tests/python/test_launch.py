@@ -54,7 +54,7 @@ def test_signature_checks_argument_types_and_count(axpy):
     y = np.zeros(4, np.float32)
     with pytest.raises(dlstream.ArgumentTypeError, match="takes 4 arguments"):
         axpy.launch(1, 4, 4, 1.0, x)
-    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[0\]=1.5\): expected a number for a u64"):
+    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[0\]=1.5\): expected an int for a u64"):
         axpy.launch(1, 4, 1.5, 1.0, x, y)
     with pytest.raises(dlstream.InvalidArgumentError, match="out of range for a u64"):
         axpy.launch(1, 4, -1, 1.0, x, y)
@@ -93,8 +93,13 @@ def test_read_only_output_is_refused(no_leaks):
     fill = dlstream.builtin_function("dls_fill", CPU)
     a = np.zeros(4, np.int32)
     a.flags.writeable = False
-    with pytest.raises(dlstream.ReadOnlyError, match="declare the argument 'cp'"):
+    with pytest.raises(dlstream.ReadOnlyError, match=r"args\[0\]\): the tensor is read-only and dls_fill writes it$"):
         fill.launch(1, 1, a, 4, 4, 7)
+    mine = dlstream.builtin_function("dls_fill", CPU, signature="p,u64,u32,u64")
+    with pytest.raises(dlstream.ReadOnlyError, match=r"the signature declares args\[0\] 'p' \(written\); declare it 'cp'"):
+        mine.launch(1, 1, a, 4, 4, 7)
+    with pytest.raises(dlstream.ReadOnlyError, match="fill writes it"):
+        dlstream.fill(a, 1)
     settle()
 
 

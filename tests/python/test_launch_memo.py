@@ -33,7 +33,7 @@ def test_refusals_after_a_remembered_value(fill, no_leaks):
         fill.launch(1, 1, a, -1, 4, 1)
     with pytest.raises(dlstream.InvalidArgumentError, match=r"args\[2\]=4294967296\): out of range for a u32"):
         fill.launch(1, 1, a, 8, 2**32, 1)
-    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[1\]=8.0\): expected a number for a u64"):
+    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[1\]=8.0\): expected an int for a u64"):
         fill.launch(1, 1, a, 8.0, 4, 1)
     fill.launch(1, 1, a, 8, 4, 2**64 - 1)  # above 2**63: the general conversion
     settle()

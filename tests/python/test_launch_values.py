@@ -61,7 +61,7 @@ def test_equal_values_of_other_types_are_converted_afresh(no_leaks):
     fill.launch(1, 1, a, 4, 4, 1)
     fill.launch(1, 1, a, 4, 4, True)  # a bool equal to the remembered 1
     fill.launch(1, 1, a, np.uint64(4), 4, 1)
-    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[1\]=4.0\): expected a number for a u64"):
+    with pytest.raises(dlstream.ArgumentTypeError, match=r"args\[1\]=4.0\): expected an int for a u64"):
         fill.launch(1, 1, a, 4.0, 4, 1)  # equal to the remembered 4, but a float
     fill.launch(1, 1, a, 4, 4, 2**64 - 1)
     fill.launch(1, 1, a, 4, 4, 2**64 - 1 + 0)  # past 64 signed bits: converted again, the same value

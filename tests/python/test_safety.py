@@ -125,7 +125,7 @@ sys.stdout.flush()
 
 
 def test_objects_alive_at_interpreter_exit():
-    r = run_python(SHUTDOWN)
+    r = run_python(SHUTDOWN, env={"DLSTREAM_EXIT_TIMEOUT": "0.2"})  # the latch holds `s` at exit
     assert r.returncode == 0, r.stderr
     assert "pending 1" in r.stdout
 

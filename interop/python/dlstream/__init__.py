@@ -6,7 +6,9 @@ Which stream a call runs on, first that applies: its ``stream=`` argument; the s
 ``with dlstream.use_stream(s):``; what the first tensor argument says: a ``dlstream.Tensor`` its allocation
 stream, another framework's tensor that framework's current stream (the DLPack C exchange API, e.g.
 ``torch.cuda.current_stream()``; a stream provider, e.g. ``cupy.cuda.get_current_stream()``; a version-3
-``__cuda_array_interface__``'s ``stream``); the legacy default stream.
+``__cuda_array_interface__``'s ``stream``); the legacy default stream (inside a ``torch.cuda.graph`` capture:
+torch's capturing stream, so the call is recorded with torch's work). The stream decides where work runs, never
+whether it is correct: every use of memory dlstream knows is ordered after the uses it must follow, on any stream.
 
 Calls that queue work (``fill``, ``axpy``, ``copy``, ``spin``, ``Function.launch``, ``Graph.replay`` ...) are
 asynchronous: they return before the work runs. Work queued later on the same stream (a framework's too) runs
@@ -39,6 +41,7 @@ from ._dlstream import (
     NotFoundError,
     NotSupportedError,
     OutOfMemoryError,
+    OutOfRangeError,
     ReadOnlyError,
     StateError,
     Stream,
@@ -50,6 +53,7 @@ from ._dlstream import (
     axpy,
     backend_available,
     builtin_function,
+    capture,
     capture_status,
     copy,
     current_stream,
@@ -66,7 +70,6 @@ from ._dlstream import (
     spin,
     synchronize,
 )
-from ._capture import capture
 from ._parallel import branch, stream_parallel
 Graph = _dlstream.Graph
 Group = _dlstream.Group

@@ -23,6 +23,7 @@ from ._dlstream import (
     NotFoundError as NotFoundError,
     NotSupportedError as NotSupportedError,
     OutOfMemoryError as OutOfMemoryError,
+    OutOfRangeError as OutOfRangeError,
     ReadOnlyError as ReadOnlyError,
     StateError as StateError,
     Stream as Stream,
@@ -35,6 +36,7 @@ from ._dlstream import (
     axpy as axpy,
     backend_available as backend_available,
     builtin_function as builtin_function,
+    capture as capture,
     capture_status as capture_status,
     compile as compile,
     compiler_version as compiler_version,
@@ -53,13 +55,12 @@ from ._dlstream import (
     spin as spin,
     synchronize as synchronize,
 )
-from ._capture import capture as capture
 from ._parallel import branch as branch, stream_parallel as stream_parallel
 
 __all__ = [
     "ArgumentTypeError", "BackendError", "BusyError", "Error", "Event", "ForkError", "Function", "InternalError",
     "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
-    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "ReadOnlyError", "StateError", "Stream", "Tensor",
+    "NotFoundError", "NotSupportedError", "OutOfMemoryError", "OutOfRangeError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
     "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
