@@ -135,6 +135,29 @@ static int dls_launch_axpy_buf(void *p, int n) {
   return 0;
 }
 
+/* Two streams taking turns writing one output: every launch crosses from the other stream's write (the
+ * hazard rule: dlstream makes the stream wait; the anchor records an event and waits on it by hand). */
+static int raw_launch_axpy_alternate(void *p, int n) {
+  cuda_ctx *c = p;
+  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
+  for (int i = 0; i < n; i++) {
+    dls__CUstream on = i % 2 ? c->s2 : c->s1, other = i % 2 ? c->s1 : c->s2;
+    CU_CHECK(cu.cuEventRecord(c->ev, other));
+    CU_CHECK(cu.cuStreamWaitEvent(on, c->ev, 0));
+    CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, on, params, NULL));
+  }
+  return 0;
+}
+
+static int dls_launch_axpy_alternate(void *p, int n) {
+  cuda_ctx *c = p;
+  dls_launch_config_t cfg = dls_config_1d(1, 256);
+  dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->bx), dls_arg_buffer(c->by)};
+  for (int i = 0; i < n; i++)
+    DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->ds2 : c->ds1, &cfg, args, 4));
+  return 0;
+}
+
 static int raw_stream_create(void *p, int n) {
   (void)p;
   for (int i = 0; i < n; i++) {
@@ -361,6 +384,14 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
             cuda_drain, &c, launch_batch);
     add_row(bench_gpu_label, "launch axpy_f32, 4 args (buffers)", "cuLaunchKernel", raw_launch_axpy, dls_launch_axpy_buf,
             cuda_drain, &c, launch_batch);
+    /* The hazard rule's cost on the common path: the same launch with its two own buffers on their stream (one
+     * read, one written, nothing to wait for) against raw pointers, which nothing tracks. */
+    add_row(bench_gpu_label, "launch axpy_f32, 2 own buffers on their stream (hazard rule)",
+            "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, cuda_drain, &c, launch_batch);
+    /* A crossing at every launch: two wrapped streams take turns writing y. */
+    add_row(bench_gpu_label, "axpy_f32 alternating between 2 streams on one y (a crossing each)",
+            "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
+            dls_launch_axpy_alternate, cuda_drain, &c, launch_batch);
   } else {
     fprintf(stderr, "bench: launch rows skipped: CUDA built-in kernels were not compiled in (no nvcc)\n");
   }

@@ -116,7 +116,7 @@ static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
 }
 
 /* Returns a use's event to its device's pool. */
-static void use_done(const dls__use *u) { dls__event_pool_put(u->stream->dev, u->event); }
+static void use_done(const dls__use *u) { dls__event_pool_put_after(u->stream->dev, u->event, u->cap_id); }
 
 /* Hands the use events to the deferred queue, which runs `release` once the
  * eager ones completed and capture `cap` is over. A borrowed buffer's entry

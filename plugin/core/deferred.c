@@ -78,6 +78,24 @@ static bool deferred_ready(dls__deferred *d) {
   return ready;
 }
 
+void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id) {
+  if (cap_id == 0) {
+    dls__event_pool_put(dev, event);
+    return;
+  }
+  /* Recorded in a capture underway: the driver ties the event to that
+   * capture until it ends, and a record of it in another capture (another
+   * thread's) could break both. It goes back to the pool once the capture is
+   * over; without memory for that, it is destroyed (never reused). */
+  dls__deferred *d = dls__deferred_entry();
+  if (d == NULL) {
+    (void)dev->be->event_destroy(dev->id, event);
+    return;
+  }
+  d->marks_inline[0] = (dls__marker){dev, event};
+  dls__deferred_enqueue(d, d->marks_inline, 0, 1, cap_id, NULL, NULL);
+}
+
 size_t dls_deferred_poll(void) {
   if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
     return 0;

@@ -116,7 +116,8 @@ void dls__event_drop(void *obj) {
   dls__event *e = obj;
   void *native = native_of(e);
   if (atomic_load_explicit(&e->pooled, memory_order_relaxed))
-    dls__event_pool_put(e->dev, native); /* a pending record still completes; the next user re-records */
+    /* a pending record still completes; the next user re-records */
+    dls__event_pool_put_after(e->dev, native, atomic_load_explicit(&e->cap_id, memory_order_relaxed));
   else if (!e->foreign)
     (void)e->dev->be->event_destroy(e->dev->id, native);
   if (e->displaced != NULL)

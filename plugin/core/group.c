@@ -169,7 +169,7 @@ void dls__group_drop(void *obj) {
   dls__group *g = obj;
   for (int i = 0; i < g->n; i++)
     dls__stream_unref(g->branches[i].stream);
-  dls__event_pool_put(g->origin->dev, g->fork);
+  dls__event_pool_put_after(g->origin->dev, g->fork, g->cap_id);
   dls__stream_unref(g->origin);
   if (g->branches != g->inline_branches)
     dls__free(g->branches);

@@ -285,6 +285,9 @@ DLS__INTERNAL dls__marker *dls__deferred_marks(dls__deferred *d, int n);
  * a capture: never queried, only returned to their pool. Cannot fail. */
 DLS__INTERNAL void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int nevents,
                                          uint64_t cap_id, dls_release_fn release, void *user_data);
+/* Returns a pooled event recorded in capture `cap_id` (0: eagerly) to its
+ * pool once that capture is over. */
+DLS__INTERNAL void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id);
 /* Blocks until `event` completes; should the driver fail to wait, polls it
  * instead: a release must never run before the work it waits for. */
 DLS__INTERNAL void dls__event_wait(dls__device *dev, void *event);

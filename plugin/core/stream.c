@@ -175,8 +175,9 @@ dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   dls_status_t st = dev->be->event_record(dev->id, ev, target->native);
   if (st == DLS_OK)
     st = waiter->dev->be->stream_wait_event(waiter->dev->id, waiter->native, ev);
-  /* A wait captures the record it saw, so the event can be reused at once. */
-  dls__event_pool_put(dev, ev);
+  /* A wait captures the record it saw, so an eager event can be reused at
+   * once; one recorded in a capture only once the capture is over. */
+  dls__event_pool_put_after(dev, ev, tcap);
   return st;
 }
 
