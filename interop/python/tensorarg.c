@@ -315,6 +315,8 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
   /* A built-in's checks need the extents of pointer arguments: their views' shapes and strides. */
   bool want_meta = c->extents != NULL;
   dlspy_view v;
+  v.has_meta = false; /* the readers set it only where they read the shape */
+  v.buf = NULL;
   int rc = info.kind == DLSPY_KIND_CUPY ? cupy_tensor(c, obj, index, want_meta, false, &v) : 1;
   if (rc > 0)
     rc = dlspy_call_tensor(c, obj, index, readonly_ok, want_meta, &v);
