@@ -39,10 +39,10 @@ static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer
   if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
     return dls__fail(DLS_ERR_STATE, "the capture of the allocation stream on %s was invalidated; end it first",
                      s->dev->name);
-  DLS__TRY(s->dev->be->mem_alloc(s->dev->id, size, s->native, &ptr));
+  DLS__TRY(dls__mem_alloc(s, size, &ptr));
   dls__buffer *b = buffer_new(s->dev, ptr, size, s);
   if (b == NULL) {
-    s->dev->be->mem_free(s->dev->id, ptr, s->native);
+    dls__mem_free(s->dev, ptr, s);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
   }
   /* Allocated in a capture: a graph allocation, never touched eagerly. */
@@ -153,7 +153,7 @@ typedef struct dls__late_free {
 
 static void late_free(void *user_data) {
   dls__late_free *f = user_data;
-  (void)f->dev->be->mem_free(f->dev->id, f->ptr, f->stream->native);
+  dls__mem_free(f->dev, f->ptr, f->stream);
   dls__stream_unref(f->stream);
   dls__free(f);
 }
@@ -183,7 +183,7 @@ static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
       dls__event_wait(b->uses[i].stream->dev, b->uses[i].event);
     use_done(&b->uses[i]);
   }
-  (void)s->dev->be->mem_free(s->dev->id, ptr, s->native);
+  dls__mem_free(s->dev, ptr, s);
 }
 
 /* Frees owned memory by the rule; nothing here blocks the host. */
@@ -230,7 +230,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   for (int i = 0; i < b->nuses; i++)
     use_done(&b->uses[i]);
   if (b->ptr != NULL)
-    dev->be->mem_free(dev->id, b->ptr, a->native);
+    dls__mem_free(dev, b->ptr, a);
   if (b->cap_id != 0)
     dls__capture_forget_alloc(b->cap_id, b);
 }
@@ -301,7 +301,7 @@ static void buffer_release(dls__buffer *b) {
     return;
   }
   if (b->ptr != NULL)
-    b->dev->be->mem_free(b->dev->id, b->ptr, a->native);
+    dls__mem_free(b->dev, b->ptr, a);
   dls__stream_unref(a);
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }

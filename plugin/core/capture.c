@@ -258,6 +258,66 @@ void dls__relaxed_leave(dls__relaxed *r) {
     (void)r->be->thread_capture_mode(r->dev, r->prev, &ignored);
 }
 
+/* The CUDA driver (580) crashes when stream-ordered pool allocations and
+ * frees on some threads run at the same time as another thread begins or
+ * ends a global or thread-local capture, instantiates its graph or destroys
+ * it (seen under tests/c/test_chaos.c on an H100). So those calls never
+ * overlap: while a capture or a graph exists, allocations and frees take
+ * this lock, and the capture and graph calls always do. */
+static pthread_mutex_t g_graph_calls_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_graphs_live;
+
+static inline bool graph_calls_guarded(void) {
+  return atomic_load_explicit(&dls__captures_known, memory_order_acquire) != 0 ||
+         atomic_load_explicit(&g_graphs_live, memory_order_acquire) != 0;
+}
+
+dls_status_t dls__mem_alloc(dls__stream *s, size_t size, void **out_ptr) {
+  dls__device *dev = s->dev;
+  if (DLS__LIKELY(!graph_calls_guarded()))
+    return dev->be->mem_alloc(dev->id, size, s->native, out_ptr);
+  dls__relaxed r;
+  pthread_mutex_lock(&g_graph_calls_mu);
+  dls__relaxed_enter(&r, dev);
+  dls_status_t st = dev->be->mem_alloc(dev->id, size, s->native, out_ptr);
+  dls__relaxed_leave(&r);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+  return st;
+}
+
+void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s) {
+  if (DLS__LIKELY(!graph_calls_guarded())) {
+    (void)dev->be->mem_free(dev->id, ptr, s->native);
+    return;
+  }
+  dls__relaxed r;
+  pthread_mutex_lock(&g_graph_calls_mu);
+  dls__relaxed_enter(&r, dev);
+  (void)dev->be->mem_free(dev->id, ptr, s->native);
+  dls__relaxed_leave(&r);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+}
+
+static dls_status_t begin_call(dls__stream *s, int mode) {
+  pthread_mutex_lock(&g_graph_calls_mu);
+  dls_status_t st = s->dev->be->stream_begin_capture(s->dev->id, s->native, mode);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+  return st;
+}
+
+static dls_status_t end_call(dls__device *dev, void *native_stream, void **out_graph) {
+  pthread_mutex_lock(&g_graph_calls_mu);
+  dls_status_t st = dev->be->stream_end_capture(dev->id, native_stream, out_graph);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+  return st;
+}
+
+static void destroy_call(dls__device *dev, void *graph) {
+  pthread_mutex_lock(&g_graph_calls_mu);
+  (void)dev->be->graph_destroy(dev->id, graph);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+}
+
 /* ---- memory allocated in a capture ---- */
 
 void dls__capture_note_alloc(uint64_t id, dls__buffer *b) {
@@ -311,8 +371,9 @@ static void graph_unref(dls__graph *gr) {
   /* Outputs whose latest replay's allocation was never freed: free it after that replay. */
   for (int i = 0; gr->last != NULL && i < gr->nouts; i++)
     if (gr->outs[i].freed_at != gr->launches)
-      (void)dev->be->mem_free(dev->id, gr->outs[i].ptr, gr->last->native);
-  (void)dev->be->graph_destroy(dev->id, gr->native);
+      dls__mem_free(dev, gr->outs[i].ptr, gr->last);
+  destroy_call(dev, gr->native);
+  atomic_fetch_sub(&g_graphs_live, 1);
   if (gr->last != NULL)
     dls__stream_unref(gr->last);
   pthread_mutex_destroy(&gr->mu);
@@ -343,7 +404,7 @@ dls__stream *dls__graph_release_output(dls__buffer *b) {
     if (launches > 0 && !ordered)
       later = last; /* the caller frees it once the eager uses completed */
     else if (launches > 0)
-      (void)dev->be->mem_free(dev->id, b->ptr, last->native);
+      dls__mem_free(dev, b->ptr, last);
     if (later == NULL)
       dls__stream_unref(last);
   }
@@ -375,7 +436,7 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
     char d[128];
     return dls__fail(DLS_ERR_STATE, "%s: %s is already capturing", call, dls__stream_describe(s, id, d, sizeof d));
   }
-  dls_status_t st = be->stream_begin_capture(s->dev->id, s->native, (int)mode);
+  dls_status_t st = begin_call(s, (int)mode);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   int status = DLS__CAPTURE_NONE;
@@ -385,8 +446,8 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
   pthread_mutex_unlock(&g_mu);
   if (c == NULL) {
     void *graph = NULL;
-    if (be->stream_end_capture(s->dev->id, s->native, &graph) == DLS_OK)
-      (void)be->graph_destroy(s->dev->id, graph);
+    if (end_call(s->dev, s->native, &graph) == DLS_OK)
+      destroy_call(s->dev, graph);
     return st != DLS_OK ? dls__fail_prefix(st, "%s", call)
                         : dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a capture record", call);
   }
@@ -424,7 +485,7 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   if (gr == NULL || (c->nallocs > 0 && outs == NULL)) {
     dls__free(gr);
     dls__free(outs);
-    (void)dev->be->graph_destroy(dev->id, native);
+    destroy_call(dev, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
   }
   gr->dev = dev;
@@ -437,9 +498,10 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
     pthread_mutex_destroy(&gr->mu);
     dls__free(gr);
     dls__free(outs);
-    (void)dev->be->graph_destroy(dev->id, native);
+    destroy_call(dev, native);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
+  atomic_fetch_add(&g_graphs_live, 1);
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
     dls__buffer *b = c->allocs[i].b;
@@ -487,7 +549,7 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
                      status == DLS__CAPTURE_ACTIVE ? " (its capture was begun elsewhere: end it there)" : "");
   }
   void *native = NULL;
-  dls_status_t st = s->dev->be->stream_end_capture(s->dev->id, s->native, &native);
+  dls_status_t st = end_call(s->dev, s->native, &native);
   if (st == DLS_OK)
     st = graph_publish(c, native, call, out_graph);
   else /* the backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin */
@@ -559,8 +621,8 @@ void dls__graph_drop(void *obj) { graph_unref(obj); }
  * forgotten. */
 static void capture_drop(dls__capture *c) {
   void *native = NULL;
-  if (c->own && c->dev->be->stream_end_capture(c->dev->id, c->origin->native, &native) == DLS_OK && native != NULL)
-    (void)c->dev->be->graph_destroy(c->dev->id, native);
+  if (c->own && end_call(c->dev, c->origin->native, &native) == DLS_OK && native != NULL)
+    destroy_call(c->dev, native);
   forget(c);
 }
 

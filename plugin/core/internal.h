@@ -458,6 +458,14 @@ typedef struct dls__relaxed {
 } dls__relaxed;
 DLS__INTERNAL void dls__relaxed_enter(dls__relaxed *r, dls__device *dev);
 DLS__INTERNAL void dls__relaxed_leave(dls__relaxed *r);
+/* Stream-ordered allocation and free (on `s`, eager or captured) while a
+ * capture dlstream knows is underway run in relaxed capture mode: a global
+ * or thread-local capture on another thread is then neither invalidated nor
+ * raced by them (the CUDA driver crashed in cuGraphInstantiate and
+ * cuMemFreeAsync when threads in global mode allocated from a pool while
+ * another ended a capture). No driver call more while no capture is known. */
+DLS__INTERNAL dls_status_t dls__mem_alloc(dls__stream *s, size_t size, void **out_ptr);
+DLS__INTERNAL void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s);
 
 /* ---------------------------------------------------------------- shutdown hooks */
 

@@ -117,19 +117,24 @@ static void capture_op(worker_t *w) {
     dls_stream_destroy(s);
     return;
   }
-  dls_capture_mode_t mode = (dls_capture_mode_t)(next_rand(w) % 3);
+  /* DLSTREAM_CHAOS_CAPTURE narrows a failure down: 1 relaxed mode only, 2 no group, 4 no fill, 8 end only. */
+  static int knobs = -1;
+  if (knobs < 0)
+    knobs = getenv("DLSTREAM_CHAOS_CAPTURE") ? atoi(getenv("DLSTREAM_CHAOS_CAPTURE")) : 0;
+  dls_capture_mode_t mode = (knobs & 1) ? DLS_CAPTURE_RELAXED : (dls_capture_mode_t)(next_rand(w) % 3);
   if (dls_stream_begin_capture(s, mode) == DLS_OK) {
     float one = 1.0f;
-    expect(w, dls_fill(s, dls_arg_buffer(b), NVALUES, 4, &one), "dls_fill in a capture");
+    if (!(knobs & 4))
+      expect(w, dls_fill(s, dls_arg_buffer(b), NVALUES, 4, &one), "dls_fill in a capture");
     dls_group_t g;
-    bool grouped = next_rand(w) % 2 && dls_group_begin(s, &g) == DLS_OK;
+    bool grouped = !(knobs & 2) && next_rand(w) % 2 && dls_group_begin(s, &g) == DLS_OK;
     if (grouped) {
       dls_stream_t br;
       if (dls_group_branch(g, &br) == DLS_OK)
         expect(w, dls_spin(br, 100), "dls_spin on a captured branch");
       expect(w, dls_group_end(g), "dls_group_end in a capture");
     }
-    switch (next_rand(w) % 3) {
+    switch ((knobs & 8) ? 0 : next_rand(w) % 3) {
     case 0: {
       dls_graph_t gr;
       if (dls_stream_end_capture(s, &gr) == DLS_OK) {
