@@ -513,6 +513,19 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     else
       PyErr_Clear(); /* the first failure says more */
   }
+  /* Each framework stream the call ordered after waits for the call's work in turn: the framework's next work
+   * on its tensors cannot overtake what the call read or wrote (the hazard rule, across frameworks). */
+  for (int i = 0; i < c->nordered; i++) {
+    if (ok && !atomic_load_explicit(&dls__hazards_off, memory_order_relaxed)) {
+      dls_status_t rc = dls__stream_order(c->ordered[i], s);
+      if (rc != DLS_OK && result == 0) {
+        dlspy_raise(st, rc, c->pycall);
+        result = -1;
+      }
+    }
+    dls__stream_unref(c->ordered[i]);
+  }
+  c->nordered = 0;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {

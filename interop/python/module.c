@@ -99,6 +99,9 @@ static PyMethodDef g_module_methods[] = {
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
     {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
+    {"_test_hazards", dlspy_mod_test_hazards, METH_O,
+     "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
+     "setting."},
     {"_clear_caches", dlspy_mod_clear_caches, METH_NOARGS, "Drops the cached stream wrappers and exchange-API types."},
     {"_cache_sizes", dlspy_mod_cache_sizes, METH_NOARGS, "Sizes of the module's caches."},
     {"_shutdown", dlspy_mod_shutdown, METH_NOARGS, "Tears the runtime down (registered with atexit)."},

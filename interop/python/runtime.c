@@ -29,6 +29,16 @@ PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
   return PyLong_FromSize_t(dls_deferred_poll());
 }
 
+/* _test_hazards(on): the test-only switch of the hazard rule (DLSTREAM_TEST_NO_HAZARDS at start-up), for tests
+ * that watch which stream a call picks and must not see the rule's waits; returns the previous setting. */
+PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0)
+    return NULL;
+  bool was_on = !atomic_exchange(&dls__hazards_off, !v);
+  return PyBool_FromLong(was_on);
+}
+
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
   dlspy_stream_cache_clear(st);

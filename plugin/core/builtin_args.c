@@ -156,7 +156,7 @@ static bool overlaps(const mem_arg *w, int64_t wlo, int64_t whi, const mem_arg *
 
 static int builtin_index(const dls__function *fn) {
   for (int k = 0; k < DLS__NBUILTIN; k++)
-    if (fn->dev->builtins[k] == fn)
+    if (__atomic_load_n(&fn->dev->builtins[k], __ATOMIC_ACQUIRE) == fn) /* made lazily by other threads */
       return k;
   return -1;
 }

@@ -142,6 +142,8 @@ void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index) {
 static void slot_drop(dls_handle_kind_t kind, dls__slot *s) {
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   atomic_store_explicit(&s->obj, NULL, memory_order_release);
+  /* Lookups fail on the flags until here, on the NULL object after. */
+  atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED), memory_order_acq_rel);
   dls__slot_recycle(kind, s->index);
   if (obj != NULL)
     g_drop[kind](obj);
@@ -158,7 +160,7 @@ bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
     if (dls__slot_gen(w) != gen || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
       return false;
     uint64_t holds = w & DLS__SLOT_HOLDS;
-    uint64_t want = ((uint64_t)next << 32) | holds | (holds != 0 ? DLS__SLOT_DYING : 0);
+    uint64_t want = ((uint64_t)next << 32) | holds | DLS__SLOT_DYING | (holds == 0 ? DLS__SLOT_CLAIMED : 0);
     if (atomic_compare_exchange_weak_explicit(&s->state, &w, want, memory_order_acq_rel, memory_order_acquire))
       break;
   }
@@ -168,11 +170,11 @@ bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
 }
 
 void dls__slot_last_out(dls_handle_kind_t kind, dls__slot *s, uint64_t w) {
-  /* Whoever clears DYING with no hold left drops the object; a call that
+  /* Whoever sets CLAIMED with no hold left drops the object; a call that
    * holds the slot meanwhile (a stale lookup about to fail) lets go later
    * and gets here itself. */
-  while ((w & DLS__SLOT_DYING) != 0 && (w & DLS__SLOT_HOLDS) == 0) {
-    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w & ~DLS__SLOT_DYING, memory_order_acq_rel,
+  while ((w & (DLS__SLOT_DYING | DLS__SLOT_CLAIMED)) == DLS__SLOT_DYING && (w & DLS__SLOT_HOLDS) == 0) {
+    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w | DLS__SLOT_CLAIMED, memory_order_acq_rel,
                                               memory_order_acquire)) {
       slot_drop(kind, s);
       return;

@@ -40,10 +40,13 @@ DLS__HANDLE_KINDS(DLS__DECLARE_DROP)
 #undef DLS__DECLARE_DROP
 
 /* A slot's state word: the generation (high 32 bits), DYING (the handle was
- * ended while calls held it: the last one to let go drops the object), and
- * how many calls hold it now (the low 31 bits). */
+ * ended: its object is going; no new hold succeeds), CLAIMED (one thread is
+ * dropping the object: the last to let go, or the ender when none held it),
+ * and how many calls hold it now (the low 30 bits). The flags stay set until
+ * the object pointer is cleared, so a lookup racing the drop never finds it. */
 #define DLS__SLOT_DYING (1ull << 31)
-#define DLS__SLOT_HOLDS (DLS__SLOT_DYING - 1)
+#define DLS__SLOT_CLAIMED (1ull << 30)
+#define DLS__SLOT_HOLDS (DLS__SLOT_CLAIMED - 1)
 
 typedef struct dls__slot {
   _Atomic uint64_t state;       /* generation | DYING | holds */
@@ -97,7 +100,7 @@ static inline dls__slot *dls__slot_named(dls_handle_kind_t kind, uint64_t id) {
 /* Lets go of a slot held by dls__slot_hold. */
 static inline void dls__slot_let_go(dls_handle_kind_t kind, dls__slot *s) {
   uint64_t w = atomic_fetch_sub_explicit(&s->state, 1, memory_order_acq_rel) - 1;
-  if (DLS__UNLIKELY((w & DLS__SLOT_DYING) != 0) && (w & DLS__SLOT_HOLDS) == 0)
+  if (DLS__UNLIKELY((w & (DLS__SLOT_DYING | DLS__SLOT_CLAIMED)) == DLS__SLOT_DYING) && (w & DLS__SLOT_HOLDS) == 0)
     dls__slot_last_out(kind, s, w);
 }
 
