@@ -47,8 +47,8 @@ class Programs(RuleBasedStateMachine):
     def _stream(self, i, t=None):
         """A stream of the tensor's device (a launch may not mix devices)."""
         s = self.streams[i % len(self.streams)]
-        if t is not None and s.device != t.device:
-            s = next(x for x in self.streams if x.device == t.device)
+        if t is not None and s.device != str(t.device):
+            s = next(x for x in self.streams if x.device == str(t.device))
         return s
 
     @rule(target=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
@@ -75,11 +75,11 @@ class Programs(RuleBasedStateMachine):
         if x not in self.live or y not in self.live:
             return
         (tx, mx), (ty, my) = self.live[x], self.live[y]
-        if tx.device != ty.device:
+        if str(tx.device) != str(ty.device):
             return
         s = self._stream(si, ty)
         if through_launch:
-            self.axpy[ty.device].launch(1, 32, N, float(a), tx, ty, stream=s)
+            self.axpy[str(ty.device)].launch(1, 32, N, float(a), tx, ty, stream=s)
         elif in_context:
             with dlstream.use_stream(s):
                 dlstream.axpy(float(a), tx, ty)
@@ -199,3 +199,87 @@ def test_the_model_finds_a_mismatch_with_the_rule_off():
     r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_NO_HAZARDS": "1"}, timeout=600)
     assert r.returncode == 0, f"the rule off went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
     assert "MISMATCH FOUND" in r.stdout
+
+
+# ---- on a GPU, with torch tensors mixed in ----
+
+torch = None
+if os.environ.get("DLSTREAM_HAZARD_TORCH", "1") == "1":
+    try:
+        import torch  # noqa: F811
+        if not torch.cuda.is_available():
+            torch = None
+    except ImportError:
+        torch = None
+
+
+class TorchPrograms(Programs):
+    """The same programs on cuda:0, where some tensors are torch's: torch's own ops on them run on torch's current
+    stream, dlstream's calls on random dlstream streams; the model is the same NumPy program."""
+    torch_tensors = Bundle("torch_tensors")
+
+    @initialize(nstreams=st.integers(2, 4))
+    def start(self, nstreams):
+        self.streams = [dlstream.Stream("cuda:0") for _ in range(nstreams)]
+        self.latches = {}
+        self.live = {}
+        self.next_id = 0
+        self.axpy = {"cuda:0": dlstream.builtin_function("dls_axpy_f32", "cuda:0")}
+
+    @rule(target=Programs.tensors, v=st.integers(-3, 3))
+    def new_torch(self, v):
+        t = torch.full((N,), float(v), dtype=torch.float32, device="cuda")  # on torch's current stream
+        k = self.next_id
+        self.next_id += 1
+        self.live[k] = (t, np.full(N, float(v), np.float32))
+        return k
+
+    @rule(k=Programs.tensors, a=st.integers(-2, 2))
+    def torch_op(self, k, a):
+        if k not in self.live or not isinstance(self.live[k][0], torch.Tensor):
+            return
+        t, m = self.live[k]
+        t.mul_(float(a)).add_(1.0)  # torch's own work on its current stream
+        m[:] = m * np.float32(a) + np.float32(1)
+
+    def _stream(self, i, t=None):
+        return self.streams[i % len(self.streams)]
+
+    @rule(k=Programs.tensors)
+    def close(self, k):
+        if k in self.live:
+            t = self.live.pop(k)[0]
+            if not isinstance(t, torch.Tensor):
+                t.close()
+
+    @rule()
+    def check(self):
+        self._open_all()
+        for k, (t, m) in self.live.items():
+            got = (t if isinstance(t, torch.Tensor) else torch.from_dlpack(t)).cpu().numpy()
+            assert np.array_equal(got, m), f"tensor {k}: dlstream {got[:4]}..., the sequential model {m[:4]}..."
+
+    def teardown(self):
+        self.check()
+        for t, _ in self.live.values():
+            if not isinstance(t, torch.Tensor):
+                t.close()
+        for s in self.streams:
+            s.synchronize()
+            s.close()
+        torch.cuda.synchronize()
+
+
+TorchPrograms.TestCase.settings = settings(max_examples=max(PROGRAMS // 4, 50), stateful_step_count=25,
+                                           deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+                                           database=None)
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch with CUDA (the GPU variant of the model, torch tensors mixed in)")
+def test_programs_on_the_gpu_with_torch_tensors():
+    # torch's kernels load at their first launch, which waits for an idle device (a held latch never is): warm up.
+    x = torch.ones(N, device="cuda")
+    x.mul_(2.0).add_(1.0)
+    torch.from_dlpack(dlstream.empty(N, "float32", device="cuda:0")).cpu()
+    torch.cuda.synchronize()
+    TorchPrograms.TestCase("runTest").runTest()
