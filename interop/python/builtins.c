@@ -280,6 +280,8 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
   if (dev->be->memcpy_peer_async == NULL)
     rc = dls__fail(DLS_ERR_NOT_SUPPORTED, "copy(dst on %s, src on %s): the %s backend cannot copy between devices",
                    dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y), dev->be->name);
+  else if (d->buf != NULL && (rc = dls__buffer_access(d->buf, c->s, DLS_ACCESS_WRITE, true)) != DLS_OK)
+    ; /* dst's earlier uses on other streams could not be ordered before the copy (src's were, when it was read) */
   else if (bytes > 0)
     rc = dev->be->memcpy_peer_async(dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
   if (rc == DLS_OK)
