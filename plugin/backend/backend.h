@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "dlstream/dlstream.h"
 
 #define DLS__BACKEND_VERSION 3
@@ -133,7 +134,7 @@ typedef struct dls__backend {
  * first wait until it is opened or destroyed. While one holds, a backend makes
  * no call of its own accord that waits for all work of a device (the debug
  * allocator's driver frees): that call would wait out the latch's timeout.
- * Backends only read it. */
+ * Backends only read it (backend.c). */
 extern _Atomic int dls__latches_holding;
 
 /* The backends compiled into this library. Each is always present: an
@@ -141,5 +142,13 @@ extern _Atomic int dls__latches_holding;
 extern const dls__backend dls__cpu_backend;
 extern const dls__backend dls__cuda_backend;
 extern const dls__backend dls__hip_backend;
+
+#ifdef DLS_FAULT_INJECTION
+/* The fault-injecting wrapper of a real backend (fault.c; one per backend,
+ * made once): every fallible method an injectable point (base/fault.h). */
+DLS__INTERNAL const dls__backend *dls__fault_backend(const dls__backend *real);
+#else
+#define dls__fault_backend(real) (real)
+#endif
 
 #endif /* DLSTREAM_BACKEND_H */

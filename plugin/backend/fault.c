@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/fault_ledger.h"
-#include "core/fault.h"
+#include "base/fault.h"
 
 #ifdef DLS_FAULT_INJECTION
 
@@ -224,7 +224,7 @@ static void wrap_all(void) {
   }
 }
 
-const struct dls__backend *dls__fault_backend(const struct dls__backend *real) {
+const dls__backend *dls__fault_backend(const dls__backend *real) {
   pthread_once(&g_once, wrap_all);
   for (int i = 0; i < DLS__NREAL; i++)
     if (g_real[i] == real)

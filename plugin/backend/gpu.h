@@ -24,7 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/gpu_pool_props.h"
-#include "core/error.h"
+#include "base/error.h"
 
 /* A vendor's result code (CUresult, hipError_t); 0 is success for both. */
 typedef unsigned int dls__gpu_result;
@@ -195,7 +195,7 @@ typedef struct dls__gpu_consts {
 
 /* The built-ins, by name, in the order of dls__gpu_device.builtin_fns. */
 #define DLS__GPU_BUILTINS(X) \
-  X(dls_fill) X(dls_axpy_f32) X(dls_axpy_f64) X(dls_copy_strided) X(dls_spin) X(dls_latch) X(dls_empty)
+  X("dls_fill") X("dls_axpy_f32") X("dls_axpy_f64") X("dls_copy_strided") X("dls_spin") X("dls_latch") X("dls_empty")
 #define DLS__GPU_BUILTIN_COUNT_ONE(name) +1
 enum { DLS__GPU_NBUILTINS = 0 DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_COUNT_ONE) };
 

@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
+#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
@@ -327,7 +327,7 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
   dls_status_t st = buffer_alloc(s, size, &b);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
-  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
     st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     dls__buffer_unref(b);
@@ -356,7 +356,7 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
                      s->dev->name);
   dls__buffer *b = NULL;
   DLS__TRY(dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b));
-  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
     st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     b->release = NULL; /* failure: the caller keeps ownership */
@@ -372,12 +372,13 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
   if (buffer.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_BUFFER, buffer, call, "buffer");
+  DLS__END(&dls__buffer_table, buffer, call, "buffer");
   dls_deferred_poll();
   return DLS_OK;
 }
 
 void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
+dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop);
 
 dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_buffer_record_use";
@@ -436,7 +437,7 @@ dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
         *out_stream = dls_stream_default(b->dev->device, k);
     return DLS_OK;
   }
-  if (dls__handle_peek(DLS_HANDLE_STREAM, b->stream->id) != b->stream)
+  if (dls__table_peek(&dls__stream_table, b->stream->id) != b->stream)
     return dls__fail(DLS_ERR_STATE, "%s: the buffer's allocation stream was destroyed (its work still orders the "
                                     "buffer's free)", call);
   out_stream->id = b->stream->id;

@@ -39,13 +39,13 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
     f->native = native;
     f->builtin = true;
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
+    f->id = dls__table_add(&dls__function_table, f);
     if (f->id == 0) {
       dls__free(f);
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     }
-    atomic_fetch_add(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
+    atomic_fetch_add(&dls__function_table.owned, 1);
     __atomic_store_n(&dev->builtins[k], f, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g_builtin_mu);
@@ -69,9 +69,9 @@ static void drop_builtins(dls__device *dev) {
   for (size_t k = 0; k < DLS__NBUILTIN; k++) {
     dls__function *f = dev->builtins[k];
     if (f != NULL) {
-      atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
+      atomic_fetch_sub(&dls__function_table.owned, 1);
       dev->builtins[k] = NULL;
-      (void)dls__handle_end(DLS_HANDLE_FUNCTION, f->id); /* its drop frees it */
+      (void)dls__table_end(&dls__function_table, f->id); /* its drop frees it */
     }
   }
 }

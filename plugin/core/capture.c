@@ -53,7 +53,7 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the registry; an own
 static dls__capture *g_captures;
 _Atomic int dls__captures_known;
 
-#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(DLS_HANDLE_GRAPH, dls__graph, var, handle, call, arg)
+#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(&dls__graph_table, dls__graph, var, handle, call, arg)
 
 /* ---- what the driver says ---- */
 
@@ -493,7 +493,7 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   atomic_init(&gr->refs, 1);
   pthread_mutex_init(&gr->mu, NULL);
   gr->outs = outs;
-  gr->id = dls__handle_new(DLS_HANDLE_GRAPH, gr);
+  gr->id = dls__table_add(&dls__graph_table, gr);
   if (gr->id == 0) {
     pthread_mutex_destroy(&gr->mu);
     dls__free(gr);
@@ -610,11 +610,12 @@ dls_status_t dls_graph_destroy(dls_graph_t graph) {
   if (graph.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_GRAPH, graph, call, "graph");
+  DLS__END(&dls__graph_table, graph, call, "graph");
   return DLS_OK;
 }
 
 void dls__graph_drop(void *obj) { graph_unref(obj); }
+dls__table dls__graph_table = DLS__TABLE("graph", DLS_HANDLE_GRAPH, dls__graph_drop);
 
 /* Ends a claimed capture: an own one is ended on its stream and what it
  * recorded is dropped (a failed end ends it too); a foreign one is only

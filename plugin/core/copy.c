@@ -4,7 +4,7 @@
  * (buffer.c). */
 #include "internal.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
+#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static dls_status_t check_range(const char *call, const dls__buffer *b, size_t offset, size_t size) {
   if (offset > b->size || size > b->size - offset)

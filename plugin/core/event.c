@@ -22,7 +22,7 @@ typedef struct dls__event {
 
 static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
-#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(DLS_HANDLE_EVENT, dls__event, var, handle, call, arg)
+#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(&dls__event_table, dls__event, var, handle, call, arg)
 
 static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
                                   const char *call, dls_event_t *out) {
@@ -38,7 +38,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   atomic_init(&e->cap_id, 0);
   e->displaced = NULL;
   atomic_flag_clear(&e->mu.f);
-  e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
+  e->id = dls__table_add(&dls__event_table, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
@@ -108,7 +108,7 @@ dls_status_t dls_event_destroy(dls_event_t event) {
   if (event.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_EVENT, event, call, "event");
+  DLS__END(&dls__event_table, event, call, "event");
   return DLS_OK;
 }
 
@@ -124,6 +124,7 @@ void dls__event_drop(void *obj) {
     dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
 }
+dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop);
 
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   static const char call[] = "dls_event_record";

@@ -10,20 +10,31 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fault.h"
+#include "base/handle.h"
+#include "base/spin.h"
 #include "dlstream/dlstream.h"
-#include "error.h"
-#include "fault.h"
-#include "handle.h"
 
-/* A spinlock for short critical sections (a buffer's use set). */
-typedef struct dls__spin {
-  atomic_flag f;
-} dls__spin;
-static inline void dls__spin_lock(dls__spin *l) {
-  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) {
-  }
-}
-static inline void dls__spin_unlock(dls__spin *l) { atomic_flag_clear_explicit(&l->f, memory_order_release); }
+/* The size classes of the thread's cache of small objects (base/handle.h). */
+enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_DEFERRED, DLS__OBJ_KINDS };
+_Static_assert(DLS__OBJ_KINDS <= DLS__OBJ_CLASSES, "a class of small objects the thread cache has no room for");
+
+/* Each handle kind's table (defined by the kind's file) and what ending one
+ * of its handles does once no call holds the object (core/kinds.h lists the
+ * kinds). */
+DLS__INTERNAL extern dls__table dls__stream_table, dls__event_table, dls__buffer_table, dls__tensor_table,
+    dls__module_table, dls__function_table, dls__group_table, dls__latch_table, dls__graph_table;
+DLS__INTERNAL void dls__stream_drop(void *obj);
+DLS__INTERNAL void dls__event_drop(void *obj);
+DLS__INTERNAL void dls__buffer_drop(void *obj);
+DLS__INTERNAL void dls__tensor_drop(void *obj);
+DLS__INTERNAL void dls__module_drop(void *obj);
+DLS__INTERNAL void dls__function_drop(void *obj);
+DLS__INTERNAL void dls__group_drop(void *obj);
+DLS__INTERNAL void dls__latch_drop(void *obj);
+DLS__INTERNAL void dls__graph_drop(void *obj);
 
 /* ---------------------------------------------------------------- runtime */
 
@@ -115,7 +126,7 @@ static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call
                                            dls_status_t *out_status) {
   if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
     return dls__stream_get_reserved(stream, call, arg, out_status);
-  return (dls__stream *)dls__handle_get(DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+  return (dls__stream *)dls__table_get(&dls__stream_table, stream.id, call, arg, out_status);
 }
 /* Resolves and holds a stream handle in *h (default streams live as long as
  * their device: nothing to hold). */
@@ -123,7 +134,7 @@ static inline dls__stream *dls__stream_hold(dls__hold *h, dls_stream_t stream, c
                                             dls_status_t *out_status) {
   if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
     return dls__stream_get_reserved(stream, call, arg, out_status);
-  return (dls__stream *)dls__hold_get(h, DLS_HANDLE_STREAM, stream.id, call, arg, out_status);
+  return (dls__stream *)dls__hold_get(h, &dls__stream_table, stream.id, call, arg, out_status);
 }
 /* DLS__GET for streams: held until the end of the enclosing block. */
 #define DLS__GET_STREAM(var, handle, call, arg)                                \
@@ -473,7 +484,25 @@ DLS__INTERNAL void dls__streams_shutdown(void);
 DLS__INTERNAL void dls__builtins_shutdown(void);
 DLS__INTERNAL void dls__captures_shutdown(void);
 
-/* Monotonic clock in nanoseconds. */
-DLS__INTERNAL uint64_t dls__now_ns(void);
+/* ---- handles by their kind's public value: the names the Python extension uses ---- */
+
+#include "core/kinds.h"
+
+static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
+  return dls__table_peek(dls__kind_table(kind), id);
+}
+static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
+                                    dls_status_t *out_status) {
+  return dls__table_get(dls__kind_table(kind), id, call, arg, out_status);
+}
+static inline uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
+  return dls__table_add(dls__kind_table(kind), obj);
+}
+static inline bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
+  return dls__table_end(dls__kind_table(kind), id);
+}
+static inline void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)) {
+  dls__table_each(dls__kind_table(kind), fn);
+}
 
 #endif /* DLSTREAM_CORE_INTERNAL_H */

@@ -7,9 +7,9 @@
 #include "internal.h"
 #include "module_names.h"
 
-#define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(DLS_HANDLE_MODULE, dls__module, var, handle, call, arg)
+#define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(&dls__module_table, dls__module, var, handle, call, arg)
 #define DLS__GET_FUNCTION(var, handle, call, arg) \
-  DLS__GET(DLS_HANDLE_FUNCTION, dls__function, var, handle, call, arg)
+  DLS__GET(&dls__function_table, dls__function, var, handle, call, arg)
 
 /* A module keeps the functions looked up in it, by the name asked for: a
  * name looked up again gives the same handle, and unloading makes them all
@@ -59,7 +59,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
   m->m.native = native;
   atomic_init(&m->m.refs, 1);
   pthread_mutex_init(&m->fns.mu, NULL);
-  m->m.id = dls__handle_new(DLS_HANDLE_MODULE, m);
+  m->m.id = dls__table_add(&dls__module_table, m);
   if (m->m.id == 0) {
     dev->be->module_unload(dev->id, native);
     pthread_mutex_destroy(&m->fns.mu);
@@ -113,7 +113,7 @@ dls_status_t dls_module_unload(dls_module_t module) {
   if (module.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_MODULE, module, call, "module");
+  DLS__END(&dls__module_table, module, call, "module");
   return DLS_OK;
 }
 
@@ -133,7 +133,7 @@ void dls__module_drop(void *obj) {
   dls__module_names_forget(m->m.id);
   /* No call holds the module, so no lookup adds a function meanwhile. */
   for (size_t i = 0; i < m->fns.n; i++) {
-    (void)dls__handle_end(DLS_HANDLE_FUNCTION, m->fns.fns[i].id);
+    (void)dls__table_end(&dls__function_table, m->fns.fns[i].id);
     dls__free(m->fns.fns[i].name);
   }
   dls__free(m->fns.fns);
@@ -141,6 +141,7 @@ void dls__module_drop(void *obj) {
   m->fns.n = m->fns.cap = 0;
   module_unref(&m->m);
 }
+dls__table dls__module_table = DLS__TABLE("module", DLS_HANDLE_MODULE, dls__module_drop);
 
 void dls__function_drop(void *obj) {
   dls__function *f = obj;
@@ -151,6 +152,7 @@ void dls__function_drop(void *obj) {
   if (m != NULL)
     module_unref(m);
 }
+dls__table dls__function_table = DLS__TABLE("function", DLS_HANDLE_FUNCTION, dls__function_drop);
 
 static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
                                      const char *call, dls__function **out_obj, dls_function_t *out) {
@@ -161,7 +163,7 @@ static dls_status_t function_publish(dls__device *dev, void *native, dls__module
   f->native = native;
   f->module = module;
   snprintf(f->name, sizeof f->name, "%s", name);
-  f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
+  f->id = dls__table_add(&dls__function_table, f);
   if (f->id == 0) {
     dls__free(f);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
@@ -191,7 +193,7 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   out_function->id = 0;
   if (name == NULL || name[0] == '\0')
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
-  DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
+  DLS__GET(&dls__module_table, dls__module_full, m, module, call, "module");
   pthread_mutex_lock(&m->fns.mu);
   out_function->id = module_fn_find(&m->fns, name);
   pthread_mutex_unlock(&m->fns.mu);
@@ -278,7 +280,7 @@ dls_status_t dls_function_destroy(dls_function_t function) {
     return dls__fail(DLS_ERR_STATE, "%s(function \"%s\"): %s", call, f->name,
                      f->builtin ? "built-in functions belong to the runtime"
                                 : "functions of a module are destroyed by dls_module_unload");
-  DLS__END(DLS_HANDLE_FUNCTION, function, call, "function");
+  DLS__END(&dls__function_table, function, call, "function");
   return DLS_OK;
 }
 
@@ -316,11 +318,11 @@ static inline dls_status_t check_config(const char *call, const dls_launch_confi
 
 /* A buffer or tensor argument that is not a live handle; the argument's
  * name is formatted only now, off the launch path. */
-DLS__COLD static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
+DLS__COLD static dls_status_t arg_miss(dls__table *t, uint64_t id, const char *call, size_t i) {
   char name[32];
   dls_status_t st;
   snprintf(name, sizeof name, "args[%zu]", i);
-  dls__handle_miss(kind, id, call, name, &st);
+  dls__table_miss(t, id, call, name, &st);
   return st;
 }
 
@@ -336,10 +338,10 @@ static void arg_holds_end(dls__arg_holds *hs) {
     dls__hold_end(&hs->h[i]);
 }
 
-static inline void *arg_hold(dls__arg_holds *hs, dls_handle_kind_t kind, uint64_t id) {
+static inline void *arg_hold(dls__arg_holds *hs, dls__table *t, uint64_t id) {
   dls__hold *h = &hs->h[hs->n];
-  h->kind = kind;
-  void *obj = dls__slot_hold(kind, id, &h->slot);
+  h->table = t;
+  void *obj = dls__slot_hold(t, id, &h->slot);
   hs->n += obj != NULL;
   return obj;
 }
@@ -357,9 +359,9 @@ static dls_status_t resolve_arg(const char *call, const dls__function *fn, const
   switch (a->kind) {
   case DLS_ARG_BUFFER:
   case DLS_ARG_BUFFER_IN:
-    b = arg_hold(holds, DLS_HANDLE_BUFFER, a->v.buffer.id);
+    b = arg_hold(holds, &dls__buffer_table, a->v.buffer.id);
     if (DLS__UNLIKELY(b == NULL))
-      return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
+      return arg_miss(&dls__buffer_table, a->v.buffer.id, call, i);
     if (DLS__UNLIKELY(b->dev != s->dev))
       return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
                        b->dev->name, s->dev->name);
@@ -367,9 +369,9 @@ static dls_status_t resolve_arg(const char *call, const dls__function *fn, const
     break;
   case DLS_ARG_TENSOR:
   case DLS_ARG_TENSOR_IN: {
-    dls__tensor *t = arg_hold(holds, DLS_HANDLE_TENSOR, a->v.tensor.id);
+    dls__tensor *t = arg_hold(holds, &dls__tensor_table, a->v.tensor.id);
     if (DLS__UNLIKELY(t == NULL))
-      return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
+      return arg_miss(&dls__tensor_table, a->v.tensor.id, call, i);
     if (DLS__UNLIKELY(t->buf->dev != s->dev))
       return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
                        t->buf->dev->name, s->dev->name);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -32,12 +31,6 @@ static dls__backend_state g_state[DLS__NBACKENDS] = {
 
 int dls_version_number(void) { return DLS_VERSION_NUMBER; }
 const char *dls_version_string(void) { return DLS_VERSION_STRING; }
-
-uint64_t dls__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void atfork_child(void) {
   /* Worker threads and driver contexts do not survive fork(); refuse use. */
@@ -166,7 +159,7 @@ dls_status_t dls_device_synchronize(DLDevice device) {
   DLS__TRY(dls__capture_check_host_wait(call));
   g_sync.device = device;
   g_sync.status = DLS_OK;
-  dls__handle_each(DLS_HANDLE_STREAM, sync_stream);
+  dls__table_each(&dls__stream_table, sync_stream);
   for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
     if (dev->defaults[k] != NULL) /* only those in use: none is made just to be waited for */
       sync_stream(dls_stream_default(device, k).id, NULL);
@@ -303,30 +296,6 @@ void dls__event_pool_put(dls__device *dev, void *event) {
 
 /* ---- shutdown ---- */
 
-/* At shutdown each live handle is ended by its kind's verb. */
-#define DLS__SHUTDOWN_END(K, name, type, verb) \
-  static void shutdown_##name(uint64_t id, void *obj) { \
-    (void)obj;                                         \
-    (void)verb((type){id});                            \
-  }
-DLS__HANDLE_KINDS(DLS__SHUTDOWN_END)
-#undef DLS__SHUTDOWN_END
-
-/* Ends every handle of a kind; a kind whose ends make more of its handles
- * endable (nested groups end before their parents) is walked again while
- * that helps. Handles the runtime owns, or whose verb refuses (functions of
- * a module go with it), stay. */
-static void shutdown_kind(dls_handle_kind_t kind, void (*end)(uint64_t id, void *obj)) {
-  size_t live = dls_live_handles(kind);
-  for (int pass = 0; pass < 64 && live > 0; pass++) {
-    dls__handle_each(kind, end);
-    size_t now = dls_live_handles(kind);
-    if (now >= live)
-      break;
-    live = now;
-  }
-}
-
 dls_status_t dls_shutdown(void) {
   if (atomic_load(&dls__state) == 2)
     return dls__fail(DLS_ERR_FORK, "dls_shutdown: dlstream was initialized in the parent before fork(); nothing "
@@ -337,9 +306,7 @@ dls_status_t dls_shutdown(void) {
    * stream is eager again. Then children before parents: groups hold
    * branches, tensors hold buffers, buffers hold streams and graphs. */
   dls__captures_shutdown();
-#define DLS__SHUTDOWN_KIND(K, name, type, verb) shutdown_kind(DLS_HANDLE_##K, shutdown_##name);
-  DLS__HANDLE_KINDS(DLS__SHUTDOWN_KIND)
-#undef DLS__SHUTDOWN_KIND
+  dls__kinds_end_all();
   dls__deferred_drain();
   dls__builtins_shutdown();
   dls__streams_shutdown();

@@ -21,7 +21,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
 
 /* Gives the object a handle; on failure releases it and returns the status. */
 static dls_status_t stream_publish(dls__stream *s, const char *call, dls_stream_t *out) {
-  s->id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  s->id = dls__table_add(&dls__stream_table, s);
   if (s->id == 0) {
     dls_status_t st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     dls__stream_unref(s);
@@ -299,7 +299,7 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_STREAM, stream, call, "stream");
+  DLS__END(&dls__stream_table, stream, call, "stream");
   return DLS_OK;
 }
 
@@ -310,6 +310,7 @@ void dls__stream_drop(void *obj) {
   dls__capture_drop_on(s);
   dls__stream_unref(s);
 }
+dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);
 
 /* Synchronizing or querying a capturing stream would invalidate its capture. */
 static dls_status_t refuse_capturing(const char *call, dls__stream *s) {

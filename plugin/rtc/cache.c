@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fault.h"
+#include "base/fault.h"
 #include "rtc/rtc.h"
 
 #define DLS__KC_MAGIC "DLSKERN"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dlstream/dlstream.h"
 
 /* ---- the compiler API: NVRTC and hipRTC have the same shape ----
