@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/buffer.h"
+#include "core/builtin.h"
+#include "core/launch.h"
 
 static const char *const g_builtin_names[DLS__NBUILTIN] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
                                                            "dls_copy_strided", "dls_spin",     "dls_latch",
@@ -81,9 +83,7 @@ void dls__builtins_shutdown(void) { dls__each_device(drop_builtins); }
 dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_function_t *out_function) {
   static const char call[] = "dls_builtin_function";
   DLS__ENTER(call);
-  if (out_function == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
-  out_function->id = 0;
+  DLS__OUT(call, out_function);
   if (name == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=NULL): no built-in named", call);
   dls_status_t st;

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/builtin_args.h"
+#include "core/tensor.h"
 
 /* A memory argument: its address and, when known, the bytes [lo, hi)
  * around it that belong to it. */

@@ -2,7 +2,8 @@
 /* Copies: host to buffer and back, raw addresses, and buffer to buffer
  * (across devices too), each recording its uses under the deallocation rule
  * (buffer.c). */
-#include "internal.h"
+#include "core/access.h"
+#include "core/buffer.h"
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 

@@ -2,7 +2,8 @@
 /* Events: owned or foreign markers recorded on streams. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/deferred.h"
 
 /* Calls on one event may race (two threads record it, one waits on it):
  * what they share is atomic, and a native is never freed while the event
@@ -50,9 +51,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
 dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_event) {
   static const char call[] = "dls_event_create";
   DLS__ENTER(call);
-  if (out_event == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
-  out_event->id = 0;
+  DLS__OUT(call, out_event);
   const unsigned known = DLS_EVENT_TIMING | DLS_EVENT_BLOCKING_SYNC;
   if (flags & ~known)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
@@ -85,9 +84,7 @@ dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_
 dls_status_t dls_event_wrap(DLDevice device, void *native, dls_event_t *out_event) {
   static const char call[] = "dls_event_wrap";
   DLS__ENTER(call);
-  if (out_event == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
-  out_event->id = 0;
+  DLS__OUT(call, out_event);
   if (native == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(native=NULL): no event to wrap", call);
   dls_status_t st;

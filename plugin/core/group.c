@@ -2,7 +2,10 @@
 /* Fork/join groups: branches on pooled streams, joined with events, no host sync. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/deferred.h"
+#include "core/group.h"
+#include "core/wait.h"
 
 typedef struct dls__branch {
   dls__stream *stream; /* an extra ref: the join works even if the handle was destroyed */

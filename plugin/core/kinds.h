@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The handle kinds: their list, in shutdown order, with each one's ending verb; a kind's table by its public value. */
+/* The handle kinds as a whole: their list, in shutdown order, with each one's ending verb; a kind's table by its
+ * public value. For the top of the core (shutdown.c) and the layers above: it names every kind. */
 #ifndef DLSTREAM_CORE_KINDS_H
 #define DLSTREAM_CORE_KINDS_H
 
-#include <stddef.h>
-
-#include "base/handle.h"
+#include "core/tables.h"
 #include "dlstream/dlstream.h"
 
 /* The handle kinds, in shutdown order (children before parents: groups hold
@@ -14,8 +13,8 @@
  * a reference released, a module unloaded, a scope (a group) ended, and
  * everything else destroyed. X(KIND, name, handle type, verb). Each kind's
  * file defines its table, `dls__table dls__<name>_table = DLS__TABLE(...)`,
- * with `void dls__<name>_drop(void *obj)`: what the verb does once no call
- * holds the object any more. */
+ * with its `dls__<name>_drop`, what the verb does once no call holds the
+ * object any more (core/tables.h declares them). */
 #define DLS__HANDLE_KINDS(X)                           \
   X(GROUP, group, dls_group_t, dls_group_end)          \
   X(TENSOR, tensor, dls_tensor_t, dls_tensor_release)  \
@@ -26,10 +25,6 @@
   X(MODULE, module, dls_module_t, dls_module_unload)   \
   X(EVENT, event, dls_event_t, dls_event_destroy)      \
   X(STREAM, stream, dls_stream_t, dls_stream_destroy)
-
-#define DLS__DECLARE_TABLE(K, name, type, verb) DLS__INTERNAL extern dls__table dls__##name##_table;
-DLS__HANDLE_KINDS(DLS__DECLARE_TABLE)
-#undef DLS__DECLARE_TABLE
 
 /* The table of a kind (NULL: not a kind). A constant kind folds to its table. */
 static inline dls__table *dls__kind_table(dls_handle_kind_t kind) {
@@ -43,8 +38,5 @@ static inline dls__table *dls__kind_table(dls_handle_kind_t kind) {
     return NULL;
   }
 }
-
-/* Ends every handle callers still hold, kind by kind in shutdown order, each by its verb (dls_shutdown). */
-DLS__INTERNAL void dls__kinds_end_all(void);
 
 #endif /* DLSTREAM_CORE_KINDS_H */

@@ -2,7 +2,11 @@
 /* Latches: host-visible flags a stream waits on until the host opens them (the latch built-in). */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/access.h"
+#include "core/buffer.h"
+#include "core/builtin.h"
+#include "core/capture.h"
+#include "core/launch.h"
 
 typedef struct dls__latch {
   dls__device *dev;
@@ -39,9 +43,7 @@ static void mapped_release(void *user_data) {
 dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   static const char call[] = "dls_latch_create";
   DLS__ENTER(call);
-  if (out_latch == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_latch=NULL): output pointer is NULL", call);
-  out_latch->id = 0;
+  DLS__OUT(call, out_latch);
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)

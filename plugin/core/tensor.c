@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/tensor.h"
 
 dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t flags, dls_tensor_t *out) {
   dls__tensor *t = dls__calloc(1, sizeof *t);

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "base/fault.h"
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 #define DLS__KC_MAGIC "DLSKERN"
 #define DLS__KC_VERSION 1u

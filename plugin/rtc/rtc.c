@@ -5,10 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/arch.h"
 #include "core/internal.h"
 #include "core/module_names.h"
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 #define DLS__RTC_MAX_OPTIONS 256
 #define DLS__RTC_MAX_NAMES 4096

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the run-time compilation files share: the compiler vtable, its loader, SHA-256, the cache, kernel names. */
-#ifndef DLSTREAM_RTC_H
-#define DLSTREAM_RTC_H
+#ifndef DLSTREAM_RTC_INTERNAL_H
+#define DLSTREAM_RTC_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -152,4 +152,4 @@ DLS__INTERNAL void dls__rtc_count(int stat);
  * Never reads outside [image, image + size). */
 DLS__INTERNAL void dls__rtc_kernel_names(const void *image, size_t size, char *out, size_t out_size);
 
-#endif /* DLSTREAM_RTC_H */
+#endif /* DLSTREAM_RTC_INTERNAL_H */
