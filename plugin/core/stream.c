@@ -77,7 +77,7 @@ dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, con
   dls__device *dev = dls__device_get(device, call, out_status);
   if (dev == NULL)
     return NULL;
-  dls__stream *s;
+  dls__stream *s = NULL;
   dls_status_t st = dls__stream_default(dev, kind, &s);
   if (st != DLS_OK) {
     *out_status = dls__fail_prefix(st, "%s(%s)", call, arg);
