@@ -258,7 +258,7 @@ struct dls__gpu {
   dls__gpu_names names;
 };
 
-/* ---- the shared helpers (gpu_device.c) ---- */
+/* ---- the shared helpers (gpu.c) ---- */
 
 /* "<call(args)> on cuda:N: CUDA_ERROR_X (description)", with the status
  * that fits the driver's code. */
