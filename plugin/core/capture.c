@@ -6,9 +6,7 @@
  * own capture allocates, and the lock that keeps pool calls apart from
  * graph calls. What a capture's end makes, a graph, is graph.c's. */
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/capture.h"
 

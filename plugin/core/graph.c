@@ -2,10 +2,7 @@
 /* Graphs: what a capture dlstream began makes when it ends (or drops when it
  * is discarded), their replays, and the memory they own (outputs: allocated
  * in the capture and not freed in it). */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/capture.h"
 #include "core/graph.h"

@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Typed launches: a launch's configuration and arguments checked, its buffers' accesses ordered, the kernel queued. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "core/buffer.h"
 #include "core/capture.h"

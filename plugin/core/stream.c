@@ -4,7 +4,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/capture.h"
 #include "core/stream.h"
