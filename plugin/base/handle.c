@@ -40,8 +40,13 @@ static void push_free(dls__table *t, uint32_t index) {
   }
 }
 
+/* The table of each kind that has handed out a slot: where a finished
+ * thread's cached slots go back. */
+static _Atomic(dls__table *) g_tables[DLS_HANDLE_KIND_COUNT_];
+
 /* A fresh slot from the end of the table, allocating its chunk if needed. */
 static uint32_t take_new(dls__table *t) {
+  atomic_store_explicit(&g_tables[t->kind], t, memory_order_release);
   uint32_t index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
   if (index == 0) /* slot 0 is never handed out */
     index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
@@ -89,7 +94,7 @@ static void cache_thread_exit(void *p) {
   cache_drain(c);
   for (int k = 0; k < DLS_HANDLE_KIND_COUNT_; k++) {
     while (c->nslots[k] > 0)
-      push_free(c->tables[k], c->slots[k][--c->nslots[k]]);
+      push_free(atomic_load_explicit(&g_tables[k], memory_order_acquire), c->slots[k][--c->nslots[k]]);
   }
 }
 
@@ -123,7 +128,6 @@ void dls__slot_recycle(dls__table *t, uint32_t index) {
   }
   if (DLS__UNLIKELY(!c->registered))
     cache_register(c);
-  c->tables[kind] = t;
   c->slots[kind][c->nslots[kind]++] = index;
 }
 

@@ -203,7 +203,6 @@ DLS__INTERNAL bool dls__table_end(dls__table *t, uint64_t id);
 typedef struct dls__thread_cache {
   uint32_t slots[DLS_HANDLE_KIND_COUNT_][DLS__SLOT_CACHE];
   int nslots[DLS_HANDLE_KIND_COUNT_];
-  dls__table *tables[DLS_HANDLE_KIND_COUNT_]; /* whose slots they are (given back at the thread's exit) */
   void *items[DLS__OBJ_CLASSES][DLS__OBJ_CACHE];
   int n[DLS__OBJ_CLASSES];
   bool registered; /* its thread-exit destructor is set */
