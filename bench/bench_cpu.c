@@ -134,8 +134,8 @@ static int cpu_raw_alloc_free(void *p, int n) {
   cpu_ctx *c = p;
   for (int i = 0; i < n; i++) {
     void *ptr;
-    DLS_CHECK(c->be->mem_alloc(0, ALLOC_BYTES, c->ns1, &ptr));
-    DLS_CHECK(c->be->mem_free(0, ptr, c->ns1));
+    DLS_CHECK(c->be->mem_alloc(c->be, 0, ALLOC_BYTES, c->ns1, &ptr));
+    DLS_CHECK(c->be->mem_free(c->be, 0, ptr, c->ns1));
   }
   return 0;
 }
@@ -154,10 +154,10 @@ static int cpu_raw_alloc_use_free(void *p, int n) {
   cpu_ctx *c = p;
   for (int i = 0; i < n; i++) {
     void *ptr;
-    DLS_CHECK(c->be->mem_alloc(0, ALLOC_BYTES, c->ns1, &ptr));
-    DLS_CHECK(c->be->event_record(0, c->nev, c->ns2));
-    DLS_CHECK(c->be->stream_wait_event(0, c->ns1, c->nev));
-    DLS_CHECK(c->be->mem_free(0, ptr, c->ns1));
+    DLS_CHECK(c->be->mem_alloc(c->be, 0, ALLOC_BYTES, c->ns1, &ptr));
+    DLS_CHECK(c->be->event_record(c->be, 0, c->nev, c->ns2));
+    DLS_CHECK(c->be->stream_wait_event(c->be, 0, c->ns1, c->nev));
+    DLS_CHECK(c->be->mem_free(c->be, 0, ptr, c->ns1));
   }
   return 0;
 }
@@ -177,8 +177,8 @@ static int cpu_raw_event_create(void *p, int n) {
   cpu_ctx *c = p;
   for (int i = 0; i < n; i++) {
     void *e;
-    DLS_CHECK(c->be->event_create(0, DLS_EVENT_DEFAULT, &e));
-    DLS_CHECK(c->be->event_destroy(0, e));
+    DLS_CHECK(c->be->event_create(c->be, 0, DLS_EVENT_DEFAULT, &e));
+    DLS_CHECK(c->be->event_destroy(c->be, 0, e));
   }
   return 0;
 }
@@ -201,7 +201,7 @@ static int cpu_raw_launch_buffers(void *p, int n) {
   void *params[4] = {&count, &a, &c->px, &c->py};
   const uint32_t sizes[4] = {8, 4, sizeof(void *), sizeof(void *)};
   for (int i = 0; i < n; i++)
-    DLS_CHECK(c->be->launch(0, c->ntiny, c->ns1, &cfg, params, sizes, 4));
+    DLS_CHECK(c->be->launch(c->be, 0, c->ntiny, c->ns1, &cfg, params, sizes, 4));
   return 0;
 }
 
@@ -229,8 +229,8 @@ static const char *cpu_natives(cpu_ctx *c) {
       dls_buffer_alloc(c->s1, 1024, &c->bx) != DLS_OK || dls_buffer_alloc(c->s1, 1024, &c->by) != DLS_OK ||
       dls_buffer_ptr(c->bx, &c->px) != DLS_OK || dls_buffer_ptr(c->by, &c->py) != DLS_OK)
     return dls_last_error();
-  if (c->be->event_create(0, DLS_EVENT_DEFAULT, &c->nev) != DLS_OK ||
-      c->be->host_function(0, "bench_tiny_raw", tiny_kernel, &c->ntiny) != DLS_OK)
+  if (c->be->event_create(c->be, 0, DLS_EVENT_DEFAULT, &c->nev) != DLS_OK ||
+      c->be->host_function(c->be, 0, "bench_tiny_raw", tiny_kernel, &c->ntiny) != DLS_OK)
     return dls_last_error();
   return NULL;
 }
@@ -274,8 +274,8 @@ const char *run_cpu(void) {
   pthread_cond_broadcast(&c.h.cv);
   pthread_mutex_unlock(&c.h.mu);
   pthread_join(c.h.thread, NULL);
-  c.be->host_function_destroy(0, c.ntiny);
-  c.be->event_destroy(0, c.nev);
+  c.be->host_function_destroy(c.be, 0, c.ntiny);
+  c.be->event_destroy(c.be, 0, c.nev);
   dls_buffer_free(c.bx);
   dls_buffer_free(c.by);
   dls_function_destroy(c.tiny);

@@ -118,7 +118,7 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
       x = (char *)dx.data + dx.byte_offset;
       y = (char *)dy.data + dy.byte_offset;
     }
-    rc = f->dev->be->launch(f->dev->id, f->native, stream, &cfg, params, sizes, 4);
+    rc = f->dev->be->launch(f->dev->be, f->dev->id, f->native, stream, &cfg, params, sizes, 4);
     if (rc != DLS_OK) {
       PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
       return NULL;

@@ -283,7 +283,7 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
   else if (d->buf != NULL && (rc = dls__buffer_access(d->buf, c->s, DLS_ACCESS_WRITE, true)) != DLS_OK)
     ; /* dst's earlier uses on other streams could not be ordered before the copy (src's were, when it was read) */
   else if (bytes > 0)
-    rc = dev->be->memcpy_peer_async(dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
+    rc = dev->be->memcpy_peer_async(dev->be, dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
   if (rc == DLS_OK)
     dlspy_call_record_use(c, d, DLS_ACCESS_WRITE);
   if (rc != DLS_OK && rc != DLS_ERR_NOT_SUPPORTED)

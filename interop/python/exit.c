@@ -55,7 +55,7 @@ static void note_native(dls__device *dev, void *native, const char *what) {
   if (b->nseen < (int)(sizeof b->seen / sizeof b->seen[0]))
     b->seen[b->nseen++] = native;
   int idle = 1;
-  if (dev->be->stream_query(dev->id, native, &idle) != DLS_OK || idle)
+  if (dev->be->stream_query(dev->be, dev->id, native, &idle) != DLS_OK || idle)
     return; /* a stream the driver cannot ask is not waited for */
   if (b->n == BUSY_MAX) {
     b->more++;

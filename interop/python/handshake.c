@@ -50,12 +50,12 @@ static void keep_release(dls__stream *s, dls_release_fn release, void *user_data
     rc = dls__buffer_borrow(s->dev, NULL, 0, none, release, user_data, &b);
   if (rc == DLS_OK) {
     if (dls__buffer_access(b, s, DLS_ACCESS_READ, false) != DLS_OK) /* the use is unknown: the release must not run early */
-      (void)s->dev->be->stream_synchronize(s->dev->id, s->native);
+      (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
     dls__buffer_unref(b);
     return;
   }
   /* No memory for the record: wait here rather than release early. */
-  (void)s->dev->be->stream_synchronize(s->dev->id, s->native);
+  (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
   release(user_data);
 }
 
@@ -499,7 +499,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     for (int i = 0; i < c->nposts && ok; i++) {
       dlspy_post *p = &c->posts[i];
       if (p->kind == DLSPY_POST_STAGE && p->copy_back && p->tmp != NULL && rc == DLS_OK)
-        rc = s->dev->be->memcpy_async(s->dev->id, p->host_lo, p->tmp->ptr, p->span, s->native);
+        rc = s->dev->be->memcpy_async(s->dev->be, s->dev->id, p->host_lo, p->tmp->ptr, p->span, s->native);
     }
     if (rc != DLS_OK && ok) {
       dlspy_raise(st, rc, c->pycall);

@@ -123,7 +123,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     c->staged = true;
     dls_status_t r = dls__buffer_alloc(c->s, lay.span, &p->tmp);
     if (r == DLS_OK && lay.span > 0)
-      r = c->s->dev->be->memcpy_async(c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
+      r = c->s->dev->be->memcpy_async(c->s->dev->be, c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
     if (r != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
       return -1; /* the post releases `managed` */

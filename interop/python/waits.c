@@ -115,7 +115,7 @@ static int poll_native(void *ctx, int *done) {
   native_poll *p = ctx;
   dls__relaxed r;
   dls__relaxed_enter(&r, p->dev);
-  dls_status_t rc = p->dev->be->event_query(p->dev->id, p->event, done);
+  dls_status_t rc = p->dev->be->event_query(p->dev->be, p->dev->id, p->event, done);
   dls__relaxed_leave(&r);
   if (rc != DLS_OK) {
     dlspy_raisef(p->st, rc, "%s: %s", p->pycall, dls_last_error());
@@ -127,7 +127,7 @@ static int poll_native(void *ctx, int *done) {
 int dlspy_core_stream_wait(dlspy_state *st, const char *pycall, dls__stream *s) {
   native_poll p = {st, pycall, s->dev, NULL};
   dls_status_t rc = dls__event_pool_get(s->dev, &p.event);
-  if (rc == DLS_OK && (rc = s->dev->be->event_record(s->dev->id, p.event, s->native)) != DLS_OK)
+  if (rc == DLS_OK && (rc = s->dev->be->event_record(s->dev->be, s->dev->id, p.event, s->native)) != DLS_OK)
     dls__event_pool_put(s->dev, p.event);
   if (rc != DLS_OK) {
     dlspy_raisef(st, rc, "%s: %s", pycall, dls_last_error());

@@ -3,7 +3,10 @@
  *
  * Rules every backend follows:
  * - Native objects are opaque pointers (CUstream, CUevent, CUfunction ...).
- * - Every method takes the device index first, so a GPU backend can make the
+ * - Every method takes its backend first (`be`, the vtable it was reached
+ *   through), so one implementation serves several backends (the GPU code
+ *   finds its vendor through it) and a wrapper finds what it wraps (fault
+ *   injection); then the device index, so a GPU backend can make the
  *   device's primary context current on the calling thread.
  * - Methods return DLS_OK or fail through dls__fail() with a message that
  *   names the driver call and its error name.
@@ -20,7 +23,8 @@
 #include "base/error.h"
 #include "dlstream/dlstream.h"
 
-#define DLS__BACKEND_VERSION 3
+/* 4: every method takes its backend first. */
+#define DLS__BACKEND_VERSION 4
 
 /* Capture states of a native stream (the values of CUDA's CUstreamCaptureStatus). */
 enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED = 2 };
@@ -29,10 +33,14 @@ enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED 
 #define DLS__DEFAULT_LEGACY DLS_STREAM_LEGACY
 #define DLS__DEFAULT_PER_THREAD DLS_STREAM_PER_THREAD
 
+typedef struct dls__backend dls__backend;
+
 /* The methods after shutdown, written once: the vtable's fields (below), the
- * shared GPU implementation's declarations and its vendors' wrappers (gpu.h)
- * and fault injection's wrappers (fault.c) all come from this list; a method
+ * shared GPU implementation's declarations and its vendors' vtables (gpu.h)
+ * and fault injection's thunks (fault.c) all come from this list; a method
  * appended here is one line. X(method, parameters, arguments, fault, gpu):
+ * - parameters and arguments: those after the backend, which every method
+ *   takes first (DLS__BACKEND_SELF adds it: `const dls__backend *be`);
  * - fault: how fault injection wraps it: POINT, an injectable point, then the
  *   call; OWN, written out in fault.c (it makes or releases a native object
  *   the fault counts or the ledger follow);
@@ -131,7 +139,10 @@ enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED 
    * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */                                 \
   X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size), POINT, GPU)
 
-typedef struct dls__backend {
+/* A method's full parameter list: its backend, then `params` of the list. */
+#define DLS__BACKEND_SELF(...) (const dls__backend *be, __VA_ARGS__)
+
+struct dls__backend {
   uint32_t version;         /* DLS__BACKEND_VERSION */
   uint32_t size;            /* sizeof(dls__backend) */
   const char *name;         /* "cpu", "cuda", "hip" */
@@ -140,16 +151,16 @@ typedef struct dls__backend {
   /* ---- life ---- */
   /* Loads the driver once (thread-safe). DLS_OK, or DLS_ERR_UNAVAILABLE with
    * a how-to-fix message; must never abort the process. */
-  dls_status_t (*probe)(void);
-  dls_status_t (*device_count)(int *out_count);
+  dls_status_t (*probe)(const dls__backend *be);
+  dls_status_t (*device_count)(const dls__backend *be, int *out_count);
   /* Releases everything the backend made itself (no user objects remain). */
-  void (*shutdown)(void);
+  void (*shutdown)(const dls__backend *be);
 
   /* ---- every other method (DLS__BACKEND_METHODS) ---- */
-#define DLS__BACKEND_FIELD(method, params, args, fault, gpu) dls_status_t(*method) params;
+#define DLS__BACKEND_FIELD(method, params, args, fault, gpu) dls_status_t(*method) DLS__BACKEND_SELF params;
   DLS__BACKEND_METHODS(DLS__BACKEND_FIELD)
 #undef DLS__BACKEND_FIELD
-} dls__backend;
+};
 
 /* Latches (dls_latch_*) holding a stream, counted by the core: from a latch's
  * first wait until it is opened or destroyed. While one holds, a backend makes
@@ -159,10 +170,15 @@ typedef struct dls__backend {
 extern _Atomic int dls__latches_holding;
 
 /* The backends compiled into this library. Each is always present: an
- * unavailable one fails its probe() with the reason. */
+ * unavailable one fails its probe() with the reason. A GPU backend is a
+ * dls__gpu_backend (gpu.h): its dls__backend first, then its vendor; the
+ * rest of the code sees only the dls__backend (DLS__GPU_BACKEND_BASE). */
 extern const dls__backend dls__cpu_backend;
-extern const dls__backend dls__cuda_backend;
-extern const dls__backend dls__hip_backend;
+typedef struct dls__gpu_backend dls__gpu_backend;
+extern const dls__gpu_backend dls__cuda_backend;
+extern const dls__gpu_backend dls__hip_backend;
+/* The dls__backend a GPU backend begins with (an address constant). */
+#define DLS__GPU_BACKEND_BASE(gpu_backend) ((const dls__backend *)(const void *)&(gpu_backend))
 
 #ifdef DLS_FAULT_INJECTION
 /* The fault-injecting wrapper of a real backend (fault.c; one per backend,

@@ -241,7 +241,7 @@ static int env_flag(const char *name) {
   return v != NULL && v[0] == '1';
 }
 
-static dls_status_t cpu_probe(void) {
+static dls_status_t cpu_probe(const dls__backend *be) {
   g.sync_mode = env_flag("DLSTREAM_CPU_SYNC");
   g.debug_alloc = env_flag("DLSTREAM_DEBUG_ALLOC");
   const char *v = getenv("DLSTREAM_CPU_DEVICES");
@@ -253,12 +253,12 @@ static dls_status_t cpu_probe(void) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_device_count(int *out) {
+static dls_status_t cpu_device_count(const dls__backend *be, int *out) {
   *out = g.ndevices;
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_stream_create(int dev, unsigned flags, int priority, void **out) {
+dls_status_t dls__cpu_stream_create(const dls__backend *be, int dev, unsigned flags, int priority, void **out) {
   (void)flags;
   (void)priority;
   cpu_stream *s = calloc(1, sizeof *s);
@@ -291,7 +291,7 @@ dls_status_t dls__cpu_stream_create(int dev, unsigned flags, int priority, void 
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_stream_destroy(int dev, void *native) {
+dls_status_t dls__cpu_stream_destroy(const dls__backend *be, int dev, void *native) {
   (void)dev;
   cpu_stream *s = native;
   if (s == NULL)
@@ -318,14 +318,14 @@ dls_status_t dls__cpu_stream_destroy(int dev, void *native) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_stream_default(int dev, int kind, void **out) {
+static dls_status_t cpu_stream_default(const dls__backend *be, int dev, int kind, void **out) {
   (void)kind;
   pthread_mutex_lock(&g.mu);
   cpu_stream *s = g.dflt[dev];
   pthread_mutex_unlock(&g.mu);
   if (s == NULL) {
     void *n;
-    DLS__TRY(dls__cpu_stream_create(dev, 0, 0, &n));
+    DLS__TRY(dls__cpu_stream_create(be, dev, 0, 0, &n));
     pthread_mutex_lock(&g.mu);
     if (g.dflt[dev] == NULL) {
       g.dflt[dev] = n;
@@ -334,13 +334,13 @@ static dls_status_t cpu_stream_default(int dev, int kind, void **out) {
     s = g.dflt[dev];
     pthread_mutex_unlock(&g.mu);
     if (n)
-      dls__cpu_stream_destroy(dev, n);
+      dls__cpu_stream_destroy(be, dev, n);
   }
   *out = s;
   return DLS_OK;
 }
 
-static dls_status_t cpu_stream_check(int dev, void *native) {
+static dls_status_t cpu_stream_check(const dls__backend *be, int dev, void *native) {
   if (native == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "the CPU backend has no NULL stream (use dls_stream_default for the default stream)");
@@ -355,7 +355,7 @@ static dls_status_t cpu_stream_check(int dev, void *native) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_stream_synchronize(int dev, void *native) {
+static dls_status_t cpu_stream_synchronize(const dls__backend *be, int dev, void *native) {
   (void)dev;
   cpu_stream *s = native;
   DLS__TRY(dls__cpu_refuse_capturing(s, "synchronize"));
@@ -373,7 +373,7 @@ static dls_status_t cpu_stream_synchronize(int dev, void *native) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_stream_query(int dev, void *native, int *out_idle) {
+static dls_status_t cpu_stream_query(const dls__backend *be, int dev, void *native, int *out_idle) {
   (void)dev;
   cpu_stream *s = native;
   DLS__TRY(dls__cpu_refuse_capturing(s, "query"));
@@ -383,7 +383,7 @@ static dls_status_t cpu_stream_query(int dev, void *native, int *out_idle) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_priority_range(int dev, int *least, int *greatest) {
+static dls_status_t cpu_priority_range(const dls__backend *be, int dev, int *least, int *greatest) {
   (void)dev;
   /* Accepted for portability with CUDA code; the CPU backend does not rank streams. */
   *least = 0;
@@ -391,7 +391,7 @@ static dls_status_t cpu_priority_range(int dev, int *least, int *greatest) {
   return DLS_OK;
 }
 
-static dls_status_t cpu_host_callback(int dev, void *native, dls_host_fn fn, void *user) {
+static dls_status_t cpu_host_callback(const dls__backend *be, int dev, void *native, dls_host_fn fn, void *user) {
   (void)dev;
   cpu_cmd *c = dls__cpu_cmd_new(CMD_CALLBACK, 0);
   if (c) {
@@ -416,7 +416,7 @@ static void builtins_init(void) {
   }
 }
 
-static dls_status_t cpu_builtin_function(int dev, const char *name, void **out) {
+static dls_status_t cpu_builtin_function(const dls__backend *be, int dev, const char *name, void **out) {
   (void)dev;
   pthread_once(&g_builtins_once, builtins_init);
   for (size_t i = 0; i < NBUILTIN; i++) {
@@ -428,7 +428,8 @@ static dls_status_t cpu_builtin_function(int dev, const char *name, void **out) 
   return dls__fail(DLS_ERR_NOT_FOUND, "cpu backend: no built-in named \"%s\"", name);
 }
 
-static dls_status_t cpu_host_function(int dev, const char *name, dls_host_kernel fn, void **out) {
+static dls_status_t cpu_host_function(const dls__backend *be, int dev, const char *name, dls_host_kernel fn,
+                                      void **out) {
   (void)dev;
   cpu_fn *f = calloc(1, sizeof *f);
   if (f == NULL)
@@ -440,14 +441,14 @@ static dls_status_t cpu_host_function(int dev, const char *name, dls_host_kernel
   return DLS_OK;
 }
 
-static dls_status_t cpu_host_function_destroy(int dev, void *fn) {
+static dls_status_t cpu_host_function_destroy(const dls__backend *be, int dev, void *fn) {
   (void)dev;
   fn_unref(fn); /* queued launches hold their own references */
   return DLS_OK;
 }
 
-static dls_status_t cpu_launch(int dev, void *function, void *stream, const dls_launch_config_t *cfg, void **params,
-                               const uint32_t *sizes, int n) {
+static dls_status_t cpu_launch(const dls__backend *be, int dev, void *function, void *stream,
+                               const dls_launch_config_t *cfg, void **params, const uint32_t *sizes, int n) {
   (void)dev;
   size_t extra = ((size_t)n * sizeof(void *) + 15) & ~(size_t)15;
   for (int i = 0; i < n; i++)
@@ -470,14 +471,14 @@ static dls_status_t cpu_launch(int dev, void *function, void *stream, const dls_
   return dls__cpu_submit(stream, c);
 }
 
-static void cpu_shutdown(void) {
+static void cpu_shutdown(const dls__backend *be) {
   for (int d = 0; d < CPU_MAX_DEVICES; d++) {
     pthread_mutex_lock(&g.mu);
     cpu_stream *s = g.dflt[d];
     g.dflt[d] = NULL;
     pthread_mutex_unlock(&g.mu);
     if (s)
-      dls__cpu_stream_destroy(d, s);
+      dls__cpu_stream_destroy(be, d, s);
   }
   /* Waits for the streams told to exit. A stream still referenced (by the
    * buffer of an export its consumer has not released yet) keeps its idle

@@ -121,7 +121,8 @@ void dls__cpu_capture_drop_stream(cpu_stream *s) {
   dls__cpu_capture_invalidate(cap, "a stream that joined the capture was destroyed");
 }
 
-dls_status_t dls__cpu_capture_status(int dev, void *stream, int *out_status, uint64_t *out_id) {
+dls_status_t dls__cpu_capture_status(const dls__backend *be, int dev, void *stream, int *out_status,
+                                     uint64_t *out_id) {
   (void)dev;
   cpu_stream *s = stream;
   pthread_mutex_lock(&g.mu);
@@ -131,7 +132,7 @@ dls_status_t dls__cpu_capture_status(int dev, void *stream, int *out_status, uin
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_begin_capture(int dev, void *stream, int mode) {
+dls_status_t dls__cpu_begin_capture(const dls__backend *be, int dev, void *stream, int mode) {
   (void)dev;
   cpu_stream *s = stream;
   cpu_capture *cap = calloc(1, sizeof *cap);
@@ -190,14 +191,14 @@ static void graph_unref(cpu_graph *gr) {
     return;
   for (int k = 0; k < gr->ntracks - 1; k++)
     if (gr->workers[k] != NULL)
-      dls__cpu_stream_destroy(gr->dev, gr->workers[k]);
+      dls__cpu_stream_destroy(&dls__cpu_backend, gr->dev, gr->workers[k]);
   free(gr->workers);
   free_cmds(gr->cmds);
   free_blocks(gr->blocks);
   free(gr);
 }
 
-dls_status_t dls__cpu_end_capture(int dev, void *stream, void **out_graph) {
+dls_status_t dls__cpu_end_capture(const dls__backend *be, int dev, void *stream, void **out_graph) {
   cpu_stream *s = stream;
   cpu_graph *gr = calloc(1, sizeof *gr);
   pthread_mutex_lock(&g.mu);
@@ -242,7 +243,7 @@ dls_status_t dls__cpu_end_capture(int dev, void *stream, void **out_graph) {
   st = gr->workers == NULL ? dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a graph") : DLS_OK;
   for (int k = 0; st == DLS_OK && k < gr->ntracks - 1; k++) {
     void *w = NULL;
-    st = dls__cpu_stream_create(dev, 0, 0, &w);
+    st = dls__cpu_stream_create(be, dev, 0, 0, &w);
     gr->workers[k] = w;
   }
   if (st != DLS_OK) {
@@ -274,7 +275,7 @@ static cpu_cmd *clone_cmd(const cpu_cmd *c, cpu_node **nodes) {
   return k;
 }
 
-dls_status_t dls__cpu_graph_launch(int dev, void *graph, void *stream) {
+dls_status_t dls__cpu_graph_launch(const dls__backend *be, int dev, void *graph, void *stream) {
   (void)dev;
   cpu_graph *gr = graph;
   cpu_stream *s = stream;
@@ -321,7 +322,7 @@ dls_status_t dls__cpu_graph_launch(int dev, void *graph, void *stream) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_graph_destroy(int dev, void *graph) {
+dls_status_t dls__cpu_graph_destroy(const dls__backend *be, int dev, void *graph) {
   (void)dev;
   if (graph != NULL)
     graph_unref(graph);

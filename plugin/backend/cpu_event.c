@@ -10,7 +10,7 @@
 
 #define g dls__cpu_g
 
-dls_status_t dls__cpu_event_create(int dev, unsigned flags, void **out) {
+dls_status_t dls__cpu_event_create(const dls__backend *be, int dev, unsigned flags, void **out) {
   (void)dev;
   cpu_event *e = calloc(1, sizeof *e);
   if (e == NULL)
@@ -25,7 +25,7 @@ dls_status_t dls__cpu_event_create(int dev, unsigned flags, void **out) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_event_destroy(int dev, void *native) {
+dls_status_t dls__cpu_event_destroy(const dls__backend *be, int dev, void *native) {
   (void)dev;
   cpu_event *e = native;
   if (e == NULL)
@@ -40,7 +40,7 @@ dls_status_t dls__cpu_event_destroy(int dev, void *native) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_event_check(int dev, void *native) {
+dls_status_t dls__cpu_event_check(const dls__backend *be, int dev, void *native) {
   (void)dev;
   pthread_mutex_lock(&g.mu);
   bool live = link_has(g.events, native);
@@ -69,7 +69,7 @@ static void set_latest(cpu_event *e, cpu_node *n) {
 
 /* On a capturing stream the record is a placeholder: the event then names a
  * point of the capture, which only its graph's replays reach. */
-dls_status_t dls__cpu_event_record(int dev, void *ev, void *stream) {
+dls_status_t dls__cpu_event_record(const dls__backend *be, int dev, void *ev, void *stream) {
   (void)dev;
   cpu_stream *s = stream;
   cpu_node *n = dls__cpu_node_new();
@@ -136,7 +136,7 @@ static dls_status_t wait_placeholder(cpu_stream *s, cpu_node *n) {
   return dls__cpu_capture_append(s, c);
 }
 
-dls_status_t dls__cpu_stream_wait_event(int dev, void *stream, void *ev) {
+dls_status_t dls__cpu_stream_wait_event(const dls__backend *be, int dev, void *stream, void *ev) {
   (void)dev;
   cpu_stream *s = stream;
   cpu_node *n = latest_ref(ev);
@@ -180,7 +180,7 @@ static dls_status_t refuse_placeholder(cpu_node *n, const char *what) {
                    (unsigned long long)id);
 }
 
-dls_status_t dls__cpu_event_query(int dev, void *ev, int *out_complete) {
+dls_status_t dls__cpu_event_query(const dls__backend *be, int dev, void *ev, int *out_complete) {
   (void)dev;
   cpu_node *n = latest_ref(ev);
   DLS__TRY(refuse_placeholder(n, "query"));
@@ -189,7 +189,7 @@ dls_status_t dls__cpu_event_query(int dev, void *ev, int *out_complete) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_event_synchronize(int dev, void *ev) {
+dls_status_t dls__cpu_event_synchronize(const dls__backend *be, int dev, void *ev) {
   (void)dev;
   cpu_node *n = latest_ref(ev);
   DLS__TRY(refuse_placeholder(n, "synchronize"));
@@ -200,7 +200,7 @@ dls_status_t dls__cpu_event_synchronize(int dev, void *ev) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_event_elapsed(int dev, void *a, void *b, float *out_ms) {
+dls_status_t dls__cpu_event_elapsed(const dls__backend *be, int dev, void *a, void *b, float *out_ms) {
   (void)dev;
   cpu_node *na = latest_ref(a), *nb = latest_ref(b);
   dls_status_t st = DLS_OK;

@@ -172,30 +172,33 @@ DLS__INTERNAL dls_status_t dls__cpu_refuse_capturing(cpu_stream *s, const char *
 DLS__INTERNAL void dls__cpu_node_wait(cpu_node *n);
 DLS__INTERNAL int dls__cpu_node_done(cpu_node *n);
 DLS__INTERNAL uint64_t dls__cpu_now_ns(void);
-DLS__INTERNAL dls_status_t dls__cpu_stream_create(int dev, unsigned flags, int priority, void **out);
-DLS__INTERNAL dls_status_t dls__cpu_stream_destroy(int dev, void *native);
+DLS__INTERNAL dls_status_t dls__cpu_stream_create(const dls__backend *be, int dev, unsigned flags, int priority,
+                                                  void **out);
+DLS__INTERNAL dls_status_t dls__cpu_stream_destroy(const dls__backend *be, int dev, void *native);
 
 /* ---- events (cpu_event.c) ---- */
-DLS__INTERNAL dls_status_t dls__cpu_event_create(int dev, unsigned flags, void **out);
-DLS__INTERNAL dls_status_t dls__cpu_event_destroy(int dev, void *native);
-DLS__INTERNAL dls_status_t dls__cpu_event_check(int dev, void *native);
-DLS__INTERNAL dls_status_t dls__cpu_event_record(int dev, void *ev, void *stream);
-DLS__INTERNAL dls_status_t dls__cpu_stream_wait_event(int dev, void *stream, void *ev);
-DLS__INTERNAL dls_status_t dls__cpu_event_query(int dev, void *ev, int *out_complete);
-DLS__INTERNAL dls_status_t dls__cpu_event_synchronize(int dev, void *ev);
-DLS__INTERNAL dls_status_t dls__cpu_event_elapsed(int dev, void *a, void *b, float *out_ms);
+DLS__INTERNAL dls_status_t dls__cpu_event_create(const dls__backend *be, int dev, unsigned flags, void **out);
+DLS__INTERNAL dls_status_t dls__cpu_event_destroy(const dls__backend *be, int dev, void *native);
+DLS__INTERNAL dls_status_t dls__cpu_event_check(const dls__backend *be, int dev, void *native);
+DLS__INTERNAL dls_status_t dls__cpu_event_record(const dls__backend *be, int dev, void *ev, void *stream);
+DLS__INTERNAL dls_status_t dls__cpu_stream_wait_event(const dls__backend *be, int dev, void *stream, void *ev);
+DLS__INTERNAL dls_status_t dls__cpu_event_query(const dls__backend *be, int dev, void *ev, int *out_complete);
+DLS__INTERNAL dls_status_t dls__cpu_event_synchronize(const dls__backend *be, int dev, void *ev);
+DLS__INTERNAL dls_status_t dls__cpu_event_elapsed(const dls__backend *be, int dev, void *a, void *b, float *out_ms);
 
 /* ---- memory (cpu_memory.c) ---- */
 /* Runs when a stream reaches a free: the block may now go to any stream. */
 DLS__INTERNAL void dls__cpu_exec_free(cpu_stream *s, cpu_block *b, uint64_t seq);
-DLS__INTERNAL dls_status_t dls__cpu_mem_alloc(int dev, size_t size, void *stream, void **out);
-DLS__INTERNAL dls_status_t dls__cpu_mem_free(int dev, void *ptr, void *stream);
-DLS__INTERNAL dls_status_t dls__cpu_memcpy(int dev, void *dst, const void *src, size_t n, void *stream);
-DLS__INTERNAL dls_status_t dls__cpu_host_mapped_alloc(int dev, size_t size, void **out_host, void **out_device);
-DLS__INTERNAL dls_status_t dls__cpu_host_mapped_free(int dev, void *host);
-DLS__INTERNAL dls_status_t dls__cpu_peer_access(int dev, int peer, int *out_can);
-DLS__INTERNAL dls_status_t dls__cpu_memcpy_peer(int dev, void *dst, int src_dev, const void *src, size_t n,
-                                                void *stream);
+DLS__INTERNAL dls_status_t dls__cpu_mem_alloc(const dls__backend *be, int dev, size_t size, void *stream, void **out);
+DLS__INTERNAL dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void *stream);
+DLS__INTERNAL dls_status_t dls__cpu_memcpy(const dls__backend *be, int dev, void *dst, const void *src, size_t n,
+                                           void *stream);
+DLS__INTERNAL dls_status_t dls__cpu_host_mapped_alloc(const dls__backend *be, int dev, size_t size, void **out_host,
+                                                      void **out_device);
+DLS__INTERNAL dls_status_t dls__cpu_host_mapped_free(const dls__backend *be, int dev, void *host);
+DLS__INTERNAL dls_status_t dls__cpu_peer_access(const dls__backend *be, int dev, int peer, int *out_can);
+DLS__INTERNAL dls_status_t dls__cpu_memcpy_peer(const dls__backend *be, int dev, void *dst, int src_dev,
+                                                const void *src, size_t n, void *stream);
 /* Frees the idle pool (shutdown). */
 DLS__INTERNAL void dls__cpu_pool_drain(void);
 
@@ -212,11 +215,12 @@ DLS__INTERNAL dls_status_t dls__cpu_capture_join(cpu_capture *cap, cpu_stream *s
 /* A stream in a capture is destroyed: the capture can no longer end well. */
 DLS__INTERNAL void dls__cpu_capture_drop_stream(cpu_stream *s);
 
-DLS__INTERNAL dls_status_t dls__cpu_capture_status(int dev, void *stream, int *out_status, uint64_t *out_id);
-DLS__INTERNAL dls_status_t dls__cpu_begin_capture(int dev, void *stream, int mode);
-DLS__INTERNAL dls_status_t dls__cpu_end_capture(int dev, void *stream, void **out_graph);
-DLS__INTERNAL dls_status_t dls__cpu_graph_launch(int dev, void *graph, void *stream);
-DLS__INTERNAL dls_status_t dls__cpu_graph_destroy(int dev, void *graph);
+DLS__INTERNAL dls_status_t dls__cpu_capture_status(const dls__backend *be, int dev, void *stream, int *out_status,
+                                                   uint64_t *out_id);
+DLS__INTERNAL dls_status_t dls__cpu_begin_capture(const dls__backend *be, int dev, void *stream, int mode);
+DLS__INTERNAL dls_status_t dls__cpu_end_capture(const dls__backend *be, int dev, void *stream, void **out_graph);
+DLS__INTERNAL dls_status_t dls__cpu_graph_launch(const dls__backend *be, int dev, void *graph, void *stream);
+DLS__INTERNAL dls_status_t dls__cpu_graph_destroy(const dls__backend *be, int dev, void *graph);
 /* Frees captures still underway (shutdown; g.mu not held). */
 DLS__INTERNAL void dls__cpu_captures_shutdown(void);
 

@@ -74,7 +74,7 @@ static cpu_block *block_new(size_t rsize, int state) {
 
 /* On a capturing stream the block belongs to the capture (then its graph):
  * its address is what every replay uses. */
-dls_status_t dls__cpu_mem_alloc(int dev, size_t size, void *stream, void **out) {
+dls_status_t dls__cpu_mem_alloc(const dls__backend *be, int dev, size_t size, void *stream, void **out) {
   (void)dev;
   if (size == 0) {
     *out = NULL;
@@ -113,7 +113,7 @@ dls_status_t dls__cpu_mem_alloc(int dev, size_t size, void *stream, void **out) 
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_mem_free(int dev, void *ptr, void *stream) {
+dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void *stream) {
   (void)dev;
   if (ptr == NULL)
     return DLS_OK;
@@ -142,7 +142,7 @@ dls_status_t dls__cpu_mem_free(int dev, void *ptr, void *stream) {
   return dls__cpu_enqueue(s, c);
 }
 
-dls_status_t dls__cpu_memcpy(int dev, void *dst, const void *src, size_t n, void *stream) {
+dls_status_t dls__cpu_memcpy(const dls__backend *be, int dev, void *dst, const void *src, size_t n, void *stream) {
   (void)dev;
   cpu_cmd *c = dls__cpu_cmd_new(CMD_MEMCPY, 0);
   if (c) {
@@ -153,7 +153,8 @@ dls_status_t dls__cpu_memcpy(int dev, void *dst, const void *src, size_t n, void
   return dls__cpu_submit(stream, c);
 }
 
-dls_status_t dls__cpu_host_mapped_alloc(int dev, size_t size, void **out_host, void **out_device) {
+dls_status_t dls__cpu_host_mapped_alloc(const dls__backend *be, int dev, size_t size, void **out_host,
+                                        void **out_device) {
   (void)dev;
   void *p = calloc(1, size);
   if (p == NULL)
@@ -162,23 +163,24 @@ dls_status_t dls__cpu_host_mapped_alloc(int dev, size_t size, void **out_host, v
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_host_mapped_free(int dev, void *host) {
+dls_status_t dls__cpu_host_mapped_free(const dls__backend *be, int dev, void *host) {
   (void)dev;
   free(host);
   return DLS_OK;
 }
 
 /* Every CPU device addresses all host memory. */
-dls_status_t dls__cpu_peer_access(int dev, int peer, int *out_can) {
+dls_status_t dls__cpu_peer_access(const dls__backend *be, int dev, int peer, int *out_can) {
   (void)dev;
   (void)peer;
   *out_can = 1;
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_memcpy_peer(int dev, void *dst, int src_dev, const void *src, size_t n, void *stream) {
+dls_status_t dls__cpu_memcpy_peer(const dls__backend *be, int dev, void *dst, int src_dev, const void *src, size_t n,
+                                  void *stream) {
   (void)src_dev;
-  return dls__cpu_memcpy(dev, dst, src, n, stream);
+  return dls__cpu_memcpy(be, dev, dst, src, n, stream);
 }
 
 

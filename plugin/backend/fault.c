@@ -3,14 +3,15 @@
  * backend's vtable that makes every fallible method an injectable point and
  * counts the native objects created and released.
  *
- * A method has no context argument, so each backend gets its own set of
- * one-line thunks (index I baked in), generated from the vtable's method
- * list (DLS__BACKEND_METHODS, backend.h): a POINT method's thunk is a point,
- * then the call; an OWN method's passes backend I to its w_<method> below.
- * NULL methods stay NULL: a missing feature is not wrapped into existence.
- * probe, device_count and shutdown pass through: they make nothing the core
- * owns, and their outcome is cached for the runtime's life. Release methods
- * are counted, never failed: the core treats releases as infallible. */
+ * A wrapper is a dls__backend followed by the backend it wraps, so one set
+ * of thunks, generated from the vtable's method list (DLS__BACKEND_METHODS,
+ * backend.h), serves every wrapper: each finds the real backend through the
+ * `be` it is called with. A POINT method's thunk is a point, then the call;
+ * an OWN method's is its w_<method> below. NULL methods stay NULL: a missing
+ * feature is not wrapped into existence. probe, device_count and shutdown
+ * pass through: they make nothing the core owns, and their outcome is cached
+ * for the runtime's life. Release methods are counted, never failed: the
+ * core treats releases as infallible. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,10 +22,20 @@
 
 #ifdef DLS_FAULT_INJECTION
 
+/* A wrapper: its vtable (thunks), then the backend it wraps. */
+typedef struct fault_backend {
+  dls__backend be; /* first: the wrapper's dls__backend * points here */
+  const dls__backend *real;
+} fault_backend;
+
 #define DLS__NREAL 3
-static const dls__backend *const g_real[DLS__NREAL] = {&dls__cpu_backend, &dls__cuda_backend, &dls__hip_backend};
-static dls__backend g_wrapped[DLS__NREAL];
+static const dls__backend *const g_real[DLS__NREAL] = {&dls__cpu_backend, DLS__GPU_BACKEND_BASE(dls__cuda_backend),
+                                                        DLS__GPU_BACKEND_BASE(dls__hip_backend)};
+static fault_backend g_wrapped[DLS__NREAL];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* The backend a wrapper wraps. */
+static inline const dls__backend *real_of(const dls__backend *be) { return ((const fault_backend *)be)->real; }
 
 #define DLS__UNPAREN(...) __VA_ARGS__
 #define OOM DLS_ERR_OUT_OF_MEMORY
@@ -52,133 +63,159 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
     dls__fault_count(kind, -1);             \
   return st
 
-/* ---- the OWN methods: w_<method>(backend index, arguments...) ---- */
+/* ---- the OWN methods: w_<method>(wrapper, arguments...); r is the real backend ---- */
 
-static dls_status_t w_stream_create(int bi, int dev, unsigned flags, int prio, void **out) {
-  DLS__FAULT_MAKE("stream_create", BACKEND, DLS_FAULT_STREAM, 1, g_real[bi]->stream_create(dev, flags, prio, out));
+static dls_status_t w_stream_create(const dls__backend *be, int dev, unsigned flags, int prio, void **out) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_MAKE("stream_create", BACKEND, DLS_FAULT_STREAM, 1, r->stream_create(r, dev, flags, prio, out));
 }
-static dls_status_t w_stream_destroy(int bi, int dev, void *s) {
-  DLS__FAULT_RELEASE(DLS_FAULT_STREAM, s, g_real[bi]->stream_destroy(dev, s));
+static dls_status_t w_stream_destroy(const dls__backend *be, int dev, void *s) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_RELEASE(DLS_FAULT_STREAM, s, r->stream_destroy(r, dev, s));
 }
-static dls_status_t w_event_create(int bi, int dev, unsigned flags, void **out) {
-  DLS__FAULT_MAKE("event_create", OOM, DLS_FAULT_EVENT, 1, g_real[bi]->event_create(dev, flags, out));
+static dls_status_t w_event_create(const dls__backend *be, int dev, unsigned flags, void **out) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_MAKE("event_create", OOM, DLS_FAULT_EVENT, 1, r->event_create(r, dev, flags, out));
 }
-static dls_status_t w_event_destroy(int bi, int dev, void *e) {
-  DLS__FAULT_RELEASE(DLS_FAULT_EVENT, e, g_real[bi]->event_destroy(dev, e));
+static dls_status_t w_event_destroy(const dls__backend *be, int dev, void *e) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_RELEASE(DLS_FAULT_EVENT, e, r->event_destroy(r, dev, e));
 }
 /* Allocations are counted by the ledger, which knows the memory captures make. */
-static dls_status_t w_mem_alloc(int bi, int dev, size_t n, void *s, void **out) {
+static dls_status_t w_mem_alloc(const dls__backend *be, int dev, size_t n, void *s, void **out) {
+  const dls__backend *r = real_of(be);
   DLS__FAULT_POINT("mem_alloc", OOM);
-  dls_status_t st = g_real[bi]->mem_alloc(dev, n, s, out);
+  dls_status_t st = r->mem_alloc(r, dev, n, s, out);
   if (st == DLS_OK && *out != NULL)
-    dls__fault_ledger_alloc(g_real[bi], dev, s, *out);
+    dls__fault_ledger_alloc(r, dev, s, *out);
   return st;
 }
-static dls_status_t w_mem_free(int bi, int dev, void *p, void *s) {
-  dls_status_t st = g_real[bi]->mem_free(dev, p, s);
+static dls_status_t w_mem_free(const dls__backend *be, int dev, void *p, void *s) {
+  const dls__backend *r = real_of(be);
+  dls_status_t st = r->mem_free(r, dev, p, s);
   if (st == DLS_OK && p != NULL)
-    dls__fault_ledger_free(g_real[bi], dev, p);
+    dls__fault_ledger_free(r, dev, p);
   return st;
 }
-static dls_status_t w_host_mapped_alloc(int bi, int dev, size_t n, void **host, void **device) {
+static dls_status_t w_host_mapped_alloc(const dls__backend *be, int dev, size_t n, void **host, void **device) {
+  const dls__backend *r = real_of(be);
   DLS__FAULT_MAKE("host_mapped_alloc", OOM, DLS_FAULT_MAPPED, *host != NULL,
-                  g_real[bi]->host_mapped_alloc(dev, n, host, device));
+                  r->host_mapped_alloc(r, dev, n, host, device));
 }
-static dls_status_t w_host_mapped_free(int bi, int dev, void *host) {
-  DLS__FAULT_RELEASE(DLS_FAULT_MAPPED, host, g_real[bi]->host_mapped_free(dev, host));
+static dls_status_t w_host_mapped_free(const dls__backend *be, int dev, void *host) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_RELEASE(DLS_FAULT_MAPPED, host, r->host_mapped_free(r, dev, host));
 }
-static dls_status_t w_module_load(int bi, int dev, const void *image, size_t n, void **out) {
-  DLS__FAULT_MAKE("module_load", BACKEND, DLS_FAULT_MODULE, 1, g_real[bi]->module_load(dev, image, n, out));
+static dls_status_t w_module_load(const dls__backend *be, int dev, const void *image, size_t n, void **out) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_MAKE("module_load", BACKEND, DLS_FAULT_MODULE, 1, r->module_load(r, dev, image, n, out));
 }
-static dls_status_t w_module_unload(int bi, int dev, void *m) {
-  DLS__FAULT_RELEASE(DLS_FAULT_MODULE, m, g_real[bi]->module_unload(dev, m));
+static dls_status_t w_module_unload(const dls__backend *be, int dev, void *m) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_RELEASE(DLS_FAULT_MODULE, m, r->module_unload(r, dev, m));
 }
-static dls_status_t w_host_function(int bi, int dev, const char *name, dls_host_kernel fn, void **out) {
-  DLS__FAULT_MAKE("host_function", BACKEND, DLS_FAULT_FUNCTION, 1, g_real[bi]->host_function(dev, name, fn, out));
+static dls_status_t w_host_function(const dls__backend *be, int dev, const char *name, dls_host_kernel fn,
+                                    void **out) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_MAKE("host_function", BACKEND, DLS_FAULT_FUNCTION, 1, r->host_function(r, dev, name, fn, out));
 }
-static dls_status_t w_host_function_destroy(int bi, int dev, void *fn) {
-  DLS__FAULT_RELEASE(DLS_FAULT_FUNCTION, fn, g_real[bi]->host_function_destroy(dev, fn));
+static dls_status_t w_host_function_destroy(const dls__backend *be, int dev, void *fn) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_RELEASE(DLS_FAULT_FUNCTION, fn, r->host_function_destroy(r, dev, fn));
 }
-static dls_status_t w_stream_end_capture(int bi, int dev, void *s, void **out) {
+static dls_status_t w_stream_end_capture(const dls__backend *be, int dev, void *s, void **out) {
+  const dls__backend *r = real_of(be);
   dls_status_t fst;
-  uint64_t cap = dls__fault_ledger_capture_of(g_real[bi], dev, s);
+  uint64_t cap = dls__fault_ledger_capture_of(r, dev, s);
   if (DLS__UNLIKELY(dls__fault_hit("stream_end_capture", BACKEND, &fst))) {
     /* A failed end still ends the capture and leaves nothing behind (the
      * backend contract): so does an injected one. */
     char msg[256];
     snprintf(msg, sizeof msg, "%s", dls_last_error());
     void *graph = NULL;
-    if (g_real[bi]->stream_end_capture(dev, s, &graph) == DLS_OK)
-      (void)g_real[bi]->graph_destroy(dev, graph);
-    dls__fault_ledger_end(g_real[bi], dev, cap, NULL);
+    if (r->stream_end_capture(r, dev, s, &graph) == DLS_OK)
+      (void)r->graph_destroy(r, dev, graph);
+    dls__fault_ledger_end(r, dev, cap, NULL);
     *out = NULL;
     return dls__fail(fst, "%s", msg);
   }
-  dls_status_t st = g_real[bi]->stream_end_capture(dev, s, out);
-  dls__fault_ledger_end(g_real[bi], dev, cap, st == DLS_OK ? *out : NULL);
+  dls_status_t st = r->stream_end_capture(r, dev, s, out);
+  dls__fault_ledger_end(r, dev, cap, st == DLS_OK ? *out : NULL);
   if (st == DLS_OK && *out != NULL)
     dls__fault_count(DLS_FAULT_GRAPH, +1);
   return st;
 }
-static dls_status_t w_graph_launch(int bi, int dev, void *graph, void *s) {
+static dls_status_t w_graph_launch(const dls__backend *be, int dev, void *graph, void *s) {
+  const dls__backend *r = real_of(be);
   DLS__FAULT_POINT("graph_launch", BACKEND);
-  dls_status_t st = g_real[bi]->graph_launch(dev, graph, s);
+  dls_status_t st = r->graph_launch(r, dev, graph, s);
   if (st == DLS_OK)
-    dls__fault_ledger_launch(g_real[bi], dev, graph);
+    dls__fault_ledger_launch(r, dev, graph);
   return st;
 }
-static dls_status_t w_graph_destroy(int bi, int dev, void *graph) {
-  dls_status_t st = g_real[bi]->graph_destroy(dev, graph);
+static dls_status_t w_graph_destroy(const dls__backend *be, int dev, void *graph) {
+  const dls__backend *r = real_of(be);
+  dls_status_t st = r->graph_destroy(r, dev, graph);
   if (st == DLS_OK && graph != NULL) {
-    dls__fault_ledger_destroy(g_real[bi], dev, graph);
+    dls__fault_ledger_destroy(r, dev, graph);
     dls__fault_count(DLS_FAULT_GRAPH, -1);
   }
   return st;
 }
 
-/* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS, for backend I (DLS__FAULT_I). */
-#define DLS__FAULT_CAT_(name, I) name##_##I
-#define DLS__FAULT_CAT(name, I) DLS__FAULT_CAT_(name, I)
-#define DLS__THUNK_POINT(I, name, params, args)      \
-  static dls_status_t DLS__FAULT_CAT(name, I) params { \
-    DLS__FAULT_POINT(#name, BACKEND);                \
-    return g_real[I]->name args;                     \
+/* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS: a
+ * POINT method's thunk t_<method>; an OWN method's is w_<method> above. */
+#define DLS__THUNK_POINT(name, params, args)                        \
+  static dls_status_t t_##name DLS__BACKEND_SELF params {           \
+    DLS__FAULT_POINT(#name, BACKEND);                               \
+    const dls__backend *r = real_of(be);                            \
+    return r->name(r, DLS__UNPAREN args);                           \
   }
-#define DLS__THUNK_OWN(I, name, params, args) \
-  static dls_status_t DLS__FAULT_CAT(name, I) params { return w_##name(I, DLS__UNPAREN args); }
-#define DLS__THUNK(name, params, args, fault, gpu) DLS__THUNK_##fault(DLS__FAULT_I, name, params, args)
-#define DLS__SET(name, params, args, fault, gpu) \
-  if (w->name != NULL)                           \
-    w->name = DLS__FAULT_CAT(name, DLS__FAULT_I);
-/* The thunks of backend DLS__FAULT_I and the function that puts them in its wrapper. */
-#define DLS__FAULT_WRAPPER                \
-  DLS__BACKEND_METHODS(DLS__THUNK)        \
-  static void DLS__FAULT_CAT(install, DLS__FAULT_I)(dls__backend * w) { DLS__BACKEND_METHODS(DLS__SET) }
+#define DLS__THUNK_OWN(name, params, args)
+#define DLS__THUNK(name, params, args, fault, gpu) DLS__THUNK_##fault(name, params, args)
+DLS__BACKEND_METHODS(DLS__THUNK)
+#undef DLS__THUNK
 
-#define DLS__FAULT_I 0
-DLS__FAULT_WRAPPER
-#undef DLS__FAULT_I
-#define DLS__FAULT_I 1
-DLS__FAULT_WRAPPER
-#undef DLS__FAULT_I
-#define DLS__FAULT_I 2
-DLS__FAULT_WRAPPER
-#undef DLS__FAULT_I
-_Static_assert(DLS__NREAL == 3, "one DLS__FAULT_WRAPPER(I) per real backend");
+static dls_status_t t_probe(const dls__backend *be) {
+  const dls__backend *r = real_of(be);
+  return r->probe(r);
+}
+static dls_status_t t_device_count(const dls__backend *be, int *out_count) {
+  const dls__backend *r = real_of(be);
+  return r->device_count(r, out_count);
+}
+static void t_shutdown(const dls__backend *be) {
+  const dls__backend *r = real_of(be);
+  r->shutdown(r);
+}
+
+/* The wrapper of `real`: its identity and life pass through; each method it
+ * has becomes its thunk. */
+static void wrap(fault_backend *w, const dls__backend *real) {
+  w->be = *real; /* version, size, name, type */
+  w->real = real;
+  w->be.probe = t_probe;
+  w->be.device_count = t_device_count;
+  w->be.shutdown = t_shutdown;
+#define DLS__THUNK_OF_POINT(name) t_##name
+#define DLS__THUNK_OF_OWN(name) w_##name
+#define DLS__SET(name, params, args, fault, gpu) \
+  if (real->name != NULL)                        \
+    w->be.name = DLS__THUNK_OF_##fault(name);
+  DLS__BACKEND_METHODS(DLS__SET)
+#undef DLS__SET
+}
 
 static void wrap_all(void) {
-  void (*const install[DLS__NREAL])(dls__backend *) = {install_0, install_1, install_2};
-  for (int i = 0; i < DLS__NREAL; i++) {
-    g_wrapped[i] = *g_real[i]; /* name, type, version, probe, device_count, shutdown */
-    install[i](&g_wrapped[i]);
-  }
+  for (int i = 0; i < DLS__NREAL; i++)
+    wrap(&g_wrapped[i], g_real[i]);
 }
 
 const dls__backend *dls__fault_backend(const dls__backend *real) {
   pthread_once(&g_once, wrap_all);
   for (int i = 0; i < DLS__NREAL; i++)
     if (g_real[i] == real)
-      return &g_wrapped[i];
+      return &g_wrapped[i].be;
   return real;
 }
 

@@ -46,7 +46,8 @@ uint64_t dls__fault_ledger_capture_of(const dls__backend *real, int dev, void *s
   uint64_t id = 0;
   /* A GPU's legacy stream is never captured, and asking could disturb a capture elsewhere. */
   bool legacy = real->device_type != kDLCPU && (stream == NULL || stream == (void *)(uintptr_t)1);
-  if (legacy || real->stream_capture_status == NULL || real->stream_capture_status(dev, stream, &status, &id) != DLS_OK)
+  if (legacy || real->stream_capture_status == NULL ||
+      real->stream_capture_status(real, dev, stream, &status, &id) != DLS_OK)
     return 0;
   return status == DLS__CAPTURE_NONE ? 0 : id;
 }

@@ -81,14 +81,16 @@ dls_status_t dls__gpu_devices_init(dls__gpu *g, int ndev) {
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_probe(dls__gpu *g) {
+dls_status_t dls__gpu_probe(const dls__backend *be) {
+  dls__gpu *g = dls__gpu_of(be);
   pthread_once(g->once, g->load);
   if (DLS__LIKELY(g->load_status == DLS_OK))
     return DLS_OK;
   return dls__fail(g->load_status, "%s", g->load_message);
 }
 
-dls_status_t dls__gpu_device_count(dls__gpu *g, int *out_count) {
+dls_status_t dls__gpu_device_count(const dls__backend *be, int *out_count) {
+  dls__gpu *g = dls__gpu_of(be);
   pthread_once(g->once, g->load);
   *out_count = g->load_status == DLS_OK ? g->ndev : 0;
   return DLS_OK;
@@ -171,7 +173,8 @@ out:
  * still owed to a pool is released by the driver once freed) and lets the
  * vendor release what the device held. The library stays loaded, so a later
  * probe and first use start afresh. */
-void dls__gpu_shutdown(dls__gpu *g) {
+void dls__gpu_shutdown(const dls__backend *be) {
+  dls__gpu *g = dls__gpu_of(be);
   if (g->load_status != DLS_OK)
     return;
   for (int i = 0; i < g->ndev; i++) {
@@ -214,7 +217,8 @@ const char *dls__gpu_call_name(const char *column) {
 
 /* The compile target the loader read when it opened the device ("sm_90"),
  * where the vendor names one. */
-dls_status_t dls__gpu_device_arch(dls__gpu *g, int dev, char *out_arch, size_t size) {
+dls_status_t dls__gpu_device_arch(const dls__backend *be, int dev, char *out_arch, size_t size) {
+  dls__gpu *g = dls__gpu_of(be);
   dls__gpu_device *d = NULL;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
   if (strncmp(d->arch, "sm_", 3) != 0 && strncmp(d->arch, "gfx", 3) != 0)

@@ -344,42 +344,42 @@ DLS__INTERNAL void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d);
 DLS__INTERNAL dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_device *d, const void *image,
                                                size_t size, void **out_module);
 
+/* A vendor's backend: the vtable the core calls through, then the vendor its
+ * methods work on. The shared methods are the vtable's entries themselves;
+ * each finds its vendor through the backend it is called with. */
+struct dls__gpu_backend {
+  dls__backend be; /* first: a GPU backend's dls__backend * points here */
+  dls__gpu *gpu;
+};
+
+static inline dls__gpu *dls__gpu_of(const dls__backend *be) { return ((const dls__gpu_backend *)be)->gpu; }
+
 /* ---- the methods, written once (gpu_*.c) ----
- * dls__gpu_<method>(g, arguments...) is the shared implementation of every
+ * dls__gpu_<method>(be, arguments...) is the shared implementation of every
  * method of DLS__BACKEND_METHODS marked GPU (backend.h), and of
- * device_count, probe and shutdown; DLS__GPU_DEFINE_BACKEND gives each
- * vendor thin wrappers that pass its dls__gpu, and a dls__backend that
- * holds them. */
-#define DLS__GPU_UNPAREN(...) __VA_ARGS__
-#define DLS__GPU_WITH_G(...) (dls__gpu * g, __VA_ARGS__)
-#define DLS__GPU_DECL_GPU(method, params) DLS__INTERNAL dls_status_t dls__gpu_##method DLS__GPU_WITH_G params;
+ * device_count, probe and shutdown. */
+#define DLS__GPU_DECL_GPU(method, params) DLS__INTERNAL dls_status_t dls__gpu_##method DLS__BACKEND_SELF params;
 #define DLS__GPU_DECL_NONE(method, params)
 #define DLS__GPU_METHOD_DECL(method, params, args, fault, gpu) DLS__GPU_DECL_##gpu(method, params)
 DLS__BACKEND_METHODS(DLS__GPU_METHOD_DECL)
 #undef DLS__GPU_METHOD_DECL
-DLS__INTERNAL dls_status_t dls__gpu_device_count(dls__gpu *g, int *out_count);
-DLS__INTERNAL dls_status_t dls__gpu_probe(dls__gpu *g);
-DLS__INTERNAL void dls__gpu_shutdown(dls__gpu *g);
+DLS__INTERNAL dls_status_t dls__gpu_device_count(const dls__backend *be, int *out_count);
+DLS__INTERNAL dls_status_t dls__gpu_probe(const dls__backend *be);
+DLS__INTERNAL void dls__gpu_shutdown(const dls__backend *be);
 
 /* A vendor's backend. Its loader defines DLS__GPU_PREFIX (its function
  * prefix, e.g. dls__cuda) and the functions <prefix>_load, _error_name,
  * _error_string, _classify, _device_open, _device_close, _builtin_image and
  * the pthread_once_t <prefix>_once, then expands DLS__GPU_DEFINE_BACKEND:
  * it defines the vendor's dls__gpu (<prefix>_gpu, its constants taken from
- * DLS__GPU_CONSTS's column `column`: cuda or hip), thin wrappers of the
- * shared methods that pass it, and the dls__backend `var` holding them. */
+ * DLS__GPU_CONSTS's column `column`: cuda or hip) and the dls__gpu_backend
+ * `var`, whose vtable holds the shared methods. */
 #define DLS__GPU_CAT_(a, b) a##_##b
 #define DLS__GPU_CAT(a, b) DLS__GPU_CAT_(a, b)
 #define DLS__GPU_NAME(suffix) DLS__GPU_CAT(DLS__GPU_PREFIX, suffix)
 #define DLS__GPU_COLUMN_cuda(type, name, cuda, hip) .name = (cuda),
 #define DLS__GPU_COLUMN_hip(type, name, cuda, hip) .name = (hip),
-#define DLS__GPU_WRAPPER_GPU(method, params, args)                            \
-  static dls_status_t DLS__GPU_NAME(method) params {                          \
-    return dls__gpu_##method(&DLS__GPU_NAME(gpu), DLS__GPU_UNPAREN args);     \
-  }
-#define DLS__GPU_WRAPPER_NONE(method, params, args)
-#define DLS__GPU_WRAPPER(method, params, args, fault, gpu) DLS__GPU_WRAPPER_##gpu(method, params, args)
-#define DLS__GPU_VTABLE_ENTRY_GPU(method) .method = DLS__GPU_NAME(method),
+#define DLS__GPU_VTABLE_ENTRY_GPU(method) .method = dls__gpu_##method,
 #define DLS__GPU_VTABLE_ENTRY_NONE(method) /* NULL */
 #define DLS__GPU_VTABLE_ENTRY(method, params, args, fault, gpu) DLS__GPU_VTABLE_ENTRY_##gpu(method)
 #define DLS__GPU_DEFINE_BACKEND(var, backend_name, type, device_name, hint, column)                          \
@@ -396,19 +396,14 @@ DLS__INTERNAL void dls__gpu_shutdown(dls__gpu *g);
                                         .no_binary_hint = (hint),                                            \
                                         .load_status = DLS_ERR_UNAVAILABLE,                                  \
                                         .k = {DLS__GPU_CONSTS(DLS__GPU_COLUMN_##column)}};                   \
-  DLS__BACKEND_METHODS(DLS__GPU_WRAPPER)                                                                     \
-  static dls_status_t DLS__GPU_NAME(probe)(void) { return dls__gpu_probe(&DLS__GPU_NAME(gpu)); }           \
-  static dls_status_t DLS__GPU_NAME(device_count)(int *out_count) {                                          \
-    return dls__gpu_device_count(&DLS__GPU_NAME(gpu), out_count);                                            \
-  }                                                                                                          \
-  static void DLS__GPU_NAME(shutdown)(void) { dls__gpu_shutdown(&DLS__GPU_NAME(gpu)); }                    \
-  const dls__backend var = {.version = DLS__BACKEND_VERSION,                                                 \
-                            .size = sizeof(dls__backend),                                                    \
-                            .name = (backend_name),                                                          \
-                            .device_type = (type),                                                           \
-                            .probe = DLS__GPU_NAME(probe),                                                   \
-                            .device_count = DLS__GPU_NAME(device_count),                                     \
-                            .shutdown = DLS__GPU_NAME(shutdown),                                             \
-                            DLS__BACKEND_METHODS(DLS__GPU_VTABLE_ENTRY)}
+  const dls__gpu_backend var = {.be = {.version = DLS__BACKEND_VERSION,                                      \
+                                       .size = sizeof(dls__backend),                                         \
+                                       .name = (backend_name),                                               \
+                                       .device_type = (type),                                                \
+                                       .probe = dls__gpu_probe,                                              \
+                                       .device_count = dls__gpu_device_count,                                \
+                                       .shutdown = dls__gpu_shutdown,                                        \
+                                       DLS__BACKEND_METHODS(DLS__GPU_VTABLE_ENTRY)},                         \
+                                .gpu = &DLS__GPU_NAME(gpu)}
 
 #endif /* DLSTREAM_BACKEND_GPU_H */

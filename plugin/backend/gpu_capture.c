@@ -42,7 +42,9 @@ static dls_status_t dls__gpu_mode_check(const dls__gpu *g, const char *call, int
                    "%s(mode=%d) on %s: expected %d (global), %d (thread-local) or %d (relaxed)", call, mode, g->name, DLS_CAPTURE_GLOBAL, DLS_CAPTURE_THREAD_LOCAL, DLS_CAPTURE_RELAXED);
 }
 
-dls_status_t dls__gpu_stream_capture_status(dls__gpu *g, int dev, void *stream, int *out_status, uint64_t *out_id) {
+dls_status_t dls__gpu_stream_capture_status(const dls__backend *be, int dev, void *stream, int *out_status,
+                                            uint64_t *out_id) {
+  dls__gpu *g = dls__gpu_of(be);
   *out_status = DLS__CAPTURE_NONE;
   *out_id = 0;
   if (g->calls.capture_info == NULL) { /* no capture in this runtime: nothing captures */
@@ -64,7 +66,8 @@ dls_status_t dls__gpu_stream_capture_status(dls__gpu *g, int dev, void *stream, 
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_stream_begin_capture(dls__gpu *g, int dev, void *stream, int mode) {
+dls_status_t dls__gpu_stream_begin_capture(const dls__backend *be, int dev, void *stream, int mode) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__TRY(dls__gpu_mode_check(g, g->names.capture_begin, mode));
   const char *missing = dls__gpu_graph_missing(g);
   if (missing != NULL)
@@ -77,7 +80,8 @@ dls_status_t dls__gpu_stream_begin_capture(dls__gpu *g, int dev, void *stream, i
 /* Ends the capture, instantiates it and drops the graph (the executable
  * keeps what it needs). On any failure the capture is over and nothing is
  * left behind. */
-dls_status_t dls__gpu_stream_end_capture(dls__gpu *g, int dev, void *stream, void **out_graph) {
+dls_status_t dls__gpu_stream_end_capture(const dls__backend *be, int dev, void *stream, void **out_graph) {
+  dls__gpu *g = dls__gpu_of(be);
   *out_graph = NULL;
   const char *missing = dls__gpu_graph_missing(g);
   if (missing != NULL)
@@ -107,7 +111,8 @@ dls_status_t dls__gpu_stream_end_capture(dls__gpu *g, int dev, void *stream, voi
   return dls__gpu_fail(g, r, dev, "%s(stream=%p)", what, stream);
 }
 
-dls_status_t dls__gpu_graph_launch(dls__gpu *g, int dev, void *graph, void *stream) {
+dls_status_t dls__gpu_graph_launch(const dls__backend *be, int dev, void *graph, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (g->calls.graph_launch == NULL)
     return dls__gpu_no_graphs(g, "replaying a graph", g->names.graph_launch);
   DLS__GPU_CALL(g, dev, g->calls.graph_launch(graph, stream), "%s(graph=%p, stream=%p)", g->names.graph_launch,
@@ -115,7 +120,8 @@ dls_status_t dls__gpu_graph_launch(dls__gpu *g, int dev, void *graph, void *stre
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_graph_destroy(dls__gpu *g, int dev, void *graph) {
+dls_status_t dls__gpu_graph_destroy(const dls__backend *be, int dev, void *graph) {
+  dls__gpu *g = dls__gpu_of(be);
   if (graph == NULL)
     return DLS_OK;
   if (g->calls.graph_exec_destroy == NULL)
@@ -125,7 +131,8 @@ dls_status_t dls__gpu_graph_destroy(dls__gpu *g, int dev, void *graph) {
 }
 
 /* The mode is the calling thread's, in no device's context. */
-dls_status_t dls__gpu_thread_capture_mode(dls__gpu *g, int dev, int mode, int *out_prev) {
+dls_status_t dls__gpu_thread_capture_mode(const dls__backend *be, int dev, int mode, int *out_prev) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__TRY(dls__gpu_mode_check(g, g->names.capture_mode_exchange, mode));
   dls__gpu_device *d;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));

@@ -75,7 +75,8 @@ dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_device *d, const
                             size, d->arch);
 }
 
-dls_status_t dls__gpu_module_load(dls__gpu *g, int dev, const void *image, size_t size, void **out_module) {
+dls_status_t dls__gpu_module_load(const dls__backend *be, int dev, const void *image, size_t size, void **out_module) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__TRY(dls__gpu_image_check(g, image, size));
   dls__gpu_device *d;
   dls__gpu_scope sc;
@@ -88,7 +89,8 @@ dls_status_t dls__gpu_module_load(dls__gpu *g, int dev, const void *image, size_
   return st;
 }
 
-dls_status_t dls__gpu_module_unload(dls__gpu *g, int dev, void *module) {
+dls_status_t dls__gpu_module_unload(const dls__backend *be, int dev, void *module) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.module_unload(module), "%s(module=%p)", g->names.module_unload, module);
   return DLS_OK;
 }
@@ -109,7 +111,9 @@ static dls__gpu_result dls__gpu_function_get(dls__gpu *g, void *module, const ch
   return r;
 }
 
-dls_status_t dls__gpu_module_function(dls__gpu *g, int dev, void *module, const char *name, void **out_function) {
+dls_status_t dls__gpu_module_function(const dls__backend *be, int dev, void *module, const char *name,
+                                      void **out_function) {
+  dls__gpu *g = dls__gpu_of(be);
   dls__gpu_device *d;
   dls__gpu_scope sc;
   DLS__TRY(dls__gpu_enter(g, dev, &d, &sc));
@@ -155,7 +159,8 @@ static dls_status_t dls__gpu_builtins_load(dls__gpu *g, int dev, dls__gpu_device
   return st;
 }
 
-dls_status_t dls__gpu_builtin_function(dls__gpu *g, int dev, const char *name, void **out_function) {
+dls_status_t dls__gpu_builtin_function(const dls__backend *be, int dev, const char *name, void **out_function) {
+  dls__gpu *g = dls__gpu_of(be);
   size_t k = 0;
   while (k < DLS__GPU_NBUILTINS && strcmp(dls__gpu_builtin_names[k], name) != 0)
     k++;
@@ -177,8 +182,9 @@ dls_status_t dls__gpu_builtin_function(dls__gpu *g, int dev, const char *name, v
 
 /* The hot path: one context check and the launch. `params` already is the
  * kernel parameter array; the driver copies the values before returning. */
-dls_status_t dls__gpu_launch(dls__gpu *g, int dev, void *function, void *stream, const dls_launch_config_t *c,
-                             void **params, const uint32_t *sizes, int nparams) {
+dls_status_t dls__gpu_launch(const dls__backend *be, int dev, void *function, void *stream,
+                             const dls_launch_config_t *c, void **params, const uint32_t *sizes, int nparams) {
+  dls__gpu *g = dls__gpu_of(be);
   (void)sizes;
   (void)nparams;
   DLS__GPU_CALL(g, dev,

@@ -280,7 +280,8 @@ void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d) {
 
 /* ---- the methods ---- */
 
-dls_status_t dls__gpu_mem_alloc(dls__gpu *g, int dev, size_t size, void *stream, void **out_ptr) {
+dls_status_t dls__gpu_mem_alloc(const dls__backend *be, int dev, size_t size, void *stream, void **out_ptr) {
+  dls__gpu *g = dls__gpu_of(be);
   *out_ptr = NULL;
   if (size == 0)
     return DLS_OK;
@@ -303,7 +304,8 @@ dls_status_t dls__gpu_mem_alloc(dls__gpu *g, int dev, size_t size, void *stream,
   return st;
 }
 
-dls_status_t dls__gpu_mem_free(dls__gpu *g, int dev, void *ptr, void *stream) {
+dls_status_t dls__gpu_mem_free(const dls__backend *be, int dev, void *ptr, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (ptr == NULL)
     return DLS_OK;
   dls__gpu_device *d;
@@ -321,7 +323,9 @@ dls_status_t dls__gpu_mem_free(dls__gpu *g, int dev, void *ptr, void *stream) {
   return st;
 }
 
-dls_status_t dls__gpu_memcpy_async(dls__gpu *g, int dev, void *dst, const void *src, size_t size, void *stream) {
+dls_status_t dls__gpu_memcpy_async(const dls__backend *be, int dev, void *dst, const void *src, size_t size,
+                                   void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (size == 0)
     return DLS_OK;
   /* One address space: the driver tells host from device by the address. */
@@ -330,7 +334,9 @@ dls_status_t dls__gpu_memcpy_async(dls__gpu *g, int dev, void *dst, const void *
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_host_mapped_alloc(dls__gpu *g, int dev, size_t size, void **out_host, void **out_device) {
+dls_status_t dls__gpu_host_mapped_alloc(const dls__backend *be, int dev, size_t size, void **out_host,
+                                        void **out_device) {
+  dls__gpu *g = dls__gpu_of(be);
   *out_host = NULL;
   *out_device = NULL;
   if (size == 0)
@@ -359,7 +365,8 @@ dls_status_t dls__gpu_host_mapped_alloc(dls__gpu *g, int dev, size_t size, void 
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_host_mapped_free(dls__gpu *g, int dev, void *host) {
+dls_status_t dls__gpu_host_mapped_free(const dls__backend *be, int dev, void *host) {
+  dls__gpu *g = dls__gpu_of(be);
   if (host != NULL) /* NULL: nothing to free */
     DLS__GPU_CALL(g, dev, g->calls.host_free(host), "%s(host=%p)", g->names.host_free, host);
   return DLS_OK;

@@ -32,7 +32,8 @@ static dls_status_t dls__gpu_peer_settle(dls__gpu *g, int dev, dls__gpu_device *
   return dls__gpu_fail(g, r, dev, "%s(peer %s:%d)", g->names.peer_enable, g->devname, peer);
 }
 
-dls_status_t dls__gpu_peer_access(dls__gpu *g, int dev, int peer, int *out_can) {
+dls_status_t dls__gpu_peer_access(const dls__backend *be, int dev, int peer, int *out_can) {
+  dls__gpu *g = dls__gpu_of(be);
   *out_can = 0;
   dls__gpu_device *d = NULL, *p = NULL;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
@@ -61,8 +62,9 @@ dls_status_t dls__gpu_peer_access(dls__gpu *g, int dev, int peer, int *out_can) 
  * plain copy finds both devices from the addresses, and copies directly
  * where peer access is enabled, else through the host; without one, the
  * explicit peer copy names both contexts. */
-dls_status_t dls__gpu_memcpy_peer_async(dls__gpu *g, int dev, void *dst, int src_dev, const void *src, size_t size,
-                                        void *stream) {
+dls_status_t dls__gpu_memcpy_peer_async(const dls__backend *be, int dev, void *dst, int src_dev, const void *src,
+                                        size_t size, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (size == 0)
     return DLS_OK;
   dls__gpu_device *p = NULL;

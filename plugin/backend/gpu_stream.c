@@ -20,7 +20,8 @@ static dls_status_t dls__gpu_query(dls__gpu *g, int dev, dls__gpu_result (*query
 
 /* ---- streams ---- */
 
-dls_status_t dls__gpu_stream_create(dls__gpu *g, int dev, unsigned flags, int priority, void **out_stream) {
+dls_status_t dls__gpu_stream_create(const dls__backend *be, int dev, unsigned flags, int priority, void **out_stream) {
+  dls__gpu *g = dls__gpu_of(be);
   unsigned vflags = (flags & DLS_STREAM_BLOCKING) ? g->k.stream_blocking : g->k.stream_non_blocking;
   void *s = NULL;
   DLS__GPU_CALL(g, dev, g->calls.stream_create(&s, vflags, priority), "%s(flags=%#x, priority=%d)",
@@ -29,7 +30,8 @@ dls_status_t dls__gpu_stream_create(dls__gpu *g, int dev, unsigned flags, int pr
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_stream_destroy(dls__gpu *g, int dev, void *stream) {
+dls_status_t dls__gpu_stream_destroy(const dls__backend *be, int dev, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (dls__gpu_special_stream(g, stream))
     return DLS_OK;
   /* Returns at once; the driver frees the stream after its queued work. */
@@ -37,7 +39,8 @@ dls_status_t dls__gpu_stream_destroy(dls__gpu *g, int dev, void *stream) {
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_stream_default(dls__gpu *g, int dev, int kind, void **out_stream) {
+dls_status_t dls__gpu_stream_default(const dls__backend *be, int dev, int kind, void **out_stream) {
+  dls__gpu *g = dls__gpu_of(be);
   dls__gpu_device *d;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
   if (kind == DLS__DEFAULT_LEGACY) {
@@ -64,7 +67,8 @@ static int dls__gpu_owner_of_context(const dls__gpu *g, const void *ctx) {
  * the one PyTorch, CuPy and the runtime API share): a stream of another
  * device or of a private context would run our work elsewhere. Where the
  * driver cannot tell (HIP without a stream-device query), it is trusted. */
-dls_status_t dls__gpu_stream_check(dls__gpu *g, int dev, void *stream) {
+dls_status_t dls__gpu_stream_check(const dls__backend *be, int dev, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   if (dls__gpu_special_stream(g, stream))
     return DLS_OK; /* they name the current device's streams, which we set */
   const dls__gpu_calls *c = &g->calls;
@@ -117,27 +121,32 @@ dls_status_t dls__gpu_stream_check(dls__gpu *g, int dev, void *stream) {
                    stream, ctx, g->devname, dev, d->ctx);
 }
 
-dls_status_t dls__gpu_stream_synchronize(dls__gpu *g, int dev, void *stream) {
+dls_status_t dls__gpu_stream_synchronize(const dls__backend *be, int dev, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.stream_synchronize(stream), "%s(stream=%p)", g->names.stream_synchronize, stream);
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_stream_query(dls__gpu *g, int dev, void *stream, int *out_idle) {
+dls_status_t dls__gpu_stream_query(const dls__backend *be, int dev, void *stream, int *out_idle) {
+  dls__gpu *g = dls__gpu_of(be);
   return dls__gpu_query(g, dev, g->calls.stream_query, g->names.stream_query, "stream", stream, out_idle);
 }
 
-dls_status_t dls__gpu_stream_wait_event(dls__gpu *g, int dev, void *stream, void *event) {
+dls_status_t dls__gpu_stream_wait_event(const dls__backend *be, int dev, void *stream, void *event) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
                 g->names.stream_wait_event, stream, event);
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_stream_priority_range(dls__gpu *g, int dev, int *out_least, int *out_greatest) {
+dls_status_t dls__gpu_stream_priority_range(const dls__backend *be, int dev, int *out_least, int *out_greatest) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.priority_range(out_least, out_greatest), "%s()", g->names.priority_range);
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_host_callback(dls__gpu *g, int dev, void *stream, dls_host_fn fn, void *user_data) {
+dls_status_t dls__gpu_host_callback(const dls__backend *be, int dev, void *stream, dls_host_fn fn, void *user_data) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.host_func(stream, fn, user_data), "%s(stream=%p, fn=%p)", g->names.host_func,
                 stream, (void *)(uintptr_t)fn);
   return DLS_OK;
@@ -145,7 +154,8 @@ dls_status_t dls__gpu_host_callback(dls__gpu *g, int dev, void *stream, dls_host
 
 /* ---- events ---- */
 
-dls_status_t dls__gpu_event_create(dls__gpu *g, int dev, unsigned flags, void **out_event) {
+dls_status_t dls__gpu_event_create(const dls__backend *be, int dev, unsigned flags, void **out_event) {
+  dls__gpu *g = dls__gpu_of(be);
   unsigned vflags = (flags & DLS_EVENT_TIMING) ? g->k.event_default : g->k.event_disable_timing;
   if (flags & DLS_EVENT_BLOCKING_SYNC)
     vflags |= g->k.event_blocking_sync;
@@ -155,7 +165,8 @@ dls_status_t dls__gpu_event_create(dls__gpu *g, int dev, unsigned flags, void **
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_event_destroy(dls__gpu *g, int dev, void *event) {
+dls_status_t dls__gpu_event_destroy(const dls__backend *be, int dev, void *event) {
+  dls__gpu *g = dls__gpu_of(be);
   if (event == NULL)
     return DLS_OK;
   DLS__GPU_CALL(g, dev, g->calls.event_destroy(event), "%s(event=%p)", g->names.event_destroy, event);
@@ -164,7 +175,8 @@ dls_status_t dls__gpu_event_destroy(dls__gpu *g, int dev, void *event) {
 
 /* The drivers cannot name an event's device; a query at least rejects a
  * handle that is not a live event. */
-dls_status_t dls__gpu_event_check(dls__gpu *g, int dev, void *event) {
+dls_status_t dls__gpu_event_check(const dls__backend *be, int dev, void *event) {
+  dls__gpu *g = dls__gpu_of(be);
   if (event == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "event NULL is not a %s event", g->name);
   int complete = 0;
@@ -173,22 +185,26 @@ dls_status_t dls__gpu_event_check(dls__gpu *g, int dev, void *event) {
   return dls__fail_prefix(DLS_ERR_INVALID_ARGUMENT, "event %p is not a usable %s event", event, g->name);
 }
 
-dls_status_t dls__gpu_event_record(dls__gpu *g, int dev, void *event, void *stream) {
+dls_status_t dls__gpu_event_record(const dls__backend *be, int dev, void *event, void *stream) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)", g->names.event_record,
                 event, stream);
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_event_query(dls__gpu *g, int dev, void *event, int *out_complete) {
+dls_status_t dls__gpu_event_query(const dls__backend *be, int dev, void *event, int *out_complete) {
+  dls__gpu *g = dls__gpu_of(be);
   return dls__gpu_query(g, dev, g->calls.event_query, g->names.event_query, "event", event, out_complete);
 }
 
-dls_status_t dls__gpu_event_synchronize(dls__gpu *g, int dev, void *event) {
+dls_status_t dls__gpu_event_synchronize(const dls__backend *be, int dev, void *event) {
+  dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_CALL(g, dev, g->calls.event_synchronize(event), "%s(event=%p)", g->names.event_synchronize, event);
   return DLS_OK;
 }
 
-dls_status_t dls__gpu_event_elapsed_ms(dls__gpu *g, int dev, void *start, void *end, float *out_ms) {
+dls_status_t dls__gpu_event_elapsed_ms(const dls__backend *be, int dev, void *start, void *end, float *out_ms) {
+  dls__gpu *g = dls__gpu_of(be);
   dls__gpu_device *d;
   dls__gpu_scope sc;
   DLS__TRY(dls__gpu_enter(g, dev, &d, &sc));

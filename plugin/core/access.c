@@ -74,7 +74,7 @@ dls_status_t dls__use_refresh(dls__use *u) {
     return DLS_OK;
   }
   dls__device *ud = u->stream->dev;
-  DLS__TRY(ud->be->event_record(ud->id, u->event, u->stream->native));
+  DLS__TRY(ud->be->event_record(ud->be, ud->id, u->event, u->stream->native));
   u->stale = false;
   u->recorded = true;
   return DLS_OK;
@@ -108,7 +108,7 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, int k) {
   if (!u->recorded && !u->stale)
     return DLS_OK; /* its work was never queued (the launch failed): nothing to wait for */
   DLS__TRY(dls__use_refresh(u));
-  return s->dev->be->stream_wait_event(s->dev->id, s->native, u->event);
+  return s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, u->event);
 }
 
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
@@ -213,7 +213,7 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
        * the same stream are before it in stream order. A failed record is
        * made again before anything waits on it (dls__use_refresh). */
       dls__use *u = &b->uses[me];
-      dls_status_t st = x->s->dev->be->event_record(x->s->dev->id, u->event, x->s->native);
+      dls_status_t st = x->s->dev->be->event_record(x->s->dev->be, x->s->dev->id, u->event, x->s->native);
       u->stale = st != DLS_OK;
       u->recorded |= st == DLS_OK;
       if (st != DLS_OK && first == DLS_OK)
@@ -259,7 +259,7 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
   dls_status_t st = k == NONE ? use_entry(b, s, cap, &k) : DLS_OK;
   if (st == DLS_OK) {
     dls__use *u = &b->uses[k];
-    st = s->dev->be->event_record(s->dev->id, u->event, s->native);
+    st = s->dev->be->event_record(s->dev->be, s->dev->id, u->event, s->native);
     u->stale = st != DLS_OK;
     u->recorded |= st == DLS_OK;
   }
@@ -293,7 +293,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     dls__use *u = &b->uses[me];
     u->exports--;
     dls__device *d = consumer->dev;
-    u->stale = d->be->event_record(d->id, u->event, consumer->native) != DLS_OK;
+    u->stale = d->be->event_record(d->be, d->id, u->event, consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
     note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
   }

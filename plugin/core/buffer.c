@@ -98,7 +98,8 @@ static bool uses_complete(dls__buffer *b) {
   for (int i = 0; i < b->nuses && complete; i++) {
     int done = 0;
     dls__device *ud = b->uses[i].stream->dev;
-    complete = b->uses[i].cap_id == 0 && ud->be->event_query(ud->id, b->uses[i].event, &done) == DLS_OK && done;
+    complete =
+        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, b->uses[i].event, &done) == DLS_OK && done;
   }
   dls__relaxed_leave(&r);
   return complete;
@@ -217,13 +218,13 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
     if (free_later(b, b->ptr, a, a_cap))
       return;
-    (void)dev->be->stream_synchronize(dev->id, a->native); /* fails while capturing: the memory then leaks */
+    (void)dev->be->stream_synchronize(dev->be, dev->id, a->native); /* fails while capturing: the memory then leaks */
   }
   /* Eager memory waits on eager uses; memory freed in its own capture waits on that capture's uses. */
   bool ordered = true;
   for (int i = 0; i < b->nuses; i++)
     if (b->uses[i].cap_id == b->cap_id)
-      ordered &= dev->be->stream_wait_event(dev->id, a->native, b->uses[i].event) == DLS_OK;
+      ordered &= dev->be->stream_wait_event(dev->be, dev->id, a->native, b->uses[i].event) == DLS_OK;
   if (!ordered && b->ptr != NULL) {
     if (b->cap_id == 0) {
       free_unordered(b, b->ptr, a);
@@ -265,15 +266,15 @@ static void buffer_release_rule(dls__buffer *b) {
   dls__stream *a = b->stream;
   int idle = 1;
   if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
-      dls__capture_polling_allowed() && dev->be->stream_query(dev->id, a->native, &idle) == DLS_OK && !idle &&
+      dls__capture_polling_allowed() && dev->be->stream_query(dev->be, dev->id, a->native, &idle) == DLS_OK && !idle &&
       dls__buffer_mark(b, a) != DLS_OK)
-    dev->be->stream_synchronize(dev->id, a->native); /* no memory to defer: wait rather than free early */
+    dev->be->stream_synchronize(dev->be, dev->id, a->native); /* no memory to defer: wait rather than free early */
   /* A use whose latest record failed is recorded again now, covering its
    * work; failing that, its stream is waited for rather than free early. */
   for (int i = 0; i < b->nuses; i++) {
     dls__stream *us = b->uses[i].stream;
     if (dls__use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
-      (void)us->dev->be->stream_synchronize(us->dev->id, us->native);
+      (void)us->dev->be->stream_synchronize(us->dev->be, us->dev->id, us->native);
   }
   if (!b->borrowed) {
     uint64_t a_cap = 0;

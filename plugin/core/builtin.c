@@ -27,7 +27,7 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
   f = dev->builtins[k];
   if (f == NULL) {
     void *native;
-    dls_status_t st = dev->be->builtin_function(dev->id, name, &native);
+    dls_status_t st = dev->be->builtin_function(dev->be, dev->id, name, &native);
     if (st != DLS_OK) {
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail_prefix(st, "%s(\"%s\" on %s)", call, name, dev->name);

@@ -23,7 +23,7 @@ static dls_status_t driver_status(dls__stream *s, int *out_status, uint64_t *out
   const dls__backend *be = s->dev->be;
   if (be->stream_capture_status == NULL || dls__stream_legacy(s))
     return DLS_OK;
-  dls_status_t st = be->stream_capture_status(s->dev->id, s->native, out_status, out_id);
+  dls_status_t st = be->stream_capture_status(be, s->dev->id, s->native, out_status, out_id);
   if (st != DLS_OK || *out_status == DLS__CAPTURE_NONE) {
     *out_status = DLS__CAPTURE_NONE;
     *out_id = 0;
@@ -196,14 +196,14 @@ void dls__relaxed_enter(dls__relaxed *r, dls__device *dev) {
   r->be = dev->be;
   r->dev = dev->id;
   if (r->be->thread_capture_mode != NULL &&
-      r->be->thread_capture_mode(r->dev, DLS_CAPTURE_RELAXED, &r->prev) == DLS_OK)
+      r->be->thread_capture_mode(r->be, r->dev, DLS_CAPTURE_RELAXED, &r->prev) == DLS_OK)
     r->swapped = true;
 }
 
 void dls__relaxed_leave(dls__relaxed *r) {
   int ignored;
   if (r->swapped)
-    (void)r->be->thread_capture_mode(r->dev, r->prev, &ignored);
+    (void)r->be->thread_capture_mode(r->be, r->dev, r->prev, &ignored);
 }
 
 /* The CUDA driver (580) crashes when stream-ordered pool allocations and
@@ -223,11 +223,11 @@ static inline bool graph_calls_guarded(void) {
 dls_status_t dls__mem_alloc(dls__stream *s, size_t size, void **out_ptr) {
   dls__device *dev = s->dev;
   if (DLS__LIKELY(!graph_calls_guarded()))
-    return dev->be->mem_alloc(dev->id, size, s->native, out_ptr);
+    return dev->be->mem_alloc(dev->be, dev->id, size, s->native, out_ptr);
   dls__relaxed r;
   pthread_mutex_lock(&g_graph_calls_mu);
   dls__relaxed_enter(&r, dev);
-  dls_status_t st = dev->be->mem_alloc(dev->id, size, s->native, out_ptr);
+  dls_status_t st = dev->be->mem_alloc(dev->be, dev->id, size, s->native, out_ptr);
   dls__relaxed_leave(&r);
   pthread_mutex_unlock(&g_graph_calls_mu);
   return st;
@@ -235,34 +235,34 @@ dls_status_t dls__mem_alloc(dls__stream *s, size_t size, void **out_ptr) {
 
 void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s) {
   if (DLS__LIKELY(!graph_calls_guarded())) {
-    (void)dev->be->mem_free(dev->id, ptr, s->native);
+    (void)dev->be->mem_free(dev->be, dev->id, ptr, s->native);
     return;
   }
   dls__relaxed r;
   pthread_mutex_lock(&g_graph_calls_mu);
   dls__relaxed_enter(&r, dev);
-  (void)dev->be->mem_free(dev->id, ptr, s->native);
+  (void)dev->be->mem_free(dev->be, dev->id, ptr, s->native);
   dls__relaxed_leave(&r);
   pthread_mutex_unlock(&g_graph_calls_mu);
 }
 
 static dls_status_t begin_call(dls__stream *s, int mode) {
   pthread_mutex_lock(&g_graph_calls_mu);
-  dls_status_t st = s->dev->be->stream_begin_capture(s->dev->id, s->native, mode);
+  dls_status_t st = s->dev->be->stream_begin_capture(s->dev->be, s->dev->id, s->native, mode);
   pthread_mutex_unlock(&g_graph_calls_mu);
   return st;
 }
 
 dls_status_t dls__capture_end_call(dls__device *dev, void *native_stream, void **out_graph) {
   pthread_mutex_lock(&g_graph_calls_mu);
-  dls_status_t st = dev->be->stream_end_capture(dev->id, native_stream, out_graph);
+  dls_status_t st = dev->be->stream_end_capture(dev->be, dev->id, native_stream, out_graph);
   pthread_mutex_unlock(&g_graph_calls_mu);
   return st;
 }
 
 void dls__graph_destroy_call(dls__device *dev, void *graph) {
   pthread_mutex_lock(&g_graph_calls_mu);
-  (void)dev->be->graph_destroy(dev->id, graph);
+  (void)dev->be->graph_destroy(dev->be, dev->id, graph);
   pthread_mutex_unlock(&g_graph_calls_mu);
 }
 
@@ -339,7 +339,7 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   int status = DLS__CAPTURE_NONE;
-  st = be->stream_capture_status(s->dev->id, s->native, &status, &id);
+  st = be->stream_capture_status(be, s->dev->id, s->native, &status, &id);
   pthread_mutex_lock(&g_mu);
   dls__capture *c = st == DLS_OK && status == DLS__CAPTURE_ACTIVE ? remember(s, id, (int)mode, true) : NULL;
   pthread_mutex_unlock(&g_mu);

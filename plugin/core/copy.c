@@ -34,8 +34,8 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
   dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
-  st = to_device ? s->dev->be->memcpy_async(s->dev->id, dev_ptr, host, size, s->native)
-                 : s->dev->be->memcpy_async(s->dev->id, host, dev_ptr, size, s->native);
+  st = to_device ? s->dev->be->memcpy_async(s->dev->be, s->dev->id, dev_ptr, host, size, s->native)
+                 : s->dev->be->memcpy_async(s->dev->be, s->dev->id, host, dev_ptr, size, s->native);
   dls_status_t noted = dls__access_end(&acc, st == DLS_OK);
   if (st == DLS_OK)
     st = noted;
@@ -58,7 +58,7 @@ dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t 
   DLS__GET_STREAM(s, stream, call, "stream");
   if (size == 0)
     return DLS_OK;
-  dls_status_t st = s->dev->be->memcpy_async(s->dev->id, dst, src, size, s->native);
+  dls_status_t st = s->dev->be->memcpy_async(s->dev->be, s->dev->id, dst, src, size, s->native);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -91,15 +91,15 @@ dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_o
   char *to = (char *)d->ptr + dst_offset;
   const char *from = (const char *)sb->ptr + src_offset;
   if (d->dev == sb->dev) {
-    st = s->dev->be->memcpy_async(s->dev->id, to, from, size, s->native);
+    st = s->dev->be->memcpy_async(s->dev->be, s->dev->id, to, from, size, s->native);
   } else {
     /* Between devices: the driver copies peer to peer where it can, else through the host. */
     const dls__backend *be = s->dev->be;
     if (be->memcpy_peer_async == NULL)
       st = dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot copy between devices", call, be->name);
     else
-      st = s->dev == d->dev ? be->memcpy_peer_async(s->dev->id, to, sb->dev->id, from, size, s->native)
-                            : be->memcpy_peer_async(s->dev->id, to, d->dev->id, from, size, s->native);
+      st = s->dev == d->dev ? be->memcpy_peer_async(be, s->dev->id, to, sb->dev->id, from, size, s->native)
+                            : be->memcpy_peer_async(be, s->dev->id, to, d->dev->id, from, size, s->native);
   }
   /* The rule on both devices: later uses and each buffer's free are ordered after this copy. */
   dls_status_t noted = dls__access_end(&acc, st == DLS_OK);

@@ -73,7 +73,7 @@ static bool deferred_ready(dls__deferred *d) {
   for (int i = 0; i < d->nwait && ready; i++) {
     dls__device *dev = d->marks[i].dev;
     int done = 0;
-    ready = dev->be->event_query(dev->id, d->marks[i].event, &done) == DLS_OK && done;
+    ready = dev->be->event_query(dev->be, dev->id, d->marks[i].event, &done) == DLS_OK && done;
   }
   dls__relaxed_leave(&r);
   return ready;
@@ -90,7 +90,7 @@ void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id) {
    * over; without memory for that, it is destroyed (never reused). */
   dls__deferred *d = dls__deferred_entry();
   if (d == NULL) {
-    (void)dev->be->event_destroy(dev->id, event);
+    (void)dev->be->event_destroy(dev->be, dev->id, event);
     return;
   }
   d->marks_inline[0] = (dls__marker){dev, event};
@@ -129,10 +129,10 @@ size_t dls_deferred_poll(void) {
 size_t dls_deferred_pending(void) { return atomic_load(&dls__deferred_count); }
 
 void dls__event_wait(dls__device *dev, void *event) {
-  if (dev->be->event_synchronize(dev->id, event) == DLS_OK)
+  if (dev->be->event_synchronize(dev->be, dev->id, event) == DLS_OK)
     return;
   int done = 0;
-  while (dev->be->event_query(dev->id, event, &done) == DLS_OK && !done)
+  while (dev->be->event_query(dev->be, dev->id, event, &done) == DLS_OK && !done)
     sched_yield();
 }
 

@@ -8,7 +8,8 @@
 #include "core/device.h"
 
 /* Registry: one entry per backend, in the order device types are resolved. */
-static const dls__backend *const g_backends[] = {&dls__cpu_backend, &dls__cuda_backend, &dls__hip_backend};
+static const dls__backend *const g_backends[] = {&dls__cpu_backend, DLS__GPU_BACKEND_BASE(dls__cuda_backend),
+                                                 DLS__GPU_BACKEND_BASE(dls__hip_backend)};
 #define DLS__NBACKENDS (sizeof g_backends / sizeof g_backends[0])
 
 typedef struct dls__backend_state {
@@ -46,10 +47,10 @@ static dls_status_t probe_backend(int bi) {
     pthread_mutex_lock(&bs->mu);
     if (atomic_load(&bs->probed) == 0) {
       const dls__backend *be = g_backends[bi];
-      dls_status_t st = be->probe();
+      dls_status_t st = be->probe(be);
       int n = 0;
       if (st == DLS_OK)
-        st = be->device_count(&n);
+        st = be->device_count(be, &n);
       if (st == DLS_OK && n <= 0)
         st = dls__fail(DLS_ERR_UNAVAILABLE, "%s backend: no devices found", be->name);
       if (st == DLS_OK) {
@@ -189,7 +190,7 @@ dls_status_t dls__event_pool_get(dls__device *dev, void **out_event) {
     return DLS_OK;
   }
   dls__spin_unlock(&dev->event_mu);
-  return dev->be->event_create(dev->id, DLS_EVENT_DEFAULT, out_event);
+  return dev->be->event_create(dev->be, dev->id, DLS_EVENT_DEFAULT, out_event);
 }
 
 void dls__event_pool_put(dls__device *dev, void *event) {
@@ -212,7 +213,7 @@ void dls__event_pool_put(dls__device *dev, void *event) {
     bool full = dev->event_pool != NULL;
     dls__spin_unlock(&dev->event_mu);
     if (full || (fresh = dls__malloc(DLS__EVENT_POOL_MAX * sizeof *fresh)) == NULL) {
-      dev->be->event_destroy(dev->id, event);
+      dev->be->event_destroy(dev->be, dev->id, event);
       dls__free(fresh);
       return;
     }
@@ -227,7 +228,7 @@ dls_status_t dls__device_arch(dls__device *dev, char *out_arch, size_t size) {
   if (dev->be->device_arch == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "the %s backend does not report the compile target of %s",
                      dev->be->name, dev->name);
-  return dev->be->device_arch(dev->id, out_arch, size);
+  return dev->be->device_arch(dev->be, dev->id, out_arch, size);
 }
 
 /* ---- the end ---- */
@@ -240,7 +241,7 @@ void dls__devices_shutdown(void) {
         continue;
       dls__device *d = &bs->devices[i];
       for (size_t k = 0; k < d->event_pool_n; k++)
-        d->be->event_destroy(d->id, d->event_pool[k]);
+        d->be->event_destroy(d->be, d->id, d->event_pool[k]);
       dls__free(d->event_pool);
       if ((unsigned)d->device.device_type < DLS__DEVICE_TYPES)
         atomic_store(&dls__devices[d->device.device_type][i], NULL);
@@ -249,7 +250,7 @@ void dls__devices_shutdown(void) {
       atomic_store(&bs->ready[i], 0);
     }
     if (atomic_load(&bs->probed) == 1)
-      g_backends[bi]->shutdown();
+      g_backends[bi]->shutdown(g_backends[bi]);
     atomic_store(&bs->probed, 0);
   }
 }

@@ -68,7 +68,7 @@ dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_
    * recorded (complete) without asking the driver. */
   bool pooled = flags == DLS_EVENT_DEFAULT;
   void *native;
-  st = pooled ? dls__event_pool_get(dev, &native) : dev->be->event_create(dev->id, flags, &native);
+  st = pooled ? dls__event_pool_get(dev, &native) : dev->be->event_create(dev->be, dev->id, flags, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   st = event_publish(dev, native, flags, false, pooled, call, out_event);
@@ -76,7 +76,7 @@ dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_
     if (pooled)
       dls__event_pool_put(dev, native);
     else
-      dev->be->event_destroy(dev->id, native);
+      dev->be->event_destroy(dev->be, dev->id, native);
   }
   return st;
 }
@@ -92,7 +92,7 @@ dls_status_t dls_event_wrap(DLDevice device, void *native, dls_event_t *out_even
   if (dev == NULL)
     return st;
   if (dev->be->event_check != NULL) {
-    st = dev->be->event_check(dev->id, native);
+    st = dev->be->event_check(dev->be, dev->id, native);
     if (st != DLS_OK)
       return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
   }
@@ -116,7 +116,7 @@ void dls__event_drop(void *obj) {
     /* a pending record still completes; the next user re-records */
     dls__event_pool_put_after(e->dev, native, atomic_load_explicit(&e->cap_id, memory_order_relaxed));
   else if (!e->foreign)
-    (void)e->dev->be->event_destroy(e->dev->id, native);
+    (void)e->dev->be->event_destroy(e->dev->be, e->dev->id, native);
   if (e->displaced != NULL)
     dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
@@ -134,7 +134,7 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   uint64_t cap = 0;
   if (dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED)
     return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
-  dls_status_t st = e->dev->be->event_record(e->dev->id, native_of(e), s->native);
+  dls_status_t st = e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
@@ -183,7 +183,7 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
                        call, dls__stream_describe(s, cap, d, sizeof d));
     }
   }
-  dls_status_t st = s->dev->be->stream_wait_event(s->dev->id, s->native, native_of(e));
+  dls_status_t st = s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, native_of(e));
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -196,7 +196,7 @@ dls_status_t dls_event_synchronize(dls_event_t event) {
   DLS__TRY(refuse_captured(call, e));
   if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
     return DLS_OK; /* never recorded: complete */
-  dls_status_t st = e->dev->be->event_synchronize(e->dev->id, native_of(e));
+  dls_status_t st = e->dev->be->event_synchronize(e->dev->be, e->dev->id, native_of(e));
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   dls_deferred_poll();
@@ -214,7 +214,7 @@ dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
     *out_complete = 1; /* never recorded: complete */
     return DLS_OK;
   }
-  dls_status_t st = e->dev->be->event_query(e->dev->id, native_of(e), out_complete);
+  dls_status_t st = e->dev->be->event_query(e->dev->be, e->dev->id, native_of(e), out_complete);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -230,7 +230,7 @@ dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out
   if (!(a->flags & DLS_EVENT_TIMING) || !(b->flags & DLS_EVENT_TIMING))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: %s event was created without DLS_EVENT_TIMING", call,
                      (a->flags & DLS_EVENT_TIMING) ? "end" : "start");
-  dls_status_t st = a->dev->be->event_elapsed_ms(a->dev->id, native_of(a), native_of(b), out_ms);
+  dls_status_t st = a->dev->be->event_elapsed_ms(a->dev->be, a->dev->id, native_of(a), native_of(b), out_ms);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -247,7 +247,7 @@ dls_status_t dls_event_native(dls_event_t event, void **out_native) {
      * record may still use it) and goes back to the pool at the end. */
     void *fresh = NULL;
     if (!atomic_load_explicit(&e->recorded, memory_order_acquire)) {
-      dls_status_t st = e->dev->be->event_create(e->dev->id, DLS_EVENT_DEFAULT, &fresh);
+      dls_status_t st = e->dev->be->event_create(e->dev->be, e->dev->id, DLS_EVENT_DEFAULT, &fresh);
       if (st != DLS_OK)
         return dls__fail_prefix(st, "%s", call);
     }
@@ -262,7 +262,7 @@ dls_status_t dls_event_native(dls_event_t event, void **out_native) {
     }
     dls__spin_unlock(&e->mu);
     if (fresh != NULL) /* another thread replaced it first */
-      (void)e->dev->be->event_destroy(e->dev->id, fresh);
+      (void)e->dev->be->event_destroy(e->dev->be, e->dev->id, fresh);
   }
   *out_native = native_of(e);
   return DLS_OK;

@@ -63,7 +63,7 @@ dls__stream *dls__graph_release_output(dls__graph *gr, dls__device *dev, void *p
     bool ordered = true;
     for (int i = 0; i < nuses; i++)
       if (uses[i].cap_id == 0)
-        ordered &= dev->be->stream_wait_event(dev->id, last->native, uses[i].event) == DLS_OK;
+        ordered &= dev->be->stream_wait_event(dev->be, dev->id, last->native, uses[i].event) == DLS_OK;
     if (launches > 0 && !ordered)
       later = last; /* the caller frees it once the eager uses completed */
     else if (launches > 0)
@@ -189,7 +189,7 @@ dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
     return dls__fail(DLS_ERR_STATE, "%s: a capture is underway on %s, so its legacy stream may not be used", call,
                      s->dev->name);
   pthread_mutex_lock(&gr->mu);
-  dls_status_t st = s->dev->be->graph_launch(s->dev->id, gr->native, s->native);
+  dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
   if (st == DLS_OK) {
     gr->launches++;
     if (gr->last != s) {

@@ -46,7 +46,7 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
    * capture by waiting on it, and rejoins the origin at dls_group_end. */
   dls_status_t st = dls__event_pool_get(dev, &g->fork);
   if (st == DLS_OK) {
-    st = dev->be->event_record(dev->id, g->fork, o->native);
+    st = dev->be->event_record(dev->be, dev->id, g->fork, o->native);
     if (st != DLS_OK)
       dls__event_pool_put(dev, g->fork);
   }
@@ -103,7 +103,7 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
   dls__stream *b = dls__hold_get(&held, &dls__stream_table, h.id, call, "branch", &st);
   if (b == NULL)
     return st; /* ended by another thread before it was handed out */
-  st = dev->be->stream_wait_event(dev->id, b->native, g->fork);
+  st = dev->be->stream_wait_event(dev->be, dev->id, b->native, g->fork);
   if (st != DLS_OK) {
     dls_stream_destroy(h);
     return dls__fail_prefix(st, "%s: waiting on the fork point", call);

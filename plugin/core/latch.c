@@ -36,7 +36,7 @@ typedef struct dls__mapped {
 
 static void mapped_release(void *user_data) {
   dls__mapped *m = user_data;
-  m->dev->be->host_mapped_free(m->dev->id, m->host);
+  m->dev->be->host_mapped_free(m->dev->be, m->dev->id, m->host);
   dls__free(m);
 }
 
@@ -60,7 +60,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
   void *host, *dptr;
-  st = dev->be->host_mapped_alloc(dev->id, 2 * sizeof(uint32_t), &host, &dptr);
+  st = dev->be->host_mapped_alloc(dev->be, dev->id, 2 * sizeof(uint32_t), &host, &dptr);
   if (st != DLS_OK) {
     dls__free(l);
     dls__free(m);

@@ -132,7 +132,7 @@ static inline dls_status_t check_function_stream(const char *call, const dls__fu
 static inline dls_status_t queue_launch(const char *call, const dls__function *fn, dls__stream *s,
                                         const dls_launch_config_t *config, void **params, const uint32_t *sizes,
                                         int nargs) {
-  dls_status_t st = s->dev->be->launch(s->dev->id, fn->native, s->native, config, params, sizes, nargs);
+  dls_status_t st = s->dev->be->launch(s->dev->be, s->dev->id, fn->native, s->native, config, params, sizes, nargs);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(function \"%s\" on %s)", call, fn->name, s->dev->name);
   return DLS_OK;

@@ -41,12 +41,12 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
                      "%s(device=%s): the %s backend loads no modules; make functions with dls_function_from_host",
                      call, dev->name, dev->be->name);
   void *native;
-  st = dev->be->module_load(dev->id, image, size, &native);
+  st = dev->be->module_load(dev->be, dev->id, image, size, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s, size=%zu)", call, dev->name, size);
   dls__module_full *m = dls__calloc(1, sizeof *m);
   if (m == NULL) {
-    dev->be->module_unload(dev->id, native);
+    dev->be->module_unload(dev->be, dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
   m->m.dev = dev;
@@ -55,7 +55,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
   pthread_mutex_init(&m->fns.mu, NULL);
   m->m.id = dls__table_add(&dls__module_table, m);
   if (m->m.id == 0) {
-    dev->be->module_unload(dev->id, native);
+    dev->be->module_unload(dev->be, dev->id, native);
     pthread_mutex_destroy(&m->fns.mu);
     dls__free(m);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
@@ -115,7 +115,7 @@ static void module_unref(dls__module *mod) {
   if (atomic_fetch_sub_explicit(&mod->refs, 1, memory_order_acq_rel) != 1)
     return;
   dls__module_full *m = (dls__module_full *)mod;
-  (void)mod->dev->be->module_unload(mod->dev->id, mod->native);
+  (void)mod->dev->be->module_unload(mod->dev->be, mod->dev->id, mod->native);
   pthread_mutex_destroy(&m->fns.mu);
   dls__free(m);
 }
@@ -139,7 +139,7 @@ void dls__function_drop(void *obj) {
   dls__function *f = obj;
   dls__module *m = f->module;
   if (f->host)
-    f->dev->be->host_function_destroy(f->dev->id, f->native);
+    f->dev->be->host_function_destroy(f->dev->be, f->dev->id, f->native);
   dls__free(f);
   if (m != NULL)
     module_unref(m);
@@ -192,7 +192,7 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   /* The driver is asked unlocked; a thread that published the same name
    * meanwhile wins, and this lookup gives its handle. */
   void *native;
-  dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native,
+  dls_status_t st = m->m.dev->be->module_function(m->m.dev->be, m->m.dev->id, m->m.native,
                                                   dls__module_names_resolve(module.id, name), &native);
   if (st != DLS_OK)
     return dls__module_names_missing(module.id, st, call, name);
@@ -245,13 +245,13 @@ dls_status_t dls_function_from_host(DLDevice device, const char *name, dls_host_
   if (name == NULL)
     name = "host_function";
   void *native;
-  st = dev->be->host_function(dev->id, name, fn, &native);
+  st = dev->be->host_function(dev->be, dev->id, name, fn, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   dls__function *f;
   st = function_publish(dev, native, NULL, name, call, &f, out_function);
   if (st != DLS_OK) {
-    dev->be->host_function_destroy(dev->id, native);
+    dev->be->host_function_destroy(dev->be, dev->id, native);
     return st;
   }
   f->host = true; /* before any other thread can know the handle: it was just made */

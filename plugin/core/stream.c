@@ -45,7 +45,7 @@ dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out) 
   if (s == NULL) {
     /* DLS__STREAM_NONE names no real stream: no backend native behind it. */
     void *native = (void *)UINTPTR_MAX;
-    dls_status_t st = kind == DLS__STREAM_NONE ? DLS_OK : dev->be->stream_default(dev->id, kind, &native);
+    dls_status_t st = kind == DLS__STREAM_NONE ? DLS_OK : dev->be->stream_default(dev->be, dev->id, kind, &native);
     if (st != DLS_OK) {
       pthread_mutex_unlock(&dev->mu);
       return st;
@@ -93,7 +93,7 @@ static void pool_put(dls__device *dev, void *native) {
     void **p = dls__realloc(dev->stream_pool, cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&dev->mu);
-      dev->be->stream_destroy(dev->id, native);
+      dev->be->stream_destroy(dev->be, dev->id, native);
       return;
     }
     dev->stream_pool = p;
@@ -109,7 +109,8 @@ static bool native_capturing(dls__device *dev, void *native) {
   int status = DLS__CAPTURE_NONE;
   uint64_t id;
   return dev->be->stream_capture_status != NULL &&
-         dev->be->stream_capture_status(dev->id, native, &status, &id) == DLS_OK && status != DLS__CAPTURE_NONE;
+         dev->be->stream_capture_status(dev->be, dev->id, native, &status, &id) == DLS_OK &&
+         status != DLS__CAPTURE_NONE;
 }
 
 /* An idle pooled stream, or NULL. A stream still in a capture is set aside
@@ -164,7 +165,7 @@ const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, 
 void dls__stream_release(dls__stream *s) {
   switch (s->kind) {
   case DLS__STREAM_OWNED:
-    s->dev->be->stream_destroy(s->dev->id, s->native);
+    s->dev->be->stream_destroy(s->dev->be, s->dev->id, s->native);
     break;
   case DLS__STREAM_POOLED:
     pool_put(s->dev, s->native);
@@ -186,7 +187,7 @@ dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
-  st = dev->be->stream_priority_range(dev->id, out_least, out_greatest);
+  st = dev->be->stream_priority_range(dev->be, dev->id, out_least, out_greatest);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
 }
 
@@ -205,7 +206,7 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
                      call, flags, flags & ~DLS_STREAM_BLOCKING);
   if (priority != 0) {
     int least, greatest;
-    st = dev->be->stream_priority_range(dev->id, &least, &greatest);
+    st = dev->be->stream_priority_range(dev->be, dev->id, &least, &greatest);
     if (st != DLS_OK)
       return dls__fail_prefix(st, "%s(device=%s, priority=%d)", call, dev->name, priority);
     if (priority > least || priority < greatest)
@@ -214,12 +215,12 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
                        dev->name, greatest, least);
   }
   void *native;
-  st = dev->be->stream_create(dev->id, flags, priority, &native);
+  st = dev->be->stream_create(dev->be, dev->id, flags, priority, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   dls__stream *s = stream_new(dev, native, DLS__STREAM_OWNED);
   if (s == NULL) {
-    dev->be->stream_destroy(dev->id, native);
+    dev->be->stream_destroy(dev->be, dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
   return stream_publish(s, call, out_stream);
@@ -235,7 +236,7 @@ dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
     return st;
   void *native = pool_take(dev);
   if (native == NULL) {
-    st = dev->be->stream_create(dev->id, DLS_STREAM_NON_BLOCKING, 0, &native);
+    st = dev->be->stream_create(dev->be, dev->id, DLS_STREAM_NON_BLOCKING, 0, &native);
     if (st != DLS_OK) {
       pthread_mutex_lock(&dev->mu);
       dev->pooled_out--;
@@ -272,7 +273,7 @@ dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_st
   if (dev == NULL)
     return st;
   if (dev->be->stream_check != NULL) {
-    st = dev->be->stream_check(dev->id, native);
+    st = dev->be->stream_check(dev->be, dev->id, native);
     if (st != DLS_OK)
       return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
   }
@@ -308,7 +309,7 @@ dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *
   DLS__GET_STREAM(s, stream, call, "stream");
   if (s->dev->be->host_callback == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend has no host callbacks", call, s->dev->be->name);
-  dls_status_t st = s->dev->be->host_callback(s->dev->id, s->native, fn, user_data);
+  dls_status_t st = s->dev->be->host_callback(s->dev->be, s->dev->id, s->native, fn, user_data);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
@@ -338,9 +339,9 @@ static void drop_stream_objects(dls__device *dev) {
     dev->defaults[k] = NULL;
   }
   for (size_t k = 0; k < dev->stream_pool_n; k++)
-    dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
+    dev->be->stream_destroy(dev->be, dev->id, dev->stream_pool[k]);
   for (size_t k = 0; k < dev->in_capture_n; k++)
-    dev->be->stream_destroy(dev->id, dev->in_capture[k]);
+    dev->be->stream_destroy(dev->be, dev->id, dev->in_capture[k]);
   dls__free(dev->stream_pool);
   dls__free(dev->in_capture);
   dev->stream_pool = NULL;

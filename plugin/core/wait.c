@@ -17,9 +17,9 @@ dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   dls__device *dev = target->dev;
   void *ev;
   DLS__TRY(dls__event_pool_get(dev, &ev));
-  dls_status_t st = dev->be->event_record(dev->id, ev, target->native);
+  dls_status_t st = dev->be->event_record(dev->be, dev->id, ev, target->native);
   if (st == DLS_OK)
-    st = waiter->dev->be->stream_wait_event(waiter->dev->id, waiter->native, ev);
+    st = waiter->dev->be->stream_wait_event(waiter->dev->be, waiter->dev->id, waiter->native, ev);
   /* A wait captures the record it saw, so an eager event can be reused at
    * once; one recorded in a capture only once the capture is over. */
   dls__event_pool_put_after(dev, ev, tcap);
@@ -59,7 +59,7 @@ dls_status_t dls_stream_synchronize(dls_stream_t stream) {
   DLS__ENTER(call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
-  dls_status_t st = s->dev->be->stream_synchronize(s->dev->id, s->native);
+  dls_status_t st = s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   dls_deferred_poll();
@@ -73,7 +73,7 @@ dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
   DLS__GET_STREAM(s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
-  dls_status_t st = s->dev->be->stream_query(s->dev->id, s->native, out_idle);
+  dls_status_t st = s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, out_idle);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
 }
 
