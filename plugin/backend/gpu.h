@@ -287,33 +287,59 @@ static inline dls_status_t dls__gpu_device_get(dls__gpu *g, int dev, dls__gpu_de
 typedef struct dls__gpu_scope {
   void *prev;
   bool restore;
+  bool relaxed;  /* the thread's capture mode was made relaxed; `mode` is the one to put back */
+  bool locked;   /* holds the backend's capture lock (dls__gpu_scope_relax) */
+  unsigned mode;
 } dls__gpu_scope;
+
+/* Captures begun through a GPU backend and not yet ended (gpu_capture.c).
+ * While any is open, every call of the backend runs in relaxed capture mode
+ * (dls__gpu_scope_relax): none touches a capturing stream unless it belongs to the
+ * capture (the core refuses the rest), so none is one of the "potentially
+ * unsafe" calls a global or thread-local capture forbids. With captures in
+ * those modes on some threads, the CUDA driver (580) crashed in
+ * cuMemAllocFromPoolAsync, cuMemFreeAsync, cuStreamSynchronize and
+ * cuStreamGetCaptureInfo on others when they ran in the thread's default
+ * mode (tests/c/test_chaos.c on an H100; none with relaxed captures). */
+DLS__INTERNAL extern _Atomic int dls__gpu_captures_open;
+DLS__INTERNAL void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait);
+DLS__INTERNAL void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc);
 
 /* Makes the device current on this thread, only when it is not already (one
  * ctx_get on the fast path). A context someone else made current (torch on
  * another device) is put back by dls__gpu_leave; a CUDA thread with none
  * keeps ours, so its next call is cheap. */
-static inline dls_status_t dls__gpu_enter(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc) {
+static inline dls_status_t dls__gpu_enter_as(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc,
+                                             bool wait) {
   dls__gpu_device *d = NULL;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
   *out_d = d;
   sc->restore = false;
+  sc->relaxed = sc->locked = false;
   sc->prev = NULL;
   void *cur;
   dls__gpu_result r = g->calls.ctx_get(&cur);
   if (DLS__UNLIKELY(r != DLS__GPU_OK))
     return dls__gpu_fail(g, r, dev, "%s()", g->names.ctx_get);
-  if (DLS__LIKELY(cur == d->ctx))
-    return DLS_OK;
-  r = g->calls.ctx_set(d->ctx);
-  if (DLS__UNLIKELY(r != DLS__GPU_OK))
-    return dls__gpu_fail(g, r, dev, "%s(%p), making %s:%d current", g->names.ctx_set, d->ctx, g->devname, dev);
-  sc->prev = cur;
-  sc->restore = cur != NULL;
+  if (DLS__UNLIKELY(cur != d->ctx)) {
+    r = g->calls.ctx_set(d->ctx);
+    if (DLS__UNLIKELY(r != DLS__GPU_OK))
+      return dls__gpu_fail(g, r, dev, "%s(%p), making %s:%d current", g->names.ctx_set, d->ctx, g->devname, dev);
+    sc->prev = cur;
+    sc->restore = cur != NULL;
+  }
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__gpu_captures_open, memory_order_acquire) > 0))
+    dls__gpu_scope_relax(g, sc, wait);
   return DLS_OK;
 }
 
-static inline void dls__gpu_leave(dls__gpu *g, const dls__gpu_scope *sc) {
+static inline dls_status_t dls__gpu_enter(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc) {
+  return dls__gpu_enter_as(g, dev, out_d, sc, false);
+}
+
+static inline void dls__gpu_leave(dls__gpu *g, dls__gpu_scope *sc) {
+  if (DLS__UNLIKELY(sc->relaxed || sc->locked))
+    dls__gpu_scope_unrelax(g, sc);
   /* Nothing to report if this fails: ours simply stays current. */
   if (DLS__UNLIKELY(sc->restore))
     g->calls.ctx_set(sc->prev);

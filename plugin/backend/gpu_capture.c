@@ -7,6 +7,29 @@
  * both vendors' values). */
 _Static_assert(DLS_CAPTURE_GLOBAL == 0 && DLS_CAPTURE_THREAD_LOCAL == 1 && DLS_CAPTURE_RELAXED == 2,
                "capture modes are the drivers' values");
+_Atomic int dls__gpu_captures_open;
+
+/* Serializes the backend's calls while a capture is open, but for waits (a
+ * wait holds no lock: what it waits for may need another thread's call). */
+static pthread_mutex_t g_capture_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait) {
+  if (!wait) {
+    pthread_mutex_lock(&g_capture_mu);
+    sc->locked = true;
+  }
+  sc->mode = DLS_CAPTURE_RELAXED;
+  sc->relaxed = g->calls.capture_mode_exchange != NULL && g->calls.capture_mode_exchange(&sc->mode) == DLS__GPU_OK;
+}
+
+void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc) {
+  if (sc->relaxed)
+    (void)g->calls.capture_mode_exchange(&sc->mode);
+  if (sc->locked)
+    pthread_mutex_unlock(&g_capture_mu);
+  sc->relaxed = sc->locked = false;
+}
+
 _Static_assert(DLS__CAPTURE_NONE == 0 && DLS__CAPTURE_ACTIVE == 1 && DLS__CAPTURE_INVALIDATED == 2,
                "capture states are the drivers' values");
 
@@ -74,6 +97,7 @@ dls_status_t dls__gpu_stream_begin_capture(const dls__backend *be, int dev, void
     return dls__gpu_no_graphs(g, "beginning a capture", missing);
   DLS__GPU_CALL(g, dev, g->calls.capture_begin(stream, (unsigned)mode), "%s(stream=%p, mode=%d)",
                 g->names.capture_begin, stream, mode);
+  atomic_fetch_add_explicit(&dls__gpu_captures_open, 1, memory_order_release);
   return DLS_OK;
 }
 
@@ -92,6 +116,8 @@ dls_status_t dls__gpu_stream_end_capture(const dls__backend *be, int dev, void *
   void *graph = NULL, *exec = NULL;
   dls__gpu_result r = g->calls.capture_end(stream, &graph);
   const char *what = g->names.capture_end;
+  if (r == DLS__GPU_OK || g->classify(r) == DLS__GPU_ERROR_CAPTURE) /* over, ended or invalidated */
+    (void)atomic_fetch_sub_explicit(&dls__gpu_captures_open, 1, memory_order_release);
   if (r == DLS__GPU_OK) {
     what = g->names.graph_instantiate;
     r = g->calls.graph_instantiate(&exec, graph, g->k.graph_auto_free);

@@ -121,10 +121,20 @@ dls_status_t dls__gpu_stream_check(const dls__backend *be, int dev, void *stream
                    stream, ctx, g->devname, dev, d->ctx);
 }
 
+/* A stream's or event's synchronize: a wait, which takes no capture lock. */
+static dls_status_t dls__gpu_wait(dls__gpu *g, int dev, dls__gpu_result (*wait)(void *), const char *name,
+                                  const char *kind, void *handle) {
+  dls__gpu_device *d;
+  dls__gpu_scope sc;
+  DLS__TRY(dls__gpu_enter_as(g, dev, &d, &sc, true));
+  dls__gpu_result r = wait(handle);
+  dls__gpu_leave(g, &sc);
+  return DLS__LIKELY(r == DLS__GPU_OK) ? DLS_OK : dls__gpu_fail(g, r, dev, "%s(%s=%p)", name, kind, handle);
+}
+
 dls_status_t dls__gpu_stream_synchronize(const dls__backend *be, int dev, void *stream) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_CALL(g, dev, g->calls.stream_synchronize(stream), "%s(stream=%p)", g->names.stream_synchronize, stream);
-  return DLS_OK;
+  return dls__gpu_wait(g, dev, g->calls.stream_synchronize, g->names.stream_synchronize, "stream", stream);
 }
 
 dls_status_t dls__gpu_stream_query(const dls__backend *be, int dev, void *stream, int *out_idle) {
@@ -199,8 +209,7 @@ dls_status_t dls__gpu_event_query(const dls__backend *be, int dev, void *event, 
 
 dls_status_t dls__gpu_event_synchronize(const dls__backend *be, int dev, void *event) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_CALL(g, dev, g->calls.event_synchronize(event), "%s(event=%p)", g->names.event_synchronize, event);
-  return DLS_OK;
+  return dls__gpu_wait(g, dev, g->calls.event_synchronize, g->names.event_synchronize, "event", event);
 }
 
 dls_status_t dls__gpu_event_elapsed_ms(const dls__backend *be, int dev, void *start, void *end, float *out_ms) {

@@ -23,7 +23,7 @@ static dls_status_t driver_status(dls__stream *s, int *out_status, uint64_t *out
   const dls__backend *be = s->dev->be;
   if (be->stream_capture_status == NULL || dls__stream_legacy(s))
     return DLS_OK;
-  dls_status_t st = be->stream_capture_status(be, s->dev->id, s->native, out_status, out_id);
+  dls_status_t st = dls__capture_status_call(s->dev, s->native, out_status, out_id);
   if (st != DLS_OK || *out_status == DLS__CAPTURE_NONE) {
     *out_status = DLS__CAPTURE_NONE;
     *out_id = 0;
@@ -209,8 +209,10 @@ void dls__relaxed_leave(dls__relaxed *r) {
 /* The CUDA driver (580) crashes when stream-ordered pool allocations and
  * frees on some threads run at the same time as another thread begins or
  * ends a global or thread-local capture, instantiates its graph or destroys
- * it (seen under tests/c/test_chaos.c on an H100). So those calls never
- * overlap: while a capture or a graph exists, allocations and frees take
+ * it, and when one thread asks about the capture of a stream (a pooled
+ * branch) whose capture another thread is ending (both seen under
+ * tests/c/test_chaos.c on an H100). So those calls never overlap: while a
+ * capture or a graph exists, allocations, frees and capture queries take
  * this lock, and the capture and graph calls always do. */
 static pthread_mutex_t g_graph_calls_mu = PTHREAD_MUTEX_INITIALIZER;
 _Atomic int dls__graphs_live;
@@ -244,6 +246,15 @@ void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s) {
   (void)dev->be->mem_free(dev->be, dev->id, ptr, s->native);
   dls__relaxed_leave(&r);
   pthread_mutex_unlock(&g_graph_calls_mu);
+}
+
+dls_status_t dls__capture_status_call(dls__device *dev, void *native_stream, int *out_status, uint64_t *out_id) {
+  if (DLS__LIKELY(!graph_calls_guarded()))
+    return dev->be->stream_capture_status(dev->be, dev->id, native_stream, out_status, out_id);
+  pthread_mutex_lock(&g_graph_calls_mu);
+  dls_status_t st = dev->be->stream_capture_status(dev->be, dev->id, native_stream, out_status, out_id);
+  pthread_mutex_unlock(&g_graph_calls_mu);
+  return st;
 }
 
 static dls_status_t begin_call(dls__stream *s, int mode) {
@@ -339,7 +350,7 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   int status = DLS__CAPTURE_NONE;
-  st = be->stream_capture_status(be, s->dev->id, s->native, &status, &id);
+  st = dls__capture_status_call(s->dev, s->native, &status, &id);
   pthread_mutex_lock(&g_mu);
   dls__capture *c = st == DLS_OK && status == DLS__CAPTURE_ACTIVE ? remember(s, id, (int)mode, true) : NULL;
   pthread_mutex_unlock(&g_mu);

@@ -77,6 +77,9 @@ DLS__INTERNAL void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s);
 /* Graphs alive (graph.c counts them): while any is, pool calls take the lock. */
 DLS__INTERNAL extern _Atomic int dls__graphs_live;
 /* The backend's end of a capture and destroy of a graph, under that lock. */
+/* The driver's capture state of a native stream (the backend's method must exist), kept apart from the calls above. */
+DLS__INTERNAL dls_status_t dls__capture_status_call(dls__device *dev, void *native_stream, int *out_status,
+                                                    uint64_t *out_id);
 DLS__INTERNAL dls_status_t dls__capture_end_call(dls__device *dev, void *native_stream, void **out_graph);
 DLS__INTERNAL void dls__graph_destroy_call(dls__device *dev, void *graph);
 

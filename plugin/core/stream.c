@@ -108,8 +108,7 @@ static void pool_put(dls__device *dev, void *native) {
 static bool native_capturing(dls__device *dev, void *native) {
   int status = DLS__CAPTURE_NONE;
   uint64_t id;
-  return dev->be->stream_capture_status != NULL &&
-         dev->be->stream_capture_status(dev->be, dev->id, native, &status, &id) == DLS_OK &&
+  return dev->be->stream_capture_status != NULL && dls__capture_status_call(dev, native, &status, &id) == DLS_OK &&
          status != DLS__CAPTURE_NONE;
 }
 
