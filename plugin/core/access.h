@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A buffer's accesses and the hazard rule that orders them: uses, parties, and what a piece of work declares. */
+/* A buffer's state, in one place: its accesses and the hazard rule that orders them (uses, parties, what a piece
+ * of work declares: what must a stream wait for before this use), and where its free goes (the deallocation rule). */
 #ifndef DLSTREAM_CORE_ACCESS_H
 #define DLSTREAM_CORE_ACCESS_H
 
@@ -44,5 +45,9 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
+/* The last reference is gone (dls__buffer_unref): frees or releases the
+ * memory once every recorded use has passed, on a stream, a deferred queue,
+ * or with its graph; drops the record. */
+DLS__INTERNAL void dls__buffer_release(dls__buffer *b);
 
 #endif /* DLSTREAM_CORE_ACCESS_H */
