@@ -302,14 +302,14 @@ typedef struct dls__gpu_scope {
  * cuStreamGetCaptureInfo on others when they ran in the thread's default
  * mode (tests/c/test_chaos.c on an H100; none with relaxed captures). */
 DLS__INTERNAL extern _Atomic int dls__gpu_captures_open;
-DLS__INTERNAL void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait);
-DLS__INTERNAL void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc);
+DLS__INTERNAL DLS__COLD void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait);
+DLS__INTERNAL DLS__COLD void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc);
 
 /* Makes the device current on this thread, only when it is not already (one
  * ctx_get on the fast path). A context someone else made current (torch on
  * another device) is put back by dls__gpu_leave; a CUDA thread with none
  * keeps ours, so its next call is cheap. */
-static inline dls_status_t dls__gpu_enter_as(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc,
+static DLS__HOT_INLINE dls_status_t dls__gpu_enter_as(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc,
                                              bool wait) {
   dls__gpu_device *d = NULL;
   DLS__TRY(dls__gpu_device_get(g, dev, &d));
@@ -333,11 +333,11 @@ static inline dls_status_t dls__gpu_enter_as(dls__gpu *g, int dev, dls__gpu_devi
   return DLS_OK;
 }
 
-static inline dls_status_t dls__gpu_enter(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc) {
+static DLS__HOT_INLINE dls_status_t dls__gpu_enter(dls__gpu *g, int dev, dls__gpu_device **out_d, dls__gpu_scope *sc) {
   return dls__gpu_enter_as(g, dev, out_d, sc, false);
 }
 
-static inline void dls__gpu_leave(dls__gpu *g, dls__gpu_scope *sc) {
+static DLS__HOT_INLINE void dls__gpu_leave(dls__gpu *g, dls__gpu_scope *sc) {
   if (DLS__UNLIKELY(sc->relaxed || sc->locked))
     dls__gpu_scope_unrelax(g, sc);
   /* Nothing to report if this fails: ours simply stays current. */

@@ -12,8 +12,10 @@
 #define DLS__LIKELY(x) __builtin_expect(!!(x), 1)
 #define DLS__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define DLS__COLD __attribute__((cold)) /* slow paths: their callers branch to them as unlikely */
+#define DLS__HOT_INLINE inline __attribute__((always_inline)) /* a fast path the compiler must not call */
 #else
 #define DLS__COLD
+#define DLS__HOT_INLINE inline
 #define DLS__PRINTF(a, b)
 #define DLS__LIKELY(x) (x)
 #define DLS__UNLIKELY(x) (x)

@@ -17,7 +17,7 @@ _Atomic int dls__captures_known;
 /* ---- what the driver says ---- */
 
 /* The driver's answer about a stream's capture, or its failure. */
-static dls_status_t driver_status(dls__stream *s, int *out_status, uint64_t *out_id) {
+static DLS__HOT_INLINE dls_status_t driver_status(dls__stream *s, int *out_status, uint64_t *out_id) {
   *out_status = DLS__CAPTURE_NONE;
   *out_id = 0;
   const dls__backend *be = s->dev->be;
@@ -248,9 +248,7 @@ void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s) {
   pthread_mutex_unlock(&g_graph_calls_mu);
 }
 
-dls_status_t dls__capture_status_call(dls__device *dev, void *native_stream, int *out_status, uint64_t *out_id) {
-  if (DLS__LIKELY(!graph_calls_guarded()))
-    return dev->be->stream_capture_status(dev->be, dev->id, native_stream, out_status, out_id);
+dls_status_t dls__capture_status_locked(dls__device *dev, void *native_stream, int *out_status, uint64_t *out_id) {
   pthread_mutex_lock(&g_graph_calls_mu);
   dls_status_t st = dev->be->stream_capture_status(dev->be, dev->id, native_stream, out_status, out_id);
   pthread_mutex_unlock(&g_graph_calls_mu);

@@ -77,9 +77,17 @@ DLS__INTERNAL void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s);
 /* Graphs alive (graph.c counts them): while any is, pool calls take the lock. */
 DLS__INTERNAL extern _Atomic int dls__graphs_live;
 /* The backend's end of a capture and destroy of a graph, under that lock. */
-/* The driver's capture state of a native stream (the backend's method must exist), kept apart from the calls above. */
-DLS__INTERNAL dls_status_t dls__capture_status_call(dls__device *dev, void *native_stream, int *out_status,
-                                                    uint64_t *out_id);
+/* The driver's capture state of a native stream (the backend's method must exist), kept apart from the calls
+ * above while a capture or a graph exists (the locked variant). */
+DLS__INTERNAL dls_status_t dls__capture_status_locked(dls__device *dev, void *native_stream, int *out_status,
+                                                      uint64_t *out_id);
+static DLS__HOT_INLINE dls_status_t dls__capture_status_call(dls__device *dev, void *native_stream, int *out_status,
+                                                    uint64_t *out_id) {
+  if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0 &&
+                  atomic_load_explicit(&dls__graphs_live, memory_order_acquire) == 0))
+    return dev->be->stream_capture_status(dev->be, dev->id, native_stream, out_status, out_id);
+  return dls__capture_status_locked(dev, native_stream, out_status, out_id);
+}
 DLS__INTERNAL dls_status_t dls__capture_end_call(dls__device *dev, void *native_stream, void **out_graph);
 DLS__INTERNAL void dls__graph_destroy_call(dls__device *dev, void *graph);
 
