@@ -40,6 +40,7 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
     f->dev = dev;
     f->native = native;
     f->builtin = true;
+    f->builtin_k = (uint8_t)k;
     snprintf(f->name, sizeof f->name, "%s", name);
     f->id = dls__table_add(&dls__function_table, f);
     if (f->id == 0) {

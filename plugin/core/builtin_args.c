@@ -155,11 +155,10 @@ static bool overlaps(const mem_arg *w, int64_t wlo, int64_t whi, const mem_arg *
   return !(same_layout && w->addr == r->addr);
 }
 
-static int builtin_index(const dls__function *fn) {
-  for (int k = 0; k < DLS__NBUILTIN; k++)
-    if (__atomic_load_n(&fn->dev->builtins[k], __ATOMIC_ACQUIRE) == fn) /* made lazily by other threads */
-      return k;
-  return -1;
+/* The built-in's index, -1 when its device's table no longer holds it (a runtime life that ended). */
+static inline int builtin_index(const dls__function *fn) {
+  int k = fn->builtin_k;
+  return k < DLS__NBUILTIN && __atomic_load_n(&fn->dev->builtins[k], __ATOMIC_ACQUIRE) == fn ? k : -1;
 }
 
 static dls_status_t check_fill(const char *call, dls_arg_t *args, const dls__extent *ext, dls__hold **held) {

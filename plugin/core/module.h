@@ -18,6 +18,7 @@ typedef struct dls__function {
   dls__module *module; /* NULL for host and built-in functions */
   bool builtin;        /* owned by the runtime */
   bool host;           /* made by dls_function_from_host */
+  uint8_t builtin_k;   /* a built-in's index in its device's table (DLS__BI_*) */
   char name[64];
   uint64_t id;
 } dls__function;
