@@ -63,9 +63,9 @@ static int parse_ints(dlspy_state *st, PyObject *v, const char *what, bool non_n
     CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(%s): __cuda_array_interface__['%s'] = %R is not a tuple of ints",
              pycall, arg, what, v);
   Py_ssize_t n = PyTuple_GET_SIZE(v);
-  if (n > DLS__DLPACK_MAX_NDIM)
+  if (n > DLS__EXT_MAX_NDIM)
     CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(%s): __cuda_array_interface__['%s'] has %zd dimensions; at most %d",
-             pycall, arg, what, n, DLS__DLPACK_MAX_NDIM);
+             pycall, arg, what, n, DLS__EXT_MAX_NDIM);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *d = PyTuple_GET_ITEM(v, i);
     int overflow = 0;

@@ -43,8 +43,8 @@ typedef struct dlspy_cai {
                                                the pointer and the device) */
   int version;
   DLTensor dl;                              /* strides in elements (NULL: compact); device set by the reader */
-  int64_t shape[DLS__DLPACK_MAX_NDIM];
-  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  int64_t shape[DLS__EXT_MAX_NDIM];
+  int64_t strides[DLS__EXT_MAX_NDIM];
 } dlspy_cai;
 /* Reads an interface dict `d` of argument `arg` into `out` (dlspy_cai_clear releases it, also after a failure).
  * Refusals: version above 3, a mask, big-endian or unknown typestr, strides that are not whole elements, a
@@ -116,7 +116,9 @@ typedef struct dlspy_call {
   PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
                                reference): the __cause__ of "expected a tensor", should it come to that */
   dls_stream_t stream;   /* the launch stream */
-  dls__stream *s;        /* resolved; a reference is held while the call runs */
+  dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
+  DLDevice sdev;         /* the device of `s` */
+  bool counted;          /* `s` is no default stream: the call holds a reference on it */
   bool have_value;
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
   int nposts;
@@ -133,7 +135,7 @@ typedef struct dlspy_call {
   int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
   DLTensor first_dl;        /* ... and its view, so it is not read twice */
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
-  dls__extent *extents;     /* a launch of a built-in: each pointer argument's extent, for its checks (else NULL) */
+  dls__ext_extent *extents;     /* a launch of a built-in: each pointer argument's extent, for its checks (else NULL) */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C) names for that tensor's device: tensors of that type on that device need no ordering
    * (dlspy_call_fast_arg). */
@@ -189,9 +191,10 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok);
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
 static inline int dlspy_call_end(dlspy_call *c, bool ok) {
-  if (DLS__LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
+  if (DLSPY_LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
                   c->first_cai.stream == NULL && c->cause == NULL && c->cur_ref == NULL)) {
-    dls__stream_unref(c->s); /* not counted on default streams */
+    if (c->counted)
+      dls__ext_stream_unref(c->s);
     c->s = NULL;
     c->first_obj = NULL;
     return 0;
@@ -213,7 +216,7 @@ int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice
 static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, const DLPackExchangeAPI *api,
                                           DLDevice dev, void **out_native) {
   *out_native = NULL;
-  if (DLS__LIKELY(api->current_work_stream(dev.device_type, dev.device_id, out_native) == 0))
+  if (DLSPY_LIKELY(api->current_work_stream(dev.device_type, dev.device_id, out_native) == 0))
     return 0;
   return dlspy_framework_current_failed(st, pycall, dev);
 }
@@ -223,26 +226,26 @@ static inline void *dlspy_view_data(const DLTensor *dl) {
 }
 /* The bytes [lo, hi) around its first element that a view reaches (what a built-in given its data pointer may
  * touch); lo > hi when it cannot be told. */
-static inline dls__extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
+static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
                                             DLDataType dtype) {
   int64_t lo = 0, hi = 0, size = ((int64_t)dtype.bits * dtype.lanes + 7) / 8, stride = 1;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     if (shape[i] == 0)
-      return (dls__extent){0, 0};
+      return (dls__ext_extent){0, 0};
     int64_t st = strides != NULL ? strides[i] : stride;
     int64_t reach;
     if (__builtin_mul_overflow(shape[i] - 1, st, &reach) || __builtin_mul_overflow(reach, size, &reach) ||
         __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi) ||
         __builtin_mul_overflow(stride, shape[i], &stride))
-      return (dls__extent){1, 0};
+      return (dls__ext_extent){1, 0};
   }
-  return (dls__extent){lo, hi + size};
+  return (dls__ext_extent){lo, hi + size};
 }
-static inline dls__extent dlspy_view_extent(const DLTensor *dl) {
+static inline dls__ext_extent dlspy_view_extent(const DLTensor *dl) {
   return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);
 }
 /* Where a launch of a built-in wants them (c->extents), the extent of argument `index`. */
-static inline void dlspy_note_extent(dlspy_call *c, int index, dls__extent e) {
+static inline void dlspy_note_extent(dlspy_call *c, int index, dls__ext_extent e) {
   if (c->extents != NULL)
     c->extents[index] = e;
 }
@@ -262,7 +265,7 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls
   if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
     return 1;
   *out = dls_arg_ptr(dlspy_view_data(&dl));
-  if (DLS__UNLIKELY(c->extents != NULL))
+  if (DLSPY_UNLIKELY(c->extents != NULL))
     c->extents[index] = dlspy_view_extent(&dl);
   return 0;
 }
@@ -284,7 +287,7 @@ static inline bool dlspy_same_device(DLDevice a, DLDevice b) {
   return a.device_type == b.device_type && a.device_id == b.device_id;
 }
 static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b) {
-  return a == b || (a->dev == b->dev && a->native == b->native);
+  return a == b || dls__ext_stream_same(a, b);
 }
 /* Fills dtype, ndim, count, contiguity and (with want_meta, up to DLS_COPY_MAX_DIMS) shape and strides. */
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta);
@@ -295,11 +298,11 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed);
  * later arguments run (an eviction, _clear_caches), and the call goes on reading `s`. */
 static inline void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevice dev, dls__stream *s,
                                           dls_stream_t h) {
-  dls__stream *ref = c->s != NULL && s != c->s && s->kind != DLS__STREAM_DEFAULT ? s : NULL;
-  if (DLS__UNLIKELY(ref != NULL))
-    dls__stream_ref(ref);
-  if (DLS__UNLIKELY(c->cur_ref != NULL))
-    dls__stream_unref(c->cur_ref);
+  dls__stream *ref = c->s != NULL && s != c->s ? s : NULL;
+  if (DLSPY_UNLIKELY(ref != NULL))
+    dls__ext_stream_ref(ref); /* a no-op on default streams */
+  if (DLSPY_UNLIKELY(c->cur_ref != NULL))
+    dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = ref;
   c->cur_api = api;
   c->cur_dev = dev;

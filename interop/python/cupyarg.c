@@ -145,7 +145,7 @@ static bool dtype_of(dlspy_state *st, PyObject *dtype, DLDataType *out) {
 static bool set_layout(dlspy_cai *out, Py_ssize_t ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                        bool contiguous) {
   int64_t size = out->dl.dtype.bits / 8;
-  if (ndim < 0 || ndim > DLS__DLPACK_MAX_NDIM || size <= 0)
+  if (ndim < 0 || ndim > DLS__EXT_MAX_NDIM || size <= 0)
     return false;
   out->dl.ndim = (int32_t)ndim;
   for (Py_ssize_t i = 0; i < ndim; i++) {
@@ -172,9 +172,9 @@ static PyObject *int_attr(PyObject *obj, PyObject *name) {
   return v;
 }
 
-/* Tuple of ints -> Py_ssize_t array (at most DLS__DLPACK_MAX_NDIM). false: not that. */
+/* Tuple of ints -> Py_ssize_t array (at most DLS__EXT_MAX_NDIM). false: not that. */
 static bool tuple_ints(PyObject *t, Py_ssize_t *out, Py_ssize_t *n) {
-  if (t == NULL || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > DLS__DLPACK_MAX_NDIM)
+  if (t == NULL || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > DLS__EXT_MAX_NDIM)
     return false;
   *n = PyTuple_GET_SIZE(t);
   for (Py_ssize_t i = 0; i < *n; i++) {
@@ -192,7 +192,7 @@ static int read_meta_attrs(dlspy_state *st, PyObject *obj, dlspy_cai *out) {
   PyObject *dtype = PyObject_GetAttr(obj, st->s_dtype), *shape = PyObject_GetAttr(obj, st->s_shape);
   PyObject *contig = PyObject_GetAttr(obj, st->s_c_contiguous);
   PyObject *strides = contig == Py_False ? PyObject_GetAttr(obj, st->s_strides) : NULL;
-  Py_ssize_t sh[DLS__DLPACK_MAX_NDIM], sd[DLS__DLPACK_MAX_NDIM], n = 0, ns = -1;
+  Py_ssize_t sh[DLS__EXT_MAX_NDIM], sd[DLS__EXT_MAX_NDIM], n = 0, ns = -1;
   bool ok = dtype != NULL && PyBool_Check(contig) && dtype_of(st, dtype, &out->dl.dtype) &&
             tuple_ints(shape, sh, &n) && (contig == Py_True || (tuple_ints(strides, sd, &ns) && ns == n)) &&
             set_layout(out, n, sh, sd, contig == Py_True);

@@ -10,8 +10,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "interop/dlpack/dlpack_internal.h"
 #include "dlstream/dlstream.h"
+#include "ext.h"
+
+#if defined(__GNUC__)
+#define DLSPY_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DLSPY_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define DLSPY_LIKELY(x) (x)
+#define DLSPY_UNLIKELY(x) (x)
+#endif
 
 /* The docstrings' paragraph on what every queued call (fill, axpy, copy, Function.launch) shares. */
 #define DLSPY_ASYNC_DOC                                                                                          \
@@ -23,8 +31,8 @@
   "arrays on the CPU backend too (they are used in place); host arrays given for a GPU are staged through the "  \
   "device and the call blocks until they are written back."
 
-/* Calls that a fast path makes into the core's internals (dls__*) skip the
- * public entry guard, so they check the runtime state themselves. */
+/* The entries of ext.h skip the public entry guard, so their callers check the runtime state themselves
+ * (dlspy_check_runtime). */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
 /* What a tensor argument's type is to the handshake, first match: a dlstream.Tensor (or a subclass); a type with
@@ -52,13 +60,14 @@ typedef struct dlspy_stream_entry {
 #define DLSPY_STREAM_CACHE 16
 
 /* The last (device, native) pair dlspy_stream_lookup resolved: a framework's current stream is the same call
- * after call. */
+ * after call. The memo holds a reference on `s` (none is needed on a default stream), so `s` stays valid whatever
+ * happens to the handle; the handle is one of the cache's, which forgets the memo before it ends one. */
 typedef struct dlspy_stream_memo {
   DLDevice device;
   void *native;
   dls_stream_t handle;
   dls__stream *s; /* NULL: empty */
-  bool dflt;      /* a default stream (lives with its device); else s is only read once the handle is found live */
+  bool counted;   /* a reference is held on `s` */
 } dlspy_stream_memo;
 
 /* What cupyarg.c found of CuPy (one per process, probed at the first CuPy array type). */
@@ -158,8 +167,7 @@ PyObject *dlspy_take_exception(void);
 /* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
 int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall);
 static inline int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
-  if (DLS__LIKELY(!atomic_load_explicit(&dlspy_dead, memory_order_relaxed) &&
-                  atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
+  if (DLSPY_LIKELY(!atomic_load_explicit(&dlspy_dead, memory_order_relaxed) && dls__ext_ready()))
     return 0;
   return dlspy_check_runtime_slow(st, pycall);
 }
@@ -236,14 +244,12 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
 /* dlspy_stream_lookup past the memo. */
 int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
                              dls__stream **out_s);
-/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo): a default stream
- * lives as long as its device, a wrapper while its handle does (checked, so `s` is read only when live). */
+/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo). */
 static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall,
                                       dls_stream_t *out, dls__stream **out_s) {
   const dlspy_stream_memo *m = &st->smemo;
-  if (DLS__LIKELY(m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
-                  m->device.device_id == device.device_id &&
-                  (m->dflt || dls__handle_peek(DLS_HANDLE_STREAM, m->handle.id) == m->s))) {
+  if (DLSPY_LIKELY(m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
+                   m->device.device_id == device.device_id)) {
     *out = m->handle;
     *out_s = m->s;
     return 0;
@@ -355,7 +361,7 @@ PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
  * positional arguments beyond `npos_max` are an error. */
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out);
-/* A shape: an int or a sequence of ints (NumPy integers too), at most DLS__DLPACK_MAX_NDIM extents of 0 to
+/* A shape: an int or a sequence of ints (NumPy integers too), at most DLS__EXT_MAX_NDIM extents of 0 to
  * 2**63 - 1 whose elements of `dtype` fit in 2**63 - 1 bytes. Refusals are InvalidArgumentError (a ValueError,
  * as in NumPy) or ArgumentTypeError. */
 int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
@@ -379,7 +385,7 @@ int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *
  * range raises OutOfRangeError. */
 int dlspy_as_double_slow(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);
 static inline int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
-  if (DLS__LIKELY(PyFloat_CheckExact(v))) {
+  if (DLSPY_LIKELY(PyFloat_CheckExact(v))) {
     *out = PyFloat_AS_DOUBLE(v);
     return 0;
   }

@@ -307,11 +307,11 @@ PyObject *dlspy_range_error(dlspy_state *st, const char *fmt, ...) {
 }
 
 int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall) {
-  if (DLS__UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed))) {
+  if (DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed))) {
     dlspy_raisef(st, DLS_ERR_STATE, "%s: dlstream was shut down at interpreter exit", pycall);
     return -1;
   }
-  if (DLS__LIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
+  if (DLSPY_LIKELY(dls__ext_ready()))
     return 0;
   dls_status_t rc = dls__enter_slow(pycall);
   if (rc != DLS_OK) {

@@ -42,6 +42,7 @@ typedef struct FunctionObject {
   DLDevice device;
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
+  bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
   bool builtin_signature; /* the signature a built-in carries (the user gave none) */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];

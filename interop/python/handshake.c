@@ -39,29 +39,9 @@ void dlspy_managed_release(void *managed, bool versioned) {
 static void release_managed_v(void *user_data) { dlspy_managed_release(user_data, true); }
 static void release_managed_l(void *user_data) { dlspy_managed_release(user_data, false); }
 
-/* Runs `release(user_data)` once the work queued on `s` so far has passed: a
- * borrowed buffer whose producer is no stream, used on `s`, dropped at once.
- * The deallocation rule then defers the release until the use's event completes. */
-static void keep_release(dls__stream *s, dls_release_fn release, void *user_data) {
-  dls__stream *none = NULL;
-  dls__buffer *b = NULL;
-  dls_status_t rc = dls__stream_default(s->dev, DLS__STREAM_NONE, &none);
-  if (rc == DLS_OK)
-    rc = dls__buffer_borrow(s->dev, NULL, 0, none, release, user_data, &b);
-  if (rc == DLS_OK) {
-    if (dls__buffer_access(b, s, DLS_ACCESS_READ, false) != DLS_OK) /* the use is unknown: the release must not run early */
-      (void)s->dev->be->stream_synchronize(s->dev->id, s->native);
-    dls__buffer_unref(b);
-    return;
-  }
-  /* No memory for the record: wait here rather than release early. */
-  (void)s->dev->be->stream_synchronize(s->dev->id, s->native);
-  release(user_data);
-}
-
 int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
   Py_INCREF(obj);
-  keep_release(s, release_pyobject, obj);
+  dls__ext_release_after(s, release_pyobject, obj);
   return 0;
 }
 
@@ -194,7 +174,7 @@ int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDe
   if (dlspy_framework_current(c->st, c->pycall, api, dev, &native) != 0)
     return -1;
   DLDevice home;
-  if (!dls__dlpack_home(dev, &home))
+  if (!dls__ext_home(dev, &home))
     home = dev;
   dls_stream_t h;
   dls__stream *s;
@@ -207,26 +187,13 @@ int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDe
 
 
 
-/* A handle naming `s` for the public calls of built-ins: its default-stream handle, its own handle while that is
- * live, else a temporary one that dlspy_call_end frees (the call holds a reference on `s` meanwhile). */
+/* A handle naming `s` for the public calls of built-ins (dls__ext_stream_handle): a temporary one takes over the
+ * call's reference on `s`, and dlspy_call_end ends it. */
 static int handle_of(dlspy_call *c, dls__stream *s) {
-  dls__device *dev = s->dev;
-  if (s->kind == DLS__STREAM_DEFAULT) {
-    int kind = s == dev->defaults[DLS_STREAM_PER_THREAD] ? DLS_STREAM_PER_THREAD : DLS_STREAM_LEGACY;
-    c->stream = dls_stream_default(dev->device, kind);
-    return 0;
-  }
-  if (s->id != 0 && dls__handle_peek(DLS_HANDLE_STREAM, s->id) == s) {
-    c->stream.id = s->id;
-    return 0;
-  }
-  uint64_t id = dls__handle_new(DLS_HANDLE_STREAM, s);
-  if (id == 0) {
+  if (dls__ext_stream_handle(s, &c->stream, &c->temp_handle) != DLS_OK) {
     dlspy_raisef(c->st, DLS_ERR_OUT_OF_MEMORY, "%s: %s", c->pycall, dls_last_error());
     return -1;
   }
-  c->temp_handle = id;
-  c->stream.id = id;
   return 0;
 }
 
@@ -256,6 +223,7 @@ static int decide_cupy(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_know
     return rc < 0 ? -1 : ARG_GENERAL;
   }
   c->s = fs;
+  c->sdev = home;
   c->stream = c->cur_handle;
   c->fast_type = Py_TYPE(o);
   c->fast_api = NULL;
@@ -283,13 +251,10 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
       *dev = td;
       *dev_known = true;
     }
-    dls__tensor *ti = ((TensorObject *)o)->handle.id ? dls__handle_peek(DLS_HANDLE_TENSOR, ((TensorObject *)o)->handle.id)
-                                                     : NULL;
-    if (ti != NULL && dlspy_same_device(td, *dev)) {
-      dls__stream *s = ti->buf->stream;
-      if (s != NULL && s != s->dev->defaults[DLS__STREAM_NONE])
-        c->s = s;
-    }
+    dls__ext_tensor ti;
+    if (((TensorObject *)o)->handle.id != 0 && dls__ext_tensor_peek(((TensorObject *)o)->handle, &ti) &&
+        dlspy_same_device(td, *dev) && ti.producer != NULL)
+      c->s = ti.producer;
     return ARG_DONE;
   }
   if (info.kind == DLSPY_KIND_CUPY) {
@@ -304,7 +269,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     if (api->dltensor_from_py_object_no_sync(o, &dl) != 0)
       return dlspy_xapi_failed(st, c->pycall, DLSPY_ARG(c, (int)i));
     DLDevice home;
-    if (!dls__dlpack_home(dl.device, &home))
+    if (!dls__ext_home(dl.device, &home))
       return ARG_DONE;
     if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
       *host_seen = true;
@@ -324,6 +289,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     if (dlspy_framework_stream(c, api, dl.device, &fs) != 0)
       return -1;
     c->s = fs;
+    c->sdev = home; /* the framework's stream was looked up on `home` */
     c->stream = c->cur_handle;
     c->fast_type = tp;
     c->fast_api = api;
@@ -350,7 +316,7 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     Py_XDECREF(meth);
     return meth == NULL ? ARG_NEXT : ARG_DONE; /* not a tensor / a producer that names no device */
   }
-  if (!dls__dlpack_home(d, &home)) {
+  if (!dls__ext_home(d, &home)) {
     if (has_cai)
       dlspy_cai_clear(cai);
     return ARG_DONE; /* refused later */
@@ -443,23 +409,30 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     if (c->stream.id == 0 && dlspy_default_stream(st, dev_known ? dev : dlspy_default_device(), pycall, &c->stream) != 0)
       goto fail;
     dls_status_t rc;
-    c->s = dls__stream_get(c->stream, pycall, "stream", &rc);
+    c->s = dls__ext_stream(c->stream, pycall, "stream", &rc);
     if (c->s == NULL) {
       dlspy_raise(st, rc, pycall);
       goto fail;
     }
-  } else if (c->stream.id == 0 && handle_of(c, c->s) != 0) {
-    c->s = NULL;
-    goto fail;
-  }
-  if (c->s->kind != DLS__STREAM_DEFAULT)
-    dls__stream_ref(c->s); /* a reentrant call may drop the handle meanwhile */
+    c->sdev = dls__ext_stream_device(c->s);
+  } else if (c->stream.id == 0) { /* a dlstream tensor's producer */
+    if (handle_of(c, c->s) != 0) {
+      c->s = NULL;
+      goto fail;
+    }
+    c->sdev = dls__ext_stream_device(c->s);
+  } /* else the framework's stream, looked up on c->sdev */
+  /* A reentrant call may drop the handle meanwhile. Only a reserved handle names a default stream, which lives as
+   * long as its device. */
+  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
+  if (c->counted)
+    dls__ext_stream_ref(c->s);
   return 0;
 fail:
   dlspy_cai_clear(&c->first_cai);
   Py_CLEAR(c->cause);
   if (c->cur_ref != NULL)
-    dls__stream_unref(c->cur_ref);
+    dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
   c->first_obj = NULL;
   c->s = NULL;
@@ -486,7 +459,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   dlspy_cai_clear(&c->first_cai);
   Py_CLEAR(c->cause);
   if (c->cur_ref != NULL)
-    dls__stream_unref(c->cur_ref);
+    dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
   c->first_obj = NULL;
   if (s == NULL)
@@ -499,7 +472,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     for (int i = 0; i < c->nposts && ok; i++) {
       dlspy_post *p = &c->posts[i];
       if (p->kind == DLSPY_POST_STAGE && p->copy_back && p->tmp != NULL && rc == DLS_OK)
-        rc = s->dev->be->memcpy_async(s->dev->id, p->host_lo, p->tmp->ptr, p->span, s->native);
+        rc = dls__ext_stage_out(s, p->tmp, p->host_lo, p->span);
     }
     if (rc != DLS_OK && ok) {
       dlspy_raise(st, rc, c->pycall);
@@ -518,7 +491,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     switch (p->kind) {
     case DLSPY_POST_KEEP:
       if (ok)
-        keep_release(s, release_pyobject, p->obj); /* steals */
+        dls__ext_release_after(s, release_pyobject, p->obj); /* steals */
       else
         Py_DECREF(p->obj);
       break;
@@ -526,7 +499,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_MANAGED_L: {
       bool v = p->kind == DLSPY_POST_MANAGED_V;
       if (ok)
-        keep_release(s, v ? release_managed_v : release_managed_l, p->managed);
+        dls__ext_release_after(s, v ? release_managed_v : release_managed_l, p->managed);
       else
         dlspy_managed_release(p->managed, v);
       break;
@@ -535,7 +508,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       if (p->tmp != NULL)
         dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
       if (queued && p->managed != NULL)
-        keep_release(s, p->release_kind == DLSPY_POST_MANAGED_V ? release_managed_v : release_managed_l, p->managed);
+        dls__ext_release_after(s, p->release_kind == DLSPY_POST_MANAGED_V ? release_managed_v : release_managed_l, p->managed);
       else
         dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
@@ -553,9 +526,9 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   }
   c->nposts = 0;
   if (c->temp_handle != 0)
-    (void)dls__handle_end(DLS_HANDLE_STREAM, c->temp_handle); /* its drop lets go of our reference */
-  else if (s->kind != DLS__STREAM_DEFAULT)
-    dls__stream_unref(s);
+    dls__ext_stream_temp_end(c->temp_handle); /* it lets go of our reference */
+  else if (c->counted)
+    dls__ext_stream_unref(s);
   c->temp_handle = 0;
   c->s = NULL;
   return result;

@@ -24,7 +24,7 @@ PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
 
 PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused) { return PyLong_FromSize_t(dls_deferred_pending()); }
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
-  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || atomic_load(&dls__state) != 1)
+  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || !dls__ext_ready())
     return PyLong_FromLong(0);
   return PyLong_FromSize_t(dls_deferred_poll());
 }
