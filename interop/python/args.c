@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Argument parsing shared by the extension's functions: FASTCALL keywords, shapes. */
-#include "dlspy.h"
+#include "args.h"
+
+#include "errors.h"
 
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out) {

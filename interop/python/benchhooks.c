@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private hooks for bench/bench_python.py: anchors measured in C inside the
  * same process, so the Python figures have a floor from the same run. */
-#include <time.h>
+#include "tensortypes.h"
 
-#include "dlspy.h"
+#include <time.h>
 
 static double seconds(void) {
   struct timespec ts;

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensorarg.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Devices and dtypes: parsing what Python passes ('cuda:1', torch.device, NumPy dtypes ...), naming them, and
  * the module's device queries. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "args.h"
+#include "errors.h"
+#include "tensorarg.h"
+
 enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
 
 static const struct {

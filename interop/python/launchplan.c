@@ -11,6 +11,9 @@
  * difference hands the call to the general path before anything was done. */
 #include "function.h"
 
+#include "errors.h"
+#include "streamarg.h"
+
 /* A built-in's arguments are checked at every launch, the plan's included: its tensors are pointers of known extent
  * (`extents`, filled for the tensors), its scalars the remembered ones. */
 static int plan_check_builtin(FunctionObject *f, const dls__function *fn, void *const *ptrs, dls__ext_extent *extents) {

@@ -1,19 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The module dlstream._dlstream: its function table, state and initialization. */
-#include "dlspy.h"
-
+#include "cupy.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 _Atomic int dlspy_dead;
 _Atomic int dlspy_nogil_calls;
-
-dlspy_state *dlspy_state_of(PyTypeObject *tp) {
-  PyObject *m = PyType_GetModuleByDef(tp, &dlspy_moduledef);
-  if (m == NULL) {
-    PyErr_Clear();
-    return NULL;
-  }
-  return (dlspy_state *)PyModule_GetState(m);
-}
 
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Module functions about the runtime: leak counters, deferred releases, caches and current_stream (the atexit
  * shutdown: exit.c). */
-#include "dlspy.h"
+#include "args.h"
+#include "cupy.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
   static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Stream-like values from Python: dlstream.Stream, __cuda_stream__ objects, int native pointers and DLPack
  * stream integers, checked before anything reads them as pointers; the cache of wrapped foreign streams. */
-#include "dlspy.h"
+#include "streamarg.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "errors.h"
 
 /* ---- values that cannot be streams ---- */
 

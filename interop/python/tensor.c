@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Tensor: tensors dlstream owns (empty) or views (from_dlpack), exported through __dlpack__. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "protocol.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 #include <string.h>
 

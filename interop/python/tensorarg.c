@@ -2,9 +2,15 @@
 /* Tensor arguments of a call, as the kernel sees them: dlstream tensors, tensors of exchange-API frameworks,
  * __cuda_array_interface__ producers and any __dlpack__ producer; host arrays staged through stream-ordered
  * temporaries; sources on another device for copies. */
-#include "dlspy.h"
+#include "tensorarg.h"
 
 #include <string.h>
+
+#include "cupy.h"
+#include "errors.h"
+#include "protocol.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
   v->dtype = dl->dtype;
@@ -143,30 +149,6 @@ fail:
   return -1;
 }
 
-int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
-  if (!PyErr_Occurred()) /* else the framework's own exception goes on as it is */
-    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(%s): the framework could not describe the tensor", pycall, arg);
-  return -1;
-}
-
-int dlspy_read_only(dlspy_call *c, int index, const char *how) {
-  const char *arg = DLSPY_ARG(c, index);
-  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
-                 "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
-                 "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
-                 c->pycall, arg, how);
-  else if (c->hint == DLSPY_HINT_SIGNATURE)
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
-                 "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
-                 "the kernel only reads it",
-                 c->pycall, arg, how, arg);
-  else
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
-                 c->writer ? c->writer : c->pycall);
-  return -1;
-}
-
 /* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
 static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
@@ -176,31 +158,6 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
   return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
-}
-
-/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
- * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
- * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
-int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
-  if (producer != NULL && dlspy_same_stream(producer, c->s))
-    return 0;
-  bool done = producer == NULL;
-  for (int i = 0; i < c->nordered && !done; i++)
-    done = c->ordered[i] == producer;
-  if (!done) {
-    dls_status_t rc = dls__stream_order(c->s, producer);
-    if (rc != DLS_OK) {
-      dlspy_raise(c->st, rc, c->pycall);
-      return -1;
-    }
-    if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
-      c->ordered[c->nordered++] = producer;
-  }
-  if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-    Py_DECREF(obj);
-    return -1;
-  }
-  return 0;
 }
 
 /* An exchange-API tensor `dl` whose memory the call's stream reaches (its own device, or a peer for copies):
@@ -547,5 +504,21 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dlspy_managed_release(managed, versioned);
     return -1;
   }
+  return 0;
+}
+
+int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out) {
+  dlspy_cai v;
+  const dlspy_cai *a = &v;
+  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY) {
+    a = &c->first_cai;
+  } else {
+    int rc = dlspy_cupy_read(c->st, o, false, &v);
+    if (rc != 0)
+      return rc;
+  }
+  if (!dlspy_same_device(a->dl.device, c->fast_dev))
+    return 1;
+  *out = dls_arg_ptr(a->dl.data);
   return 0;
 }

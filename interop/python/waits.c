@@ -2,7 +2,7 @@
 /* Host waits that signals interrupt: the work is polled with the GIL held and the GIL is let go between polls, so
  * a Ctrl-C raises KeyboardInterrupt within a fraction of a millisecond (the work stays queued), and no other
  * thread can close what is polled while a poll runs. */
-#include "dlspy.h"
+#include "errors.h"
 
 #include <time.h>
 
