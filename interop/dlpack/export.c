@@ -78,7 +78,7 @@ static dls_status_t resolve_consumer(const char *call, const dls__tensor *t, dls
 static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_stream_t consumer, bool legacy,
                                   dls__export **out, uint64_t *out_flags) {
   DLS__ENTER(call);
-  DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, t, tensor, call, "tensor");
+  DLS__GET(&dls__tensor_table, dls__tensor, t, tensor, call, "tensor");
   DLS__HOLD_VAR(cs_hold);
   dls_status_t st;
   if (legacy && (t->flags & DLS_TENSOR_READ_ONLY))
@@ -166,7 +166,7 @@ dls_status_t dls_tensor_export_legacy(dls_tensor_t tensor, dls_stream_t consumer
 dls_status_t dls_tensor_order_before(dls_tensor_t tensor, dls_stream_t consumer) {
   static const char call[] = "dls_tensor_order_before";
   DLS__ENTER(call);
-  DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, t, tensor, call, "tensor");
+  DLS__GET(&dls__tensor_table, dls__tensor, t, tensor, call, "tensor");
   DLS__HOLD_VAR(cs_hold);
   dls__stream *cs;
   DLS__TRY(resolve_consumer(call, t, consumer, &cs_hold, &cs));

@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extension's entries on tensors and launches: what a tensor handle holds, DLPack validation of a view, and the
  * launches of typed arguments and of values (ext.h says what each may do). */
-#include "core/internal.h"
+#include "core/builtin_args.h"
+#include "core/device.h"
+#include "core/launch.h"
+#include "core/module.h"
+#include "core/stream.h"
+#include "core/tables.h"
+#include "core/tensor.h"
 #include "interop/dlpack/dlpack_internal.h"
 #include "ext.h"
 
@@ -23,7 +29,7 @@ static void tensor_fill(const dls__tensor *t, dls__ext_tensor *out) {
 }
 
 bool dls__ext_tensor_peek(dls_tensor_t tensor, dls__ext_tensor *out) {
-  const dls__tensor *t = dls__handle_peek(DLS_HANDLE_TENSOR, tensor.id);
+  const dls__tensor *t = dls__table_peek(&dls__tensor_table, tensor.id);
   if (t == NULL)
     return false;
   tensor_fill(t, out);
@@ -52,17 +58,17 @@ bool dls__ext_home_slow(DLDevice device, DLDevice *out_home) { return dls__dlpac
 
 /* ---- launches ---- */
 
-dls__function *dls__ext_function(dls_function_t fn) { return dls__handle_peek(DLS_HANDLE_FUNCTION, fn.id); }
+dls__function *dls__ext_function(dls_function_t fn) { return dls__table_peek(&dls__function_table, fn.id); }
 
 dls_status_t dls__ext_function_stale(dls_function_t fn, const char *call) {
   dls_status_t rc = DLS_ERR_INVALID_HANDLE;
-  (void)dls__handle_miss(DLS_HANDLE_FUNCTION, fn.id, call, "function", &rc);
+  (void)dls__table_miss(&dls__function_table, fn.id, call, "function", &rc);
   return rc;
 }
 
 dls_status_t dls__ext_raw_launch_of(dls_function_t fn, dls__ext_raw_launch *out) {
   dls_status_t rc;
-  dls__function *f = dls__handle_get(DLS_HANDLE_FUNCTION, fn.id, "dls__ext_raw_launch_of", "fn", &rc);
+  dls__function *f = dls__table_get(&dls__function_table, fn.id, "dls__ext_raw_launch_of", "fn", &rc);
   if (f == NULL)
     return rc;
   out->launch = f->dev->be->launch;

@@ -31,6 +31,16 @@ dls_status_t dls__enter_slow(const char *call);
 /* Exported tensors whose deleter has not run yet: dls_shutdown() would wait for their streams. */
 size_t dls__ext_exports_live(void);
 
+/* The hazard rule's switch (set from DLSTREAM_TEST_NO_HAZARDS at start-up; tests turn it with
+ * dls__ext_hazards_set): while it is off, no stream waits for another's earlier use of a buffer or tensor. Read
+ * inline: every call that ordered after a framework stream asks. */
+extern _Atomic bool dls__hazards_off;
+static inline bool dls__ext_hazards_on(void) {
+  return !atomic_load_explicit(&dls__hazards_off, memory_order_relaxed);
+}
+/* Turns the rule on or off (tests only); returns whether it was on. */
+static inline bool dls__ext_hazards_set(bool on) { return !atomic_exchange(&dls__hazards_off, !on); }
+
 /* Largest ndim a tensor may have (DLPack validation's limit). */
 #define DLS__EXT_MAX_NDIM 32
 
@@ -98,10 +108,12 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 dls_status_t dls__ext_stage_in(dls__stream *s, const void *host, size_t span, dls__buffer **out_tmp, void **out_dev);
 /* Queues the copy of a staged temporary back to its host bytes. */
 dls_status_t dls__ext_stage_out(dls__stream *s, dls__buffer *tmp, void *host, size_t span);
-/* Queues a copy of `bytes` from `src` on `src_dev` to `dst` on the device of `s` (a peer copy). Messages name
- * `call` ("copy") and both devices. */
-dls_status_t dls__ext_copy_peer(const char *call, dls__stream *s, DLDevice dst_dev, void *dst, DLDevice src_dev,
-                                const void *src, size_t bytes);
+/* Queues a copy of `bytes` from `src` on `src_dev` to `dst` on the device of `s` (a peer copy). `s` first waits
+ * for the earlier uses of `dst_buf` (dst's buffer; NULL: none known) on other streams, as a write does (the hazard
+ * rule; src's were ordered when it was read); the caller records the write once it is queued. Messages name `call`
+ * ("copy") and both devices. */
+dls_status_t dls__ext_copy_peer(const char *call, dls__stream *s, DLDevice dst_dev, void *dst, dls__buffer *dst_buf,
+                                DLDevice src_dev, const void *src, size_t bytes);
 
 /* ---------------------------------------------------------------- tensors */
 

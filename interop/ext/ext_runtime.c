@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extension's entries about the runtime as a whole: the streams still busy at interpreter exit, the exports
  * still alive, and the fault injector's object counts (ext.h says what each may do). */
-#include "core/internal.h"
+#include "base/fault.h"
+#include "base/spin.h"
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/device.h"
+#include "core/runtime.h"
+#include "core/stream.h"
+#include "core/tables.h"
+#include "core/tensor.h"
 #include "interop/dlpack/dlpack_internal.h"
 #include "ext.h"
 
@@ -103,9 +111,9 @@ int dls__ext_busy_streams(dls__ext_busy *out, int max, int *out_more) {
   busy_scan b = {.out = out, .max = max};
   g_scan = &b;
   dls__each_device(each_device);
-  dls__handle_each(DLS_HANDLE_STREAM, each_stream);
-  dls__handle_each(DLS_HANDLE_TENSOR, each_tensor);
-  dls__handle_each(DLS_HANDLE_BUFFER, each_buffer);
+  dls__table_each(&dls__stream_table, each_stream);
+  dls__table_each(&dls__tensor_table, each_tensor);
+  dls__table_each(&dls__buffer_table, each_buffer);
   g_scan = NULL;
   *out_more = b.more;
   return b.n;

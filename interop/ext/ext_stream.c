@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extension's entries on streams: lookups and references, handles for public calls, releases after a stream
  * passes, marks that host waits poll, and the copies of staged host arrays (ext.h says what each may do). */
-#include "core/internal.h"
+#include "base/error.h"
+#include "core/access.h"
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/device.h"
+#include "core/stream.h"
+#include "core/tables.h"
+#include "core/wait.h"
 #include "ext.h"
 
 dls__stream *dls__ext_stream(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status) {
@@ -26,11 +33,11 @@ dls_status_t dls__ext_stream_handle(dls__stream *s, dls_stream_t *out, uint64_t 
     *out = dls_stream_default(dev->device, kind);
     return DLS_OK;
   }
-  if (s->id != 0 && dls__handle_peek(DLS_HANDLE_STREAM, s->id) == s) {
+  if (s->id != 0 && dls__table_peek(&dls__stream_table, s->id) == s) {
     out->id = s->id;
     return DLS_OK;
   }
-  uint64_t id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  uint64_t id = dls__table_add(&dls__stream_table, s);
   if (id == 0)
     return DLS_ERR_OUT_OF_MEMORY; /* the message is set */
   *out_temp = id;
@@ -39,7 +46,7 @@ dls_status_t dls__ext_stream_handle(dls__stream *s, dls_stream_t *out, uint64_t 
 }
 
 void dls__ext_stream_temp_end(uint64_t temp) {
-  (void)dls__handle_end(DLS_HANDLE_STREAM, temp); /* its drop lets go of the reference it took over */
+  (void)dls__table_end(&dls__stream_table, temp); /* its drop lets go of the reference it took over */
 }
 
 /* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
@@ -127,16 +134,18 @@ dls_status_t dls__ext_stage_out(dls__stream *s, dls__buffer *tmp, void *host, si
   return s->dev->be->memcpy_async(s->dev->id, host, tmp->ptr, span, s->native);
 }
 
-dls_status_t dls__ext_copy_peer(const char *call, dls__stream *s, DLDevice dst_dev, void *dst, DLDevice src_dev,
-                                const void *src, size_t bytes) {
+dls_status_t dls__ext_copy_peer(const char *call, dls__stream *s, DLDevice dst_dev, void *dst, dls__buffer *dst_buf,
+                                DLDevice src_dev, const void *src, size_t bytes) {
   dls__device *dev = s->dev;
   char x[32], y[32];
   if (dev->be->memcpy_peer_async == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s(dst on %s, src on %s): the %s backend cannot copy between devices",
                      call, dls_device_str(dst_dev, x, sizeof x), dls_device_str(src_dev, y, sizeof y), dev->be->name);
-  if (bytes == 0)
-    return DLS_OK;
-  dls_status_t rc = dev->be->memcpy_peer_async(dev->id, dst, src_dev.device_id, src, bytes, s->native);
+  dls_status_t rc = DLS_OK;
+  if (dst_buf != NULL)
+    rc = dls__buffer_access(dst_buf, s, DLS_ACCESS_WRITE, true); /* dst's earlier uses on other streams first */
+  if (rc == DLS_OK && bytes > 0)
+    rc = dev->be->memcpy_peer_async(dev->id, dst, src_dev.device_id, src, bytes, s->native);
   if (rc != DLS_OK && rc != DLS_ERR_NOT_SUPPORTED)
     return dls__fail_prefix(rc, "%s(%zu bytes from %s to %s)", call, bytes, dls_device_str(src_dev, y, sizeof y),
                             dls_device_str(dst_dev, x, sizeof x));

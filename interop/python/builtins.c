@@ -279,7 +279,7 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
     return NULL;
   }
   size_t bytes = (size_t)d->count * dls_dtype_size(d->dtype);
-  dls_status_t rc = dls__ext_copy_peer("copy", c->s, d->device, d->ptr, s->device, s->ptr, bytes);
+  dls_status_t rc = dls__ext_copy_peer("copy", c->s, d->device, d->ptr, d->buf, s->device, s->ptr, bytes);
   if (rc == DLS_OK)
     dlspy_call_record_use(c, d, DLS_ACCESS_WRITE);
   return finish(c, rc);

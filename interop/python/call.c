@@ -135,6 +135,19 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     else
       PyErr_Clear(); /* the first failure says more */
   }
+  /* Each framework stream the call ordered after waits for the call's work in turn: the framework's next work
+   * on its tensors cannot overtake what the call read or wrote (the hazard rule, across frameworks). */
+  for (int i = 0; i < c->nordered; i++) {
+    if (ok && dls__ext_hazards_on()) {
+      dls_status_t rc = dls__stream_order(c->ordered[i], s);
+      if (rc != DLS_OK && result == 0) {
+        dlspy_raise(st, rc, c->pycall);
+        result = -1;
+      }
+    }
+    dls__ext_stream_unref(c->ordered[i]);
+  }
+  c->nordered = 0;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {
@@ -208,8 +221,10 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how) {
 }
 
 /* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
- * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), and `obj` is
- * held until the call's stream passes (its framework frees in order on its own stream, not ours). */
+ * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), `producer` waits
+ * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
+ * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
+ * order on its own stream, not ours). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   if (producer != NULL && dlspy_same_stream(producer, c->s))
     return 0;
@@ -217,13 +232,20 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   for (int i = 0; i < c->nordered && !done; i++)
     done = c->ordered[i] == producer;
   if (!done) {
+    if (c->nordered == (int)(sizeof c->ordered / sizeof c->ordered[0])) {
+      dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT,
+                   "%s: tensors of more than %d framework streams other than the call's; pass stream= one of "
+                   "theirs, or fewer",
+                   c->pycall, (int)(sizeof c->ordered / sizeof c->ordered[0]));
+      return -1;
+    }
     dls_status_t rc = dls__stream_order(c->s, producer);
     if (rc != DLS_OK) {
       dlspy_raise(c->st, rc, c->pycall);
       return -1;
     }
-    if (c->nordered < (int)(sizeof c->ordered / sizeof c->ordered[0]))
-      c->ordered[c->nordered++] = producer;
+    dls__ext_stream_ref(producer); /* Python code later in the call may drop the cache that holds it */
+    c->ordered[c->nordered++] = producer;
   }
   if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
     Py_DECREF(obj);

@@ -114,6 +114,7 @@ typedef struct dlspy_state {
   PyObject *s_torch, *s_cuda;
 } dlspy_state;
 
+/* The module's definition (dlspy.c; module.c fills in its contents at import). */
 extern PyModuleDef dlspy_moduledef;
 
 /* 0 while Python may use the runtime; DLSPY_CLOSING while our atexit hook
@@ -183,6 +184,7 @@ PyObject *dlspy_mod_default_device(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused);
+PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on);
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
 /* The atexit hook (exit.c): runs the pending releases, waits up to DLSTREAM_EXIT_TIMEOUT seconds for queued work,

@@ -5,9 +5,6 @@
 #include "streamarg.h"
 #include "tensortypes.h"
 
-_Atomic int dlspy_dead;
-_Atomic int dlspy_nogil_calls;
-
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,
      "empty($module, shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
@@ -92,6 +89,9 @@ static PyMethodDef g_module_methods[] = {
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
     {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
+    {"_test_hazards", dlspy_mod_test_hazards, METH_O,
+     "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
+     "setting."},
     {"_clear_caches", dlspy_mod_clear_caches, METH_NOARGS, "Drops the cached stream wrappers and exchange-API types."},
     {"_cache_sizes", dlspy_mod_cache_sizes, METH_NOARGS, "Sizes of the module's caches."},
     {"_shutdown", dlspy_mod_shutdown, METH_NOARGS, "Tears the runtime down (registered with atexit)."},
@@ -277,18 +277,15 @@ static PyModuleDef_Slot g_slots[] = {
     {0, NULL},
 };
 
-PyModuleDef dlspy_moduledef = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "dlstream._dlstream",
-    .m_doc = "dlstream's CPython extension: streams, events, tensors and launches shared with array frameworks "
-             "through DLPack.",
-    .m_size = sizeof(dlspy_state),
-    .m_methods = g_module_methods,
-    .m_slots = g_slots,
-    .m_traverse = module_traverse,
-    .m_clear = module_clear,
-    .m_free = module_free,
-};
-
+/* The module's contents, filled into its definition (dlspy.c) before Python first reads it. */
 PyMODINIT_FUNC PyInit__dlstream(void);
-PyMODINIT_FUNC PyInit__dlstream(void) { return PyModuleDef_Init(&dlspy_moduledef); }
+PyMODINIT_FUNC PyInit__dlstream(void) {
+  dlspy_moduledef.m_doc = "dlstream's CPython extension: streams, events, tensors and launches shared with array "
+                          "frameworks through DLPack.";
+  dlspy_moduledef.m_methods = g_module_methods;
+  dlspy_moduledef.m_slots = g_slots;
+  dlspy_moduledef.m_traverse = module_traverse;
+  dlspy_moduledef.m_clear = module_clear;
+  dlspy_moduledef.m_free = module_free;
+  return PyModuleDef_Init(&dlspy_moduledef);
+}

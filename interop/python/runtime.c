@@ -33,6 +33,15 @@ PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
   return PyLong_FromSize_t(dls_deferred_poll());
 }
 
+/* _test_hazards(on): the test-only switch of the hazard rule (DLSTREAM_TEST_NO_HAZARDS at start-up), for tests
+ * that watch which stream a call picks and must not see the rule's waits; returns the previous setting. */
+PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0)
+    return NULL;
+  return PyBool_FromLong(dls__ext_hazards_set(v != 0));
+}
+
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
   dlspy_stream_cache_clear(st);

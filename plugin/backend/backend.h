@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "dlstream/dlstream.h"
 
 #define DLS__BACKEND_VERSION 3
@@ -27,6 +28,108 @@ enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED 
 /* Which default stream stream_default() names. */
 #define DLS__DEFAULT_LEGACY DLS_STREAM_LEGACY
 #define DLS__DEFAULT_PER_THREAD DLS_STREAM_PER_THREAD
+
+/* The methods after shutdown, written once: the vtable's fields (below), the
+ * shared GPU implementation's declarations and its vendors' wrappers (gpu.h)
+ * and fault injection's wrappers (fault.c) all come from this list; a method
+ * appended here is one line. X(method, parameters, arguments, fault, gpu):
+ * - fault: how fault injection wraps it: POINT, an injectable point, then the
+ *   call; OWN, written out in fault.c (it makes or releases a native object
+ *   the fault counts or the ledger follow);
+ * - gpu: GPU where the shared GPU implementation (gpu_*.c) has it, NONE
+ *   where the GPU backends leave it NULL. */
+#define DLS__BACKEND_METHODS(X)                                                                                 \
+  /* ---- streams ---- */                                                                                      \
+  X(stream_create, (int dev, unsigned flags, int priority, void **out_stream), (dev, flags, priority, out_stream), \
+    OWN, GPU)                                                                                                   \
+  X(stream_destroy, (int dev, void *stream), (dev, stream), OWN, GPU)                                           \
+  /* The native value of a default stream (kind DLS__DEFAULT_*). May create                                     \
+   * it; it belongs to the backend (freed by shutdown, never by stream_destroy). */                             \
+  X(stream_default, (int dev, int kind, void **out_stream), (dev, kind, out_stream), POINT, GPU)                \
+  /* Checks that a foreign native stream belongs to device `dev`; NULL method:                                  \
+   * the driver cannot tell. */                                                                                 \
+  X(stream_check, (int dev, void *stream), (dev, stream), POINT, GPU)                                           \
+  X(stream_synchronize, (int dev, void *stream), (dev, stream), POINT, GPU)                                     \
+  X(stream_query, (int dev, void *stream, int *out_idle), (dev, stream, out_idle), POINT, GPU)                  \
+  X(stream_wait_event, (int dev, void *stream, void *event), (dev, stream, event), POINT, GPU)                  \
+  X(stream_priority_range, (int dev, int *out_least, int *out_greatest), (dev, out_least, out_greatest), POINT, \
+    GPU)                                                                                                        \
+  X(host_callback, (int dev, void *stream, dls_host_fn fn, void *user_data), (dev, stream, fn, user_data),      \
+    POINT, GPU)                                                                                                 \
+  /* ---- events ---- */                                                                                       \
+  X(event_create, (int dev, unsigned flags, void **out_event), (dev, flags, out_event), OWN, GPU)               \
+  X(event_destroy, (int dev, void *event), (dev, event), OWN, GPU)                                              \
+  /* Checks that a foreign native event is usable on device `dev`; may be NULL. */                              \
+  X(event_check, (int dev, void *event), (dev, event), POINT, GPU)                                              \
+  X(event_record, (int dev, void *event, void *stream), (dev, event, stream), POINT, GPU)                       \
+  X(event_query, (int dev, void *event, int *out_complete), (dev, event, out_complete), POINT, GPU)             \
+  X(event_synchronize, (int dev, void *event), (dev, event), POINT, GPU)                                        \
+  X(event_elapsed_ms, (int dev, void *start, void *end, float *out_ms), (dev, start, end, out_ms), POINT, GPU)  \
+  /* ---- memory ---- */                                                                                       \
+  /* Stream-ordered allocation: usable by work queued on `stream` after this. */                                \
+  X(mem_alloc, (int dev, size_t size, void *stream, void **out_ptr), (dev, size, stream, out_ptr), OWN, GPU)    \
+  /* Stream-ordered free: the memory may be reused once `stream` passes here. */                                \
+  X(mem_free, (int dev, void *ptr, void *stream), (dev, ptr, stream), OWN, GPU)                                 \
+  /* Asynchronous copy between any two addresses the device can reach. */                                      \
+  X(memcpy_async, (int dev, void *dst, const void *src, size_t size, void *stream),                             \
+    (dev, dst, src, size, stream), POINT, GPU)                                                                  \
+  /* Host memory the device can read and write while the host does too                                          \
+   * (mapped, page-locked). *out_device is the device's address for it. */                                      \
+  X(host_mapped_alloc, (int dev, size_t size, void **out_host, void **out_device),                              \
+    (dev, size, out_host, out_device), OWN, GPU)                                                                \
+  X(host_mapped_free, (int dev, void *host), (dev, host), OWN, GPU)                                             \
+  /* ---- code ---- */                                                                                         \
+  X(module_load, (int dev, const void *image, size_t size, void **out_module), (dev, image, size, out_module),  \
+    OWN, GPU)                                                                                                   \
+  X(module_unload, (int dev, void *module), (dev, module), OWN, GPU)                                            \
+  X(module_function, (int dev, void *module, const char *name, void **out_function),                            \
+    (dev, module, name, out_function), POINT, GPU)                                                              \
+  /* Native function of a built-in ("dls_fill" ... see builtin.h). Owned by the                                 \
+   * backend until shutdown. DLS_ERR_UNAVAILABLE when built without kernels. */                                 \
+  X(builtin_function, (int dev, const char *name, void **out_function), (dev, name, out_function), POINT, GPU)  \
+  /* Wraps a host C kernel (CPU only; NULL elsewhere). */                                                       \
+  X(host_function, (int dev, const char *name, dls_host_kernel fn, void **out_function),                        \
+    (dev, name, fn, out_function), OWN, NONE)                                                                   \
+  X(host_function_destroy, (int dev, void *function), (dev, function), OWN, NONE)                               \
+  /* Queues a launch. params[i] points at argument i's value, sizes[i] is its                                   \
+   * size in bytes; both are borrowed for the call (CUDA copies them at once,                                   \
+   * the CPU backend copies them into its command). */                                                          \
+  X(launch,                                                                                                     \
+    (int dev, void *function, void *stream, const dls_launch_config_t *config, void **params,                   \
+     const uint32_t *sizes, int nparams),                                                                       \
+    (dev, function, stream, config, params, sizes, nparams), POINT, GPU)                                        \
+  /* ---- graph capture (version 2; every method NULL where the backend has none) ---- */                       \
+  /* The capture state of a native stream (DLS__CAPTURE_*) and the id of its                                    \
+   * capture, unique in the process (0 when none). Legal during any capture. */                                 \
+  X(stream_capture_status, (int dev, void *stream, int *out_status, uint64_t *out_id),                          \
+    (dev, stream, out_status, out_id), POINT, GPU)                                                              \
+  /* Starts capturing the work queued on `stream` (mode: DLS_CAPTURE_*). */                                     \
+  X(stream_begin_capture, (int dev, void *stream, int mode), (dev, stream, mode), POINT, GPU)                   \
+  /* Ends the capture begun on `stream` and instantiates it (GPU backends                                       \
+   * with auto-free-on-launch): *out_graph is an executable graph. On failure                                   \
+   * the capture is over and nothing is left behind. */                                                         \
+  X(stream_end_capture, (int dev, void *stream, void **out_graph), (dev, stream, out_graph), OWN, GPU)          \
+  /* Replays an executable graph on `stream` (stream-ordered). */                                               \
+  X(graph_launch, (int dev, void *graph, void *stream), (dev, graph, stream), OWN, GPU)                         \
+  /* Destroys an executable graph; replays already queued still run. */                                        \
+  X(graph_destroy, (int dev, void *graph), (dev, graph), OWN, GPU)                                              \
+  /* Sets the calling thread's capture mode (DLS_CAPTURE_*), returning the                                      \
+   * previous one (cuThreadExchangeStreamCaptureMode). NULL where no capture                                    \
+   * ever forbids a call (CPU). */                                                                              \
+  X(thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev), POINT, GPU)                 \
+  /* ---- several devices (version 2) ---- */                                                                  \
+  /* *out_can = 1 when kernels and copies queued on `dev` may address memory                                    \
+   * of device `peer` directly (enabling peer access once); 0 otherwise. */                                     \
+  X(peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can), POINT, GPU)                           \
+  /* Copies `size` bytes from `src` (memory of device `src_dev`) to `dst`                                       \
+   * (memory of `dev`, or host), queued on `stream`, a stream of `dev`. The                                     \
+   * driver copies directly where peer access works, else through the host. */                                 \
+  X(memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t size, void *stream),           \
+    (dev, dst, src_dev, src, size, stream), POINT, GPU)                                                         \
+  /* ---- code from source (version 3) ---- */                                                                 \
+  /* The device's compile target, NUL-terminated in out_arch: "sm_90" on                                        \
+   * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */                                 \
+  X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size), POINT, GPU)
 
 typedef struct dls__backend {
   uint32_t version;         /* DLS__BACKEND_VERSION */
@@ -42,98 +145,17 @@ typedef struct dls__backend {
   /* Releases everything the backend made itself (no user objects remain). */
   void (*shutdown)(void);
 
-  /* ---- streams ---- */
-  dls_status_t (*stream_create)(int dev, unsigned flags, int priority, void **out_stream);
-  dls_status_t (*stream_destroy)(int dev, void *stream);
-  /* The native value of a default stream (kind DLS__DEFAULT_*). May create
-   * it; it belongs to the backend (freed by shutdown, never by stream_destroy). */
-  dls_status_t (*stream_default)(int dev, int kind, void **out_stream);
-  /* Checks that a foreign native stream belongs to device `dev`; NULL method:
-   * the driver cannot tell. */
-  dls_status_t (*stream_check)(int dev, void *stream);
-  dls_status_t (*stream_synchronize)(int dev, void *stream);
-  dls_status_t (*stream_query)(int dev, void *stream, int *out_idle);
-  dls_status_t (*stream_wait_event)(int dev, void *stream, void *event);
-  dls_status_t (*stream_priority_range)(int dev, int *out_least, int *out_greatest);
-  dls_status_t (*host_callback)(int dev, void *stream, dls_host_fn fn, void *user_data);
-
-  /* ---- events ---- */
-  dls_status_t (*event_create)(int dev, unsigned flags, void **out_event);
-  dls_status_t (*event_destroy)(int dev, void *event);
-  /* Checks that a foreign native event is usable on device `dev`; may be NULL. */
-  dls_status_t (*event_check)(int dev, void *event);
-  dls_status_t (*event_record)(int dev, void *event, void *stream);
-  dls_status_t (*event_query)(int dev, void *event, int *out_complete);
-  dls_status_t (*event_synchronize)(int dev, void *event);
-  dls_status_t (*event_elapsed_ms)(int dev, void *start, void *end, float *out_ms);
-
-  /* ---- memory ---- */
-  /* Stream-ordered allocation: usable by work queued on `stream` after this. */
-  dls_status_t (*mem_alloc)(int dev, size_t size, void *stream, void **out_ptr);
-  /* Stream-ordered free: the memory may be reused once `stream` passes here. */
-  dls_status_t (*mem_free)(int dev, void *ptr, void *stream);
-  /* Asynchronous copy between any two addresses the device can reach. */
-  dls_status_t (*memcpy_async)(int dev, void *dst, const void *src, size_t size, void *stream);
-  /* Host memory the device can read and write while the host does too
-   * (mapped, page-locked). *out_device is the device's address for it. */
-  dls_status_t (*host_mapped_alloc)(int dev, size_t size, void **out_host, void **out_device);
-  dls_status_t (*host_mapped_free)(int dev, void *host);
-
-  /* ---- code ---- */
-  dls_status_t (*module_load)(int dev, const void *image, size_t size, void **out_module);
-  dls_status_t (*module_unload)(int dev, void *module);
-  dls_status_t (*module_function)(int dev, void *module, const char *name, void **out_function);
-  /* Native function of a built-in ("dls_fill" ... see builtin.h). Owned by the
-   * backend until shutdown. DLS_ERR_UNAVAILABLE when built without kernels. */
-  dls_status_t (*builtin_function)(int dev, const char *name, void **out_function);
-  /* Wraps a host C kernel (CPU only; NULL elsewhere). */
-  dls_status_t (*host_function)(int dev, const char *name, dls_host_kernel fn, void **out_function);
-  dls_status_t (*host_function_destroy)(int dev, void *function);
-  /* Queues a launch. params[i] points at argument i's value, sizes[i] is its
-   * size in bytes; both are borrowed for the call (CUDA copies them at once,
-   * the CPU backend copies them into its command). */
-  dls_status_t (*launch)(int dev, void *function, void *stream, const dls_launch_config_t *config,
-                         void **params, const uint32_t *sizes, int nparams);
-
-  /* ---- graph capture (version 2; every method NULL where the backend has none) ---- */
-  /* The capture state of a native stream (DLS__CAPTURE_*) and the id of its
-   * capture, unique in the process (0 when none). Legal during any capture. */
-  dls_status_t (*stream_capture_status)(int dev, void *stream, int *out_status, uint64_t *out_id);
-  /* Starts capturing the work queued on `stream` (mode: DLS_CAPTURE_*). */
-  dls_status_t (*stream_begin_capture)(int dev, void *stream, int mode);
-  /* Ends the capture begun on `stream` and instantiates it (GPU backends
-   * with auto-free-on-launch): *out_graph is an executable graph. On failure
-   * the capture is over and nothing is left behind. */
-  dls_status_t (*stream_end_capture)(int dev, void *stream, void **out_graph);
-  /* Replays an executable graph on `stream` (stream-ordered). */
-  dls_status_t (*graph_launch)(int dev, void *graph, void *stream);
-  /* Destroys an executable graph; replays already queued still run. */
-  dls_status_t (*graph_destroy)(int dev, void *graph);
-  /* Sets the calling thread's capture mode (DLS_CAPTURE_*), returning the
-   * previous one (cuThreadExchangeStreamCaptureMode). NULL where no capture
-   * ever forbids a call (CPU). */
-  dls_status_t (*thread_capture_mode)(int dev, int mode, int *out_prev);
-
-  /* ---- several devices (version 2) ---- */
-  /* *out_can = 1 when kernels and copies queued on `dev` may address memory
-   * of device `peer` directly (enabling peer access once); 0 otherwise. */
-  dls_status_t (*peer_access)(int dev, int peer, int *out_can);
-  /* Copies `size` bytes from `src` (memory of device `src_dev`) to `dst`
-   * (memory of `dev`, or host), queued on `stream`, a stream of `dev`. The
-   * driver copies directly where peer access works, else through the host. */
-  dls_status_t (*memcpy_peer_async)(int dev, void *dst, int src_dev, const void *src, size_t size, void *stream);
-
-  /* ---- code from source (version 3) ---- */
-  /* The device's compile target, NUL-terminated in out_arch: "sm_90" on
-   * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */
-  dls_status_t (*device_arch)(int dev, char *out_arch, size_t size);
+  /* ---- every other method (DLS__BACKEND_METHODS) ---- */
+#define DLS__BACKEND_FIELD(method, params, args, fault, gpu) dls_status_t(*method) params;
+  DLS__BACKEND_METHODS(DLS__BACKEND_FIELD)
+#undef DLS__BACKEND_FIELD
 } dls__backend;
 
 /* Latches (dls_latch_*) holding a stream, counted by the core: from a latch's
  * first wait until it is opened or destroyed. While one holds, a backend makes
  * no call of its own accord that waits for all work of a device (the debug
  * allocator's driver frees): that call would wait out the latch's timeout.
- * Backends only read it. */
+ * Backends only read it (backend.c). */
 extern _Atomic int dls__latches_holding;
 
 /* The backends compiled into this library. Each is always present: an
@@ -141,5 +163,13 @@ extern _Atomic int dls__latches_holding;
 extern const dls__backend dls__cpu_backend;
 extern const dls__backend dls__cuda_backend;
 extern const dls__backend dls__hip_backend;
+
+#ifdef DLS_FAULT_INJECTION
+/* The fault-injecting wrapper of a real backend (fault.c; one per backend,
+ * made once): every fallible method an injectable point (base/fault.h). */
+DLS__INTERNAL const dls__backend *dls__fault_backend(const dls__backend *real);
+#else
+#define dls__fault_backend(real) (real)
+#endif
 
 #endif /* DLSTREAM_BACKEND_H */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "core/error.h"
+#include "base/error.h"
 
 #define CPU_STREAM_MAGIC 0x5354524du /* "STRM" */
 #define CPU_EVENT_MAGIC 0x45564e54u  /* "EVNT" */

@@ -4,7 +4,9 @@
  * counts the native objects created and released.
  *
  * A method has no context argument, so each backend gets its own set of
- * one-line thunks (index I baked in) generated from the method lists below.
+ * one-line thunks (index I baked in), generated from the vtable's method
+ * list (DLS__BACKEND_METHODS, backend.h): a POINT method's thunk is a point,
+ * then the call; an OWN method's passes backend I to its w_<method> below.
  * NULL methods stay NULL: a missing feature is not wrapped into existence.
  * probe, device_count and shutdown pass through: they make nothing the core
  * owns, and their outcome is cached for the runtime's life. Release methods
@@ -15,7 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/fault_ledger.h"
-#include "core/fault.h"
+#include "base/fault.h"
 
 #ifdef DLS_FAULT_INJECTION
 
@@ -27,54 +29,6 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 #define DLS__UNPAREN(...) __VA_ARGS__
 #define OOM DLS_ERR_OUT_OF_MEMORY
 #define BACKEND DLS_ERR_BACKEND
-
-/* X(I, method, parameters, arguments, own status): one point, then the call. */
-#define DLS__FAULT_PLAIN(X, I)                                                                                    \
-  X(I, stream_default, (int dev, int kind, void **out), (dev, kind, out), BACKEND)                               \
-  X(I, stream_check, (int dev, void *s), (dev, s), BACKEND)                                                      \
-  X(I, stream_synchronize, (int dev, void *s), (dev, s), BACKEND)                                                \
-  X(I, stream_query, (int dev, void *s, int *out), (dev, s, out), BACKEND)                                       \
-  X(I, stream_wait_event, (int dev, void *s, void *e), (dev, s, e), BACKEND)                                     \
-  X(I, stream_priority_range, (int dev, int *least, int *greatest), (dev, least, greatest), BACKEND)             \
-  X(I, host_callback, (int dev, void *s, dls_host_fn fn, void *user), (dev, s, fn, user), BACKEND)               \
-  X(I, event_check, (int dev, void *e), (dev, e), BACKEND)                                                       \
-  X(I, event_record, (int dev, void *e, void *s), (dev, e, s), BACKEND)                                          \
-  X(I, event_query, (int dev, void *e, int *out), (dev, e, out), BACKEND)                                        \
-  X(I, event_synchronize, (int dev, void *e), (dev, e), BACKEND)                                                 \
-  X(I, event_elapsed_ms, (int dev, void *a, void *b, float *out), (dev, a, b, out), BACKEND)                     \
-  X(I, memcpy_async, (int dev, void *dst, const void *src, size_t n, void *s), (dev, dst, src, n, s), BACKEND)   \
-  X(I, module_function, (int dev, void *m, const char *name, void **out), (dev, m, name, out), BACKEND)          \
-  X(I, builtin_function, (int dev, const char *name, void **out), (dev, name, out), BACKEND)                     \
-  X(I, launch,                                                                                                    \
-    (int dev, void *fn, void *s, const dls_launch_config_t *cfg, void **params, const uint32_t *sizes, int n),    \
-    (dev, fn, s, cfg, params, sizes, n), BACKEND)                                                                 \
-  X(I, stream_capture_status, (int dev, void *s, int *out, uint64_t *out_id), (dev, s, out, out_id), BACKEND)    \
-  X(I, stream_begin_capture, (int dev, void *s, int mode), (dev, s, mode), BACKEND)                              \
-  X(I, thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev), BACKEND)                  \
-  X(I, peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can), BACKEND)                            \
-  X(I, memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t n, void *s),                 \
-    (dev, dst, src_dev, src, n, s), BACKEND)                                                                      \
-  X(I, device_arch, (int dev, char *out, size_t n), (dev, out, n), BACKEND)
-
-/* X(I, method, parameters, arguments): methods that make or release a native
- * object (a replay remakes its graph's memory), written out below as
- * w_<method>(backend index, arguments...). */
-#define DLS__FAULT_COUNTED(X, I)                                                                  \
-  X(I, stream_create, (int dev, unsigned flags, int prio, void **out), (dev, flags, prio, out))  \
-  X(I, stream_destroy, (int dev, void *s), (dev, s))                                              \
-  X(I, event_create, (int dev, unsigned flags, void **out), (dev, flags, out))                    \
-  X(I, event_destroy, (int dev, void *e), (dev, e))                                               \
-  X(I, mem_alloc, (int dev, size_t n, void *s, void **out), (dev, n, s, out))                     \
-  X(I, mem_free, (int dev, void *p, void *s), (dev, p, s))                                        \
-  X(I, host_mapped_alloc, (int dev, size_t n, void **host, void **device), (dev, n, host, device)) \
-  X(I, host_mapped_free, (int dev, void *host), (dev, host))                                      \
-  X(I, module_load, (int dev, const void *image, size_t n, void **out), (dev, image, n, out))     \
-  X(I, module_unload, (int dev, void *m), (dev, m))                                               \
-  X(I, host_function, (int dev, const char *name, dls_host_kernel fn, void **out), (dev, name, fn, out)) \
-  X(I, host_function_destroy, (int dev, void *fn), (dev, fn))                                     \
-  X(I, stream_end_capture, (int dev, void *s, void **out), (dev, s, out))                         \
-  X(I, graph_launch, (int dev, void *graph, void *s), (dev, graph, s))                            \
-  X(I, graph_destroy, (int dev, void *graph), (dev, graph))
 
 #define DLS__FAULT_POINT(name, own)                                   \
   do {                                                                \
@@ -97,6 +51,8 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
   if (st == DLS_OK && (obj) != NULL)        \
     dls__fault_count(kind, -1);             \
   return st
+
+/* ---- the OWN methods: w_<method>(backend index, arguments...) ---- */
 
 static dls_status_t w_stream_create(int bi, int dev, unsigned flags, int prio, void **out) {
   DLS__FAULT_MAKE("stream_create", BACKEND, DLS_FAULT_STREAM, 1, g_real[bi]->stream_create(dev, flags, prio, out));
@@ -180,41 +136,35 @@ static dls_status_t w_graph_destroy(int bi, int dev, void *graph) {
   return st;
 }
 
-#define DLS__PLAIN_THUNK(I, name, params, args, own) \
-  static dls_status_t name##_##I params {            \
-    DLS__FAULT_POINT(#name, own);                    \
+/* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS, for backend I (DLS__FAULT_I). */
+#define DLS__FAULT_CAT_(name, I) name##_##I
+#define DLS__FAULT_CAT(name, I) DLS__FAULT_CAT_(name, I)
+#define DLS__THUNK_POINT(I, name, params, args)      \
+  static dls_status_t DLS__FAULT_CAT(name, I) params { \
+    DLS__FAULT_POINT(#name, BACKEND);                \
     return g_real[I]->name args;                     \
   }
-#define DLS__COUNTED_THUNK(I, name, params, args) \
-  static dls_status_t name##_##I params { return w_##name(I, DLS__UNPAREN args); }
-#define DLS__SET_PLAIN(I, name, params, args, own) \
-  if (w->name != NULL)                             \
-    w->name = name##_##I;
-#define DLS__SET_COUNTED(I, name, params, args) \
-  if (w->name != NULL)                          \
-    w->name = name##_##I;
+#define DLS__THUNK_OWN(I, name, params, args) \
+  static dls_status_t DLS__FAULT_CAT(name, I) params { return w_##name(I, DLS__UNPAREN args); }
+#define DLS__THUNK(name, params, args, fault, gpu) DLS__THUNK_##fault(DLS__FAULT_I, name, params, args)
+#define DLS__SET(name, params, args, fault, gpu) \
+  if (w->name != NULL)                           \
+    w->name = DLS__FAULT_CAT(name, DLS__FAULT_I);
+/* The thunks of backend DLS__FAULT_I and the function that puts them in its wrapper. */
+#define DLS__FAULT_WRAPPER                \
+  DLS__BACKEND_METHODS(DLS__THUNK)        \
+  static void DLS__FAULT_CAT(install, DLS__FAULT_I)(dls__backend * w) { DLS__BACKEND_METHODS(DLS__SET) }
 
-/* The thunks of backend I and the function that puts them in its wrapper. */
-#define DLS__FAULT_WRAPPER(I)                      \
-  DLS__FAULT_PLAIN(DLS__PLAIN_THUNK, I)            \
-  DLS__FAULT_COUNTED(DLS__COUNTED_THUNK, I)        \
-  static void install_##I(dls__backend *w) {       \
-    DLS__FAULT_PLAIN(DLS__SET_PLAIN, I)            \
-    DLS__FAULT_COUNTED(DLS__SET_COUNTED, I)        \
-  }
-
-DLS__FAULT_WRAPPER(0)
-DLS__FAULT_WRAPPER(1)
-DLS__FAULT_WRAPPER(2)
+#define DLS__FAULT_I 0
+DLS__FAULT_WRAPPER
+#undef DLS__FAULT_I
+#define DLS__FAULT_I 1
+DLS__FAULT_WRAPPER
+#undef DLS__FAULT_I
+#define DLS__FAULT_I 2
+DLS__FAULT_WRAPPER
+#undef DLS__FAULT_I
 _Static_assert(DLS__NREAL == 3, "one DLS__FAULT_WRAPPER(I) per real backend");
-/* Every method after shutdown is listed above, plain or counted: a method
- * appended to the vtable is one line in one list (the assertion counts them). */
-#define DLS__ONE_METHOD(...) +1
-enum { DLS__METHODS_LISTED = 0 DLS__FAULT_PLAIN(DLS__ONE_METHOD, 0) DLS__FAULT_COUNTED(DLS__ONE_METHOD, 0) };
-_Static_assert(offsetof(dls__backend, shutdown) + sizeof(void (*)(void)) * (1 + DLS__METHODS_LISTED) ==
-                   sizeof(dls__backend),
-               "a vtable method this wrapper does not list: add it to DLS__FAULT_PLAIN (a point, then the call) "
-               "or DLS__FAULT_COUNTED (it makes or releases a native object)");
 
 static void wrap_all(void) {
   void (*const install[DLS__NREAL])(dls__backend *) = {install_0, install_1, install_2};
@@ -224,7 +174,7 @@ static void wrap_all(void) {
   }
 }
 
-const struct dls__backend *dls__fault_backend(const struct dls__backend *real) {
+const dls__backend *dls__fault_backend(const dls__backend *real) {
   pthread_once(&g_once, wrap_all);
   for (int i = 0; i < DLS__NREAL; i++)
     if (g_real[i] == real)

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 
 #include "backend/fault_ledger.h"
-#include "core/fault.h"
+#include "base/fault.h"
 
 #ifdef DLS_FAULT_INJECTION
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "core/error.h"
+#include "base/error.h"
 
 /* After `real` allocated `ptr` on `stream`: counts it, and notes it as the
  * capture's when the stream captures. */

@@ -24,7 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/gpu_pool_props.h"
-#include "core/error.h"
+#include "base/error.h"
 
 /* A vendor's result code (CUresult, hipError_t); 0 is success for both. */
 typedef unsigned int dls__gpu_result;
@@ -195,7 +195,7 @@ typedef struct dls__gpu_consts {
 
 /* The built-ins, by name, in the order of dls__gpu_device.builtin_fns. */
 #define DLS__GPU_BUILTINS(X) \
-  X(dls_fill) X(dls_axpy_f32) X(dls_axpy_f64) X(dls_copy_strided) X(dls_spin) X(dls_latch) X(dls_empty)
+  X("dls_fill") X("dls_axpy_f32") X("dls_axpy_f64") X("dls_copy_strided") X("dls_spin") X("dls_latch") X("dls_empty")
 #define DLS__GPU_BUILTIN_COUNT_ONE(name) +1
 enum { DLS__GPU_NBUILTINS = 0 DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_COUNT_ONE) };
 
@@ -258,7 +258,7 @@ struct dls__gpu {
   dls__gpu_names names;
 };
 
-/* ---- the shared helpers (gpu_device.c) ---- */
+/* ---- the shared helpers (gpu.c) ---- */
 
 /* "<call(args)> on cuda:N: CUDA_ERROR_X (description)", with the status
  * that fits the driver's code. */
@@ -345,59 +345,19 @@ DLS__INTERNAL dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_de
                                                size_t size, void **out_module);
 
 /* ---- the methods, written once (gpu_*.c) ----
- * X(method, parameters, arguments): dls__gpu_<method>(g, arguments...) is
- * the shared implementation; DLS__GPU_DEFINE_BACKEND gives each vendor thin
- * wrappers that pass its dls__gpu, and a dls__backend that holds them. */
-#define DLS__GPU_METHODS(X)                                                                                    \
-  X(device_count, (int *out_count), (out_count))                                                               \
-  X(stream_create, (int dev, unsigned flags, int priority, void **out_stream), (dev, flags, priority, out_stream)) \
-  X(stream_destroy, (int dev, void *stream), (dev, stream))                                                    \
-  X(stream_default, (int dev, int kind, void **out_stream), (dev, kind, out_stream))                           \
-  X(stream_check, (int dev, void *stream), (dev, stream))                                                      \
-  X(stream_synchronize, (int dev, void *stream), (dev, stream))                                                \
-  X(stream_query, (int dev, void *stream, int *out_idle), (dev, stream, out_idle))                             \
-  X(stream_wait_event, (int dev, void *stream, void *event), (dev, stream, event))                             \
-  X(stream_priority_range, (int dev, int *out_least, int *out_greatest), (dev, out_least, out_greatest))       \
-  X(host_callback, (int dev, void *stream, dls_host_fn fn, void *user_data), (dev, stream, fn, user_data))     \
-  X(event_create, (int dev, unsigned flags, void **out_event), (dev, flags, out_event))                        \
-  X(event_destroy, (int dev, void *event), (dev, event))                                                       \
-  X(event_check, (int dev, void *event), (dev, event))                                                         \
-  X(event_record, (int dev, void *event, void *stream), (dev, event, stream))                                  \
-  X(event_query, (int dev, void *event, int *out_complete), (dev, event, out_complete))                        \
-  X(event_synchronize, (int dev, void *event), (dev, event))                                                   \
-  X(event_elapsed_ms, (int dev, void *start, void *end, float *out_ms), (dev, start, end, out_ms))             \
-  X(mem_alloc, (int dev, size_t size, void *stream, void **out_ptr), (dev, size, stream, out_ptr))             \
-  X(mem_free, (int dev, void *ptr, void *stream), (dev, ptr, stream))                                          \
-  X(memcpy_async, (int dev, void *dst, const void *src, size_t size, void *stream), (dev, dst, src, size, stream)) \
-  X(host_mapped_alloc, (int dev, size_t size, void **out_host, void **out_device),                             \
-    (dev, size, out_host, out_device))                                                                         \
-  X(host_mapped_free, (int dev, void *host), (dev, host))                                                      \
-  X(module_load, (int dev, const void *image, size_t size, void **out_module), (dev, image, size, out_module)) \
-  X(module_unload, (int dev, void *module), (dev, module))                                                     \
-  X(module_function, (int dev, void *module, const char *name, void **out_function),                           \
-    (dev, module, name, out_function))                                                                         \
-  X(builtin_function, (int dev, const char *name, void **out_function), (dev, name, out_function))             \
-  X(launch,                                                                                                    \
-    (int dev, void *function, void *stream, const dls_launch_config_t *config, void **params,                  \
-     const uint32_t *sizes, int nparams),                                                                      \
-    (dev, function, stream, config, params, sizes, nparams))                                                   \
-  X(stream_capture_status, (int dev, void *stream, int *out_status, uint64_t *out_id),                         \
-    (dev, stream, out_status, out_id))                                                                         \
-  X(stream_begin_capture, (int dev, void *stream, int mode), (dev, stream, mode))                              \
-  X(stream_end_capture, (int dev, void *stream, void **out_graph), (dev, stream, out_graph))                   \
-  X(graph_launch, (int dev, void *graph, void *stream), (dev, graph, stream))                                  \
-  X(graph_destroy, (int dev, void *graph), (dev, graph))                                                       \
-  X(thread_capture_mode, (int dev, int mode, int *out_prev), (dev, mode, out_prev))                            \
-  X(peer_access, (int dev, int peer, int *out_can), (dev, peer, out_can))                                      \
-  X(memcpy_peer_async, (int dev, void *dst, int src_dev, const void *src, size_t size, void *stream),          \
-    (dev, dst, src_dev, src, size, stream))                                                                    \
-  X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size))
-
+ * dls__gpu_<method>(g, arguments...) is the shared implementation of every
+ * method of DLS__BACKEND_METHODS marked GPU (backend.h), and of
+ * device_count, probe and shutdown; DLS__GPU_DEFINE_BACKEND gives each
+ * vendor thin wrappers that pass its dls__gpu, and a dls__backend that
+ * holds them. */
 #define DLS__GPU_UNPAREN(...) __VA_ARGS__
 #define DLS__GPU_WITH_G(...) (dls__gpu * g, __VA_ARGS__)
-#define DLS__GPU_METHOD_DECL(method, params, args) DLS__INTERNAL dls_status_t dls__gpu_##method DLS__GPU_WITH_G params;
-DLS__GPU_METHODS(DLS__GPU_METHOD_DECL)
+#define DLS__GPU_DECL_GPU(method, params) DLS__INTERNAL dls_status_t dls__gpu_##method DLS__GPU_WITH_G params;
+#define DLS__GPU_DECL_NONE(method, params)
+#define DLS__GPU_METHOD_DECL(method, params, args, fault, gpu) DLS__GPU_DECL_##gpu(method, params)
+DLS__BACKEND_METHODS(DLS__GPU_METHOD_DECL)
 #undef DLS__GPU_METHOD_DECL
+DLS__INTERNAL dls_status_t dls__gpu_device_count(dls__gpu *g, int *out_count);
 DLS__INTERNAL dls_status_t dls__gpu_probe(dls__gpu *g);
 DLS__INTERNAL void dls__gpu_shutdown(dls__gpu *g);
 
@@ -413,11 +373,15 @@ DLS__INTERNAL void dls__gpu_shutdown(dls__gpu *g);
 #define DLS__GPU_NAME(suffix) DLS__GPU_CAT(DLS__GPU_PREFIX, suffix)
 #define DLS__GPU_COLUMN_cuda(type, name, cuda, hip) .name = (cuda),
 #define DLS__GPU_COLUMN_hip(type, name, cuda, hip) .name = (hip),
-#define DLS__GPU_WRAPPER(method, params, args)                                \
+#define DLS__GPU_WRAPPER_GPU(method, params, args)                            \
   static dls_status_t DLS__GPU_NAME(method) params {                          \
     return dls__gpu_##method(&DLS__GPU_NAME(gpu), DLS__GPU_UNPAREN args);     \
   }
-#define DLS__GPU_VTABLE_ENTRY(method, params, args) .method = DLS__GPU_NAME(method),
+#define DLS__GPU_WRAPPER_NONE(method, params, args)
+#define DLS__GPU_WRAPPER(method, params, args, fault, gpu) DLS__GPU_WRAPPER_##gpu(method, params, args)
+#define DLS__GPU_VTABLE_ENTRY_GPU(method) .method = DLS__GPU_NAME(method),
+#define DLS__GPU_VTABLE_ENTRY_NONE(method) /* NULL */
+#define DLS__GPU_VTABLE_ENTRY(method, params, args, fault, gpu) DLS__GPU_VTABLE_ENTRY_##gpu(method)
 #define DLS__GPU_DEFINE_BACKEND(var, backend_name, type, device_name, hint, column)                          \
   static dls__gpu DLS__GPU_NAME(gpu) = {.name = (backend_name),                                              \
                                         .devname = (device_name),                                            \
@@ -432,16 +396,19 @@ DLS__INTERNAL void dls__gpu_shutdown(dls__gpu *g);
                                         .no_binary_hint = (hint),                                            \
                                         .load_status = DLS_ERR_UNAVAILABLE,                                  \
                                         .k = {DLS__GPU_CONSTS(DLS__GPU_COLUMN_##column)}};                   \
-  DLS__GPU_METHODS(DLS__GPU_WRAPPER)                                                                         \
+  DLS__BACKEND_METHODS(DLS__GPU_WRAPPER)                                                                     \
   static dls_status_t DLS__GPU_NAME(probe)(void) { return dls__gpu_probe(&DLS__GPU_NAME(gpu)); }           \
+  static dls_status_t DLS__GPU_NAME(device_count)(int *out_count) {                                          \
+    return dls__gpu_device_count(&DLS__GPU_NAME(gpu), out_count);                                            \
+  }                                                                                                          \
   static void DLS__GPU_NAME(shutdown)(void) { dls__gpu_shutdown(&DLS__GPU_NAME(gpu)); }                    \
   const dls__backend var = {.version = DLS__BACKEND_VERSION,                                                 \
                             .size = sizeof(dls__backend),                                                    \
                             .name = (backend_name),                                                          \
                             .device_type = (type),                                                           \
                             .probe = DLS__GPU_NAME(probe),                                                   \
+                            .device_count = DLS__GPU_NAME(device_count),                                     \
                             .shutdown = DLS__GPU_NAME(shutdown),                                             \
-                            DLS__GPU_METHODS(DLS__GPU_VTABLE_ENTRY).host_function = NULL,                    \
-                            .host_function_destroy = NULL}
+                            DLS__BACKEND_METHODS(DLS__GPU_VTABLE_ENTRY)}
 
 #endif /* DLSTREAM_BACKEND_GPU_H */

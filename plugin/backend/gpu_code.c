@@ -128,7 +128,7 @@ dls_status_t dls__gpu_module_function(dls__gpu *g, int dev, void *module, const 
   return DLS_OK;
 }
 
-#define DLS__GPU_BUILTIN_NAME(name) #name,
+#define DLS__GPU_BUILTIN_NAME(name) name,
 static const char *const dls__gpu_builtin_names[] = {DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_NAME)};
 
 /* Loads the built-in module once per device, every function at once (so no

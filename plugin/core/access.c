@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/access.h"
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/wait.h"
 
 /* The allocation stream, as a party. */
 #define ALLOC (-1)

@@ -3,9 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/deferred.h"
+#include "core/graph.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
+/* A release waits on a marker per use: the uses a buffer keeps inline fit an entry's own markers. */
+_Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inline uses fit a deferred entry");
+
+#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
@@ -48,7 +54,7 @@ static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer
   /* Allocated in a capture: a graph allocation, never touched eagerly. */
   b->cap_id = cap;
   if (DLS__UNLIKELY(cap != 0))
-    dls__capture_note_alloc(cap, b);
+    dls__capture_alloc_add(cap, &b->graph, b->ptr);
   *out = b;
   return DLS_OK;
 }
@@ -195,8 +201,10 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
      * dlstream still know the capture (the driver could not say that a
      * stream that joined it still captures), the memory is left to it. */
     if (b->graph == NULL)
-      dls__capture_orphan_alloc(b->cap_id, b);
-    dls__stream *last = b->graph != NULL ? dls__graph_release_output(b) : NULL;
+      dls__capture_alloc_orphan(b->cap_id, &b->graph);
+    dls__graph *gr = b->graph;
+    b->graph = NULL;
+    dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
     if (last != NULL) {
       free_unordered(b, b->ptr, last);
       dls__stream_unref(last);
@@ -221,7 +229,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
       free_unordered(b, b->ptr, a);
     } else {
       /* Not freed in the capture: its graph owns the memory, like an output's. */
-      dls__capture_orphan_alloc(b->cap_id, b);
+      dls__capture_alloc_orphan(b->cap_id, &b->graph);
       for (int i = 0; i < b->nuses; i++)
         use_done(&b->uses[i]);
     }
@@ -232,7 +240,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   if (b->ptr != NULL)
     dls__mem_free(dev, b->ptr, a);
   if (b->cap_id != 0)
-    dls__capture_forget_alloc(b->cap_id, b);
+    dls__capture_alloc_remove(b->cap_id, &b->graph);
 }
 
 /* Entries whose event was never recorded (their work was never queued)
@@ -319,15 +327,13 @@ void dls__buffer_unref(dls__buffer *b) {
 dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *out_buffer) {
   static const char call[] = "dls_buffer_alloc";
   DLS__ENTER(call);
-  if (out_buffer == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_buffer=NULL): output pointer is NULL", call);
-  out_buffer->id = 0;
+  DLS__OUT(call, out_buffer);
   DLS__GET_STREAM(s, stream, call, "stream");
   dls__buffer *b = NULL;
   dls_status_t st = buffer_alloc(s, size, &b);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
-  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
     st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     dls__buffer_unref(b);
@@ -341,9 +347,7 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
                                void *user_data, dls_buffer_t *out_buffer) {
   static const char call[] = "dls_buffer_borrow";
   DLS__ENTER(call);
-  if (out_buffer == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_buffer=NULL): output pointer is NULL", call);
-  out_buffer->id = 0;
+  DLS__OUT(call, out_buffer);
   if (ptr == NULL && size != 0)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(ptr=NULL, size=%zu): NULL memory of non-zero size", call, size);
   dls_status_t st;
@@ -356,7 +360,7 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
                      s->dev->name);
   dls__buffer *b = NULL;
   DLS__TRY(dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b));
-  b->id = dls__handle_new(DLS_HANDLE_BUFFER, b);
+  b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
     st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     b->release = NULL; /* failure: the caller keeps ownership */
@@ -372,12 +376,13 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
   if (buffer.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_BUFFER, buffer, call, "buffer");
+  DLS__END(&dls__buffer_table, buffer, call, "buffer");
   dls_deferred_poll();
   return DLS_OK;
 }
 
 void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
+dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop);
 
 dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_buffer_record_use";
@@ -436,7 +441,7 @@ dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
         *out_stream = dls_stream_default(b->dev->device, k);
     return DLS_OK;
   }
-  if (dls__handle_peek(DLS_HANDLE_STREAM, b->stream->id) != b->stream)
+  if (dls__table_peek(&dls__stream_table, b->stream->id) != b->stream)
     return dls__fail(DLS_ERR_STATE, "%s: the buffer's allocation stream was destroyed (its work still orders the "
                                     "buffer's free)", call);
   out_stream->id = b->stream->id;

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/buffer.h"
+#include "core/builtin.h"
+#include "core/launch.h"
 
 static const char *const g_builtin_names[DLS__NBUILTIN] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
                                                            "dls_copy_strided", "dls_spin",     "dls_latch",
@@ -39,13 +41,13 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
     f->native = native;
     f->builtin = true;
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
+    f->id = dls__table_add(&dls__function_table, f);
     if (f->id == 0) {
       dls__free(f);
       pthread_mutex_unlock(&g_builtin_mu);
       return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     }
-    atomic_fetch_add(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
+    atomic_fetch_add(&dls__function_table.owned, 1);
     __atomic_store_n(&dev->builtins[k], f, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g_builtin_mu);
@@ -69,9 +71,9 @@ static void drop_builtins(dls__device *dev) {
   for (size_t k = 0; k < DLS__NBUILTIN; k++) {
     dls__function *f = dev->builtins[k];
     if (f != NULL) {
-      atomic_fetch_sub(&dls__owned_handles[DLS_HANDLE_FUNCTION], 1);
+      atomic_fetch_sub(&dls__function_table.owned, 1);
       dev->builtins[k] = NULL;
-      (void)dls__handle_end(DLS_HANDLE_FUNCTION, f->id); /* its drop frees it */
+      (void)dls__table_end(&dls__function_table, f->id); /* its drop frees it */
     }
   }
 }
@@ -81,9 +83,7 @@ void dls__builtins_shutdown(void) { dls__each_device(drop_builtins); }
 dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_function_t *out_function) {
   static const char call[] = "dls_builtin_function";
   DLS__ENTER(call);
-  if (out_function == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
-  out_function->id = 0;
+  DLS__OUT(call, out_function);
   if (name == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=NULL): no built-in named", call);
   dls_status_t st;

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/builtin_args.h"
+#include "core/tensor.h"
 
 /* A memory argument: its address and, when known, the bytes [lo, hi)
  * around it that belong to it. */
@@ -28,12 +29,12 @@ static dls_status_t mem_resolve(const char *call, const char *name, size_t i, co
   dls_status_t st;
   *out = (mem_arg){NULL, 0, 0, false};
   if (a->kind == DLS_ARG_BUFFER || a->kind == DLS_ARG_BUFFER_IN) {
-    dls__buffer *b = dls__hold_get(held, DLS_HANDLE_BUFFER, a->v.buffer.id, call, name, &st);
+    dls__buffer *b = dls__hold_get(held, &dls__buffer_table, a->v.buffer.id, call, name, &st);
     if (b == NULL)
       return st;
     *out = (mem_arg){b->ptr, 0, (int64_t)b->size, true};
   } else if (a->kind == DLS_ARG_TENSOR || a->kind == DLS_ARG_TENSOR_IN) {
-    dls__tensor *t = dls__hold_get(held, DLS_HANDLE_TENSOR, a->v.tensor.id, call, name, &st);
+    dls__tensor *t = dls__hold_get(held, &dls__tensor_table, a->v.tensor.id, call, name, &st);
     if (t == NULL)
       return st;
     char *base = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
@@ -156,7 +157,7 @@ static bool overlaps(const mem_arg *w, int64_t wlo, int64_t whi, const mem_arg *
 
 static int builtin_index(const dls__function *fn) {
   for (int k = 0; k < DLS__NBUILTIN; k++)
-    if (fn->dev->builtins[k] == fn)
+    if (__atomic_load_n(&fn->dev->builtins[k], __ATOMIC_ACQUIRE) == fn) /* made lazily by other threads */
       return k;
   return -1;
 }

@@ -2,9 +2,10 @@
 /* Copies: host to buffer and back, raw addresses, and buffer to buffer
  * (across devices too), each recording its uses under the deallocation rule
  * (buffer.c). */
-#include "internal.h"
+#include "core/access.h"
+#include "core/buffer.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(DLS_HANDLE_BUFFER, dls__buffer, var, handle, call, arg)
+#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static dls_status_t check_range(const char *call, const dls__buffer *b, size_t offset, size_t size) {
   if (offset > b->size || size > b->size - offset)

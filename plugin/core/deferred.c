@@ -5,7 +5,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/deferred.h"
 
 struct dls__deferred {
   struct dls__deferred *next;
@@ -14,7 +15,7 @@ struct dls__deferred {
   uint64_t cap_id; /* a capture that must be over first (0: none) */
   dls_release_fn release;
   void *user_data;
-  dls__marker marks_inline[DLS__USES_INLINE]; /* `marks` when they fit */
+  dls__marker marks_inline[DLS__DEFERRED_MARKS_INLINE]; /* `marks` when they fit */
 };
 
 static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -29,7 +30,7 @@ void dls__deferred_entry_free(dls__deferred *d) {
 }
 
 dls__marker *dls__deferred_marks(dls__deferred *d, int n) {
-  if (n <= DLS__USES_INLINE)
+  if (n <= DLS__DEFERRED_MARKS_INLINE)
     return d->marks_inline;
   return dls__malloc((size_t)n * sizeof(dls__marker));
 }

@@ -2,7 +2,8 @@
 /* Events: owned or foreign markers recorded on streams. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/deferred.h"
 
 /* Calls on one event may race (two threads record it, one waits on it):
  * what they share is atomic, and a native is never freed while the event
@@ -22,7 +23,7 @@ typedef struct dls__event {
 
 static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
-#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(DLS_HANDLE_EVENT, dls__event, var, handle, call, arg)
+#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(&dls__event_table, dls__event, var, handle, call, arg)
 
 static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
                                   const char *call, dls_event_t *out) {
@@ -38,7 +39,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   atomic_init(&e->cap_id, 0);
   e->displaced = NULL;
   atomic_flag_clear(&e->mu.f);
-  e->id = dls__handle_new(DLS_HANDLE_EVENT, e);
+  e->id = dls__table_add(&dls__event_table, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
@@ -50,9 +51,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
 dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_event) {
   static const char call[] = "dls_event_create";
   DLS__ENTER(call);
-  if (out_event == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
-  out_event->id = 0;
+  DLS__OUT(call, out_event);
   const unsigned known = DLS_EVENT_TIMING | DLS_EVENT_BLOCKING_SYNC;
   if (flags & ~known)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
@@ -85,9 +84,7 @@ dls_status_t dls_event_create(DLDevice device, unsigned flags, dls_event_t *out_
 dls_status_t dls_event_wrap(DLDevice device, void *native, dls_event_t *out_event) {
   static const char call[] = "dls_event_wrap";
   DLS__ENTER(call);
-  if (out_event == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_event=NULL): output pointer is NULL", call);
-  out_event->id = 0;
+  DLS__OUT(call, out_event);
   if (native == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(native=NULL): no event to wrap", call);
   dls_status_t st;
@@ -108,7 +105,7 @@ dls_status_t dls_event_destroy(dls_event_t event) {
   if (event.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_EVENT, event, call, "event");
+  DLS__END(&dls__event_table, event, call, "event");
   return DLS_OK;
 }
 
@@ -124,6 +121,7 @@ void dls__event_drop(void *obj) {
     dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
 }
+dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop);
 
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   static const char call[] = "dls_event_record";

@@ -2,7 +2,10 @@
 /* Fork/join groups: branches on pooled streams, joined with events, no host sync. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/deferred.h"
+#include "core/group.h"
+#include "core/wait.h"
 
 typedef struct dls__branch {
   dls__stream *stream; /* an extra ref: the join works even if the handle was destroyed */
@@ -23,7 +26,7 @@ typedef struct dls__group {
   _Atomic bool ended;  /* joined by dls_group_end: no branch is added any more */
 } dls__group;
 
-#define DLS__GET_GROUP(var, handle, call, arg) DLS__GET(DLS_HANDLE_GROUP, dls__group, var, handle, call, arg)
+#define DLS__GET_GROUP(var, handle, call, arg) DLS__GET(&dls__group_table, dls__group, var, handle, call, arg)
 
 dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   static const char call[] = "dls_group_begin";
@@ -58,7 +61,7 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   g->cap = 8;
   pthread_mutex_init(&g->mu, NULL);
   atomic_fetch_add(&o->open_groups, 1);
-  g->id = dls__handle_new(DLS_HANDLE_GROUP, g);
+  g->id = dls__table_add(&dls__group_table, g);
   if (g->id == 0) {
     atomic_fetch_sub(&o->open_groups, 1);
     pthread_mutex_destroy(&g->mu);
@@ -97,7 +100,7 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   DLS__HOLD_VAR(held);
-  dls__stream *b = dls__hold_get(&held, DLS_HANDLE_STREAM, h.id, call, "branch", &st);
+  dls__stream *b = dls__hold_get(&held, &dls__stream_table, h.id, call, "branch", &st);
   if (b == NULL)
     return st; /* ended by another thread before it was handed out */
   st = dev->be->stream_wait_event(dev->id, b->native, g->fork);
@@ -159,9 +162,9 @@ dls_status_t dls_group_end(dls_group_t group) {
   /* The branches go back to the pool (their handles are stale from now on)
    * and the group ends; what it holds goes once no call holds it. */
   for (int i = 0; i < g->n; i++)
-    (void)dls__handle_end(DLS_HANDLE_STREAM, g->branches[i].handle);
+    (void)dls__table_end(&dls__stream_table, g->branches[i].handle);
   atomic_fetch_sub(&g->origin->open_groups, 1);
-  (void)dls__handle_end(DLS_HANDLE_GROUP, g->id);
+  (void)dls__table_end(&dls__group_table, g->id);
   return first;
 }
 
@@ -176,6 +179,7 @@ void dls__group_drop(void *obj) {
   pthread_mutex_destroy(&g->mu);
   dls__free(g);
 }
+dls__table dls__group_table = DLS__TABLE("group", DLS_HANDLE_GROUP, dls__group_drop);
 
 dls_status_t dls_group_branch_count(dls_group_t group, int *out_count) {
   static const char call[] = "dls_group_branch_count";
@@ -206,7 +210,7 @@ static void count_in_capture(uint64_t id, void *obj) {
 int dls__groups_open_in_capture(uint64_t cap_id) {
   count_ctx ctx = {cap_id, 0};
   t_count = &ctx;
-  dls__handle_each(DLS_HANDLE_GROUP, count_in_capture);
+  dls__table_each(&dls__group_table, count_in_capture);
   t_count = NULL;
   return ctx.n;
 }

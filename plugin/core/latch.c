@@ -2,7 +2,11 @@
 /* Latches: host-visible flags a stream waits on until the host opens them (the latch built-in). */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/access.h"
+#include "core/buffer.h"
+#include "core/builtin.h"
+#include "core/capture.h"
+#include "core/launch.h"
 
 typedef struct dls__latch {
   dls__device *dev;
@@ -12,8 +16,6 @@ typedef struct dls__latch {
   uint64_t id;
   atomic_bool holding;  /* counted in dls__latches_holding: waited on, not opened yet */
 } dls__latch;
-
-_Atomic int dls__latches_holding;
 
 /* The latch is waited on: it holds a stream until it is opened. */
 static void latch_hold(dls__latch *l) {
@@ -41,9 +43,7 @@ static void mapped_release(void *user_data) {
 dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   static const char call[] = "dls_latch_create";
   DLS__ENTER(call);
-  if (out_latch == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_latch=NULL): output pointer is NULL", call);
-  out_latch->id = 0;
+  DLS__OUT(call, out_latch);
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
@@ -80,7 +80,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   l->device = dptr;
   __atomic_store_n(&l->host[0], 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&l->host[1], 0u, __ATOMIC_RELEASE);
-  l->id = dls__handle_new(DLS_HANDLE_LATCH, l);
+  l->id = dls__table_add(&dls__latch_table, l);
   if (l->id == 0) {
     dls__buffer_unref(l->mem);
     dls__free(l);
@@ -90,7 +90,7 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   return DLS_OK;
 }
 
-#define DLS__GET_LATCH(var, handle, call, arg) DLS__GET(DLS_HANDLE_LATCH, dls__latch, var, handle, call, arg)
+#define DLS__GET_LATCH(var, handle, call, arg) DLS__GET(&dls__latch_table, dls__latch, var, handle, call, arg)
 
 dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t timeout_ns) {
   static const char call[] = "dls_latch_wait";
@@ -160,7 +160,7 @@ dls_status_t dls_latch_destroy(dls_latch_t latch) {
   /* Opened at once: no stream waits on a latch nobody can open any more. */
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
   latch_let_go(l);
-  DLS__END(DLS_HANDLE_LATCH, latch, call, "latch");
+  DLS__END(&dls__latch_table, latch, call, "latch");
   return DLS_OK;
 }
 
@@ -170,3 +170,4 @@ void dls__latch_drop(void *obj) {
   dls__buffer_unref(l->mem);
   dls__free(l);
 }
+dls__table dls__latch_table = DLS__TABLE("latch", DLS_HANDLE_LATCH, dls__latch_drop);

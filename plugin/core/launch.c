@@ -1,298 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Modules, functions and typed launches. */
+/* Typed launches: a launch's configuration and arguments checked, its buffers' accesses ordered, the kernel queued. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "internal.h"
-#include "module_names.h"
-
-#define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(DLS_HANDLE_MODULE, dls__module, var, handle, call, arg)
-#define DLS__GET_FUNCTION(var, handle, call, arg) \
-  DLS__GET(DLS_HANDLE_FUNCTION, dls__function, var, handle, call, arg)
-
-/* A module keeps the functions looked up in it, by the name asked for: a
- * name looked up again gives the same handle, and unloading makes them all
- * stale. */
-typedef struct dls__module_fn {
-  char *name; /* as the caller spelled it (a kernel name or a name expression) */
-  uint64_t id;
-} dls__module_fn;
-
-typedef struct dls__module_fns {
-  pthread_mutex_t mu;
-  dls__module_fn *fns;
-  size_t n, cap;
-} dls__module_fns;
-
-typedef struct dls__module_full {
-  dls__module m;
-  dls__module_fns fns;
-} dls__module_full;
-
-dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dls_module_t *out_module) {
-  static const char call[] = "dls_module_load";
-  DLS__ENTER(call);
-  if (out_module == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
-  out_module->id = 0;
-  if (image == NULL || size == 0)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(image=%p, size=%zu): empty image", call, image, size);
-  dls_status_t st;
-  dls__device *dev = dls__device_get(device, call, &st);
-  if (dev == NULL)
-    return st;
-  if (dev->be->module_load == NULL)
-    return dls__fail(DLS_ERR_NOT_SUPPORTED,
-                     "%s(device=%s): the %s backend loads no modules; make functions with dls_function_from_host",
-                     call, dev->name, dev->be->name);
-  void *native;
-  st = dev->be->module_load(dev->id, image, size, &native);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(device=%s, size=%zu)", call, dev->name, size);
-  dls__module_full *m = dls__calloc(1, sizeof *m);
-  if (m == NULL) {
-    dev->be->module_unload(dev->id, native);
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-  }
-  m->m.dev = dev;
-  m->m.native = native;
-  atomic_init(&m->m.refs, 1);
-  pthread_mutex_init(&m->fns.mu, NULL);
-  m->m.id = dls__handle_new(DLS_HANDLE_MODULE, m);
-  if (m->m.id == 0) {
-    dev->be->module_unload(dev->id, native);
-    pthread_mutex_destroy(&m->fns.mu);
-    dls__free(m);
-    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
-  }
-  out_module->id = m->m.id;
-  return DLS_OK;
-}
-
-dls_status_t dls_module_load_file(DLDevice device, const char *path, dls_module_t *out_module) {
-  static const char call[] = "dls_module_load_file";
-  DLS__ENTER(call);
-  if (out_module == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
-  out_module->id = 0;
-  if (path == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(path=NULL): no file named", call);
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return dls__fail(DLS_ERR_NOT_FOUND, "%s(path=\"%s\"): cannot open the file", call, path);
-  char *data = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? cap * 2 : 65536;
-      char *p = dls__realloc(data, cap + 1);
-      if (p == NULL) {
-        dls__free(data);
-        fclose(f);
-        return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s(path=\"%s\"): out of host memory", call, path);
-      }
-      data = p;
-    }
-    size_t got = fread(data + n, 1, cap - n, f);
-    n += got;
-    if (got == 0)
-      break;
-  }
-  fclose(f);
-  data[n] = '\0'; /* PTX must be NUL-terminated; binary images ignore it */
-  dls_status_t st = dls_module_load(device, data, n + 1, out_module);
-  dls__free(data);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(path=\"%s\")", call, path);
-  return DLS_OK;
-}
-
-dls_status_t dls_module_unload(dls_module_t module) {
-  static const char call[] = "dls_module_unload";
-  if (module.id == 0)
-    return DLS_OK;
-  DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_MODULE, module, call, "module");
-  return DLS_OK;
-}
-
-/* The native module is unloaded when neither the handle nor any of its
- * functions (a launch may still hold one) is left. */
-static void module_unref(dls__module *mod) {
-  if (atomic_fetch_sub_explicit(&mod->refs, 1, memory_order_acq_rel) != 1)
-    return;
-  dls__module_full *m = (dls__module_full *)mod;
-  (void)mod->dev->be->module_unload(mod->dev->id, mod->native);
-  pthread_mutex_destroy(&m->fns.mu);
-  dls__free(m);
-}
-
-void dls__module_drop(void *obj) {
-  dls__module_full *m = obj;
-  dls__module_names_forget(m->m.id);
-  /* No call holds the module, so no lookup adds a function meanwhile. */
-  for (size_t i = 0; i < m->fns.n; i++) {
-    (void)dls__handle_end(DLS_HANDLE_FUNCTION, m->fns.fns[i].id);
-    dls__free(m->fns.fns[i].name);
-  }
-  dls__free(m->fns.fns);
-  m->fns.fns = NULL;
-  m->fns.n = m->fns.cap = 0;
-  module_unref(&m->m);
-}
-
-void dls__function_drop(void *obj) {
-  dls__function *f = obj;
-  dls__module *m = f->module;
-  if (f->host)
-    f->dev->be->host_function_destroy(f->dev->id, f->native);
-  dls__free(f);
-  if (m != NULL)
-    module_unref(m);
-}
-
-static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
-                                     const char *call, dls__function **out_obj, dls_function_t *out) {
-  dls__function *f = dls__calloc(1, sizeof *f);
-  if (f == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-  f->dev = dev;
-  f->native = native;
-  f->module = module;
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->id = dls__handle_new(DLS_HANDLE_FUNCTION, f);
-  if (f->id == 0) {
-    dls__free(f);
-    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
-  }
-  if (module != NULL)
-    atomic_fetch_add_explicit(&module->refs, 1, memory_order_relaxed);
-  if (out_obj)
-    *out_obj = f;
-  if (out)
-    out->id = f->id;
-  return DLS_OK;
-}
-
-/* The handle already made for `name` in the module, or 0 (fns.mu held). */
-static uint64_t module_fn_find(const dls__module_fns *fns, const char *name) {
-  for (size_t i = 0; i < fns->n; i++)
-    if (strcmp(fns->fns[i].name, name) == 0)
-      return fns->fns[i].id;
-  return 0;
-}
-
-dls_status_t dls_module_function(dls_module_t module, const char *name, dls_function_t *out_function) {
-  static const char call[] = "dls_module_function";
-  DLS__ENTER(call);
-  if (out_function == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
-  out_function->id = 0;
-  if (name == NULL || name[0] == '\0')
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name=%s): no kernel name given", call, name ? "\"\"" : "NULL");
-  DLS__GET(DLS_HANDLE_MODULE, dls__module_full, m, module, call, "module");
-  pthread_mutex_lock(&m->fns.mu);
-  out_function->id = module_fn_find(&m->fns, name);
-  pthread_mutex_unlock(&m->fns.mu);
-  if (out_function->id != 0)
-    return DLS_OK;
-  /* The driver is asked unlocked; a thread that published the same name
-   * meanwhile wins, and this lookup gives its handle. */
-  void *native;
-  dls_status_t st = m->m.dev->be->module_function(m->m.dev->id, m->m.native,
-                                                  dls__module_names_resolve(module.id, name), &native);
-  if (st != DLS_OK)
-    return dls__module_names_missing(module.id, st, call, name);
-  char *key = strdup(name);
-  if (key == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-  pthread_mutex_lock(&m->fns.mu);
-  out_function->id = module_fn_find(&m->fns, name);
-  if (out_function->id != 0) {
-    pthread_mutex_unlock(&m->fns.mu);
-    dls__free(key);
-    return DLS_OK;
-  }
-  if (m->fns.n == m->fns.cap) {
-    size_t cap = m->fns.cap ? m->fns.cap * 2 : 8;
-    dls__module_fn *p = dls__realloc(m->fns.fns, cap * sizeof *p);
-    if (p == NULL) {
-      pthread_mutex_unlock(&m->fns.mu);
-      dls__free(key);
-      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-    }
-    m->fns.fns = p;
-    m->fns.cap = cap;
-  }
-  dls__function *f;
-  st = function_publish(m->m.dev, native, &m->m, name, call, &f, out_function);
-  if (st == DLS_OK)
-    m->fns.fns[m->fns.n++] = (dls__module_fn){key, f->id};
-  else
-    dls__free(key);
-  pthread_mutex_unlock(&m->fns.mu);
-  return st;
-}
-
-dls_status_t dls_function_from_host(DLDevice device, const char *name, dls_host_kernel fn,
-                                    dls_function_t *out_function) {
-  static const char call[] = "dls_function_from_host";
-  DLS__ENTER(call);
-  if (out_function == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_function=NULL): output pointer is NULL", call);
-  out_function->id = 0;
-  if (fn == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(fn=NULL): no host function given", call);
-  dls_status_t st;
-  dls__device *dev = dls__device_get(device, call, &st);
-  if (dev == NULL)
-    return st;
-  if (dev->be->host_function == NULL)
-    return dls__fail(DLS_ERR_NOT_SUPPORTED,
-                     "%s(device=%s): host functions run only on CPU devices; load a module on %s backends", call,
-                     dev->name, dev->be->name);
-  if (name == NULL)
-    name = "host_function";
-  void *native;
-  st = dev->be->host_function(dev->id, name, fn, &native);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s", call);
-  dls__function *f;
-  st = function_publish(dev, native, NULL, name, call, &f, out_function);
-  if (st != DLS_OK) {
-    dev->be->host_function_destroy(dev->id, native);
-    return st;
-  }
-  f->host = true; /* before any other thread can know the handle: it was just made */
-  return DLS_OK;
-}
-
-dls_status_t dls_function_destroy(dls_function_t function) {
-  static const char call[] = "dls_function_destroy";
-  if (function.id == 0)
-    return DLS_OK;
-  DLS__ENTER(call);
-  DLS__GET_FUNCTION(f, function, call, "function");
-  if (!f->host)
-    return dls__fail(DLS_ERR_STATE, "%s(function \"%s\"): %s", call, f->name,
-                     f->builtin ? "built-in functions belong to the runtime"
-                                : "functions of a module are destroyed by dls_module_unload");
-  DLS__END(DLS_HANDLE_FUNCTION, function, call, "function");
-  return DLS_OK;
-}
-
-dls_status_t dls_function_name(dls_function_t function, const char **out_name) {
-  static const char call[] = "dls_function_name";
-  DLS__ENTER(call);
-  if (out_name == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_name=NULL): output pointer is NULL", call);
-  DLS__GET_FUNCTION(f, function, call, "function");
-  *out_name = f->name;
-  return DLS_OK;
-}
-
-/* ---- the launch path ---- */
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/deferred.h"
+#include "core/launch.h"
+#include "core/tensor.h"
 
 DLS__COLD static dls_status_t config_error(const char *call, const dls_launch_config_t *c) {
   if (c == NULL)
@@ -316,11 +30,11 @@ static inline dls_status_t check_config(const char *call, const dls_launch_confi
 
 /* A buffer or tensor argument that is not a live handle; the argument's
  * name is formatted only now, off the launch path. */
-DLS__COLD static dls_status_t arg_miss(dls_handle_kind_t kind, uint64_t id, const char *call, size_t i) {
+DLS__COLD static dls_status_t arg_miss(dls__table *t, uint64_t id, const char *call, size_t i) {
   char name[32];
   dls_status_t st;
   snprintf(name, sizeof name, "args[%zu]", i);
-  dls__handle_miss(kind, id, call, name, &st);
+  dls__table_miss(t, id, call, name, &st);
   return st;
 }
 
@@ -336,10 +50,10 @@ static void arg_holds_end(dls__arg_holds *hs) {
     dls__hold_end(&hs->h[i]);
 }
 
-static inline void *arg_hold(dls__arg_holds *hs, dls_handle_kind_t kind, uint64_t id) {
+static inline void *arg_hold(dls__arg_holds *hs, dls__table *t, uint64_t id) {
   dls__hold *h = &hs->h[hs->n];
-  h->kind = kind;
-  void *obj = dls__slot_hold(kind, id, &h->slot);
+  h->table = t;
+  void *obj = dls__slot_hold(t, id, &h->slot);
   hs->n += obj != NULL;
   return obj;
 }
@@ -357,9 +71,9 @@ static dls_status_t resolve_arg(const char *call, const dls__function *fn, const
   switch (a->kind) {
   case DLS_ARG_BUFFER:
   case DLS_ARG_BUFFER_IN:
-    b = arg_hold(holds, DLS_HANDLE_BUFFER, a->v.buffer.id);
+    b = arg_hold(holds, &dls__buffer_table, a->v.buffer.id);
     if (DLS__UNLIKELY(b == NULL))
-      return arg_miss(DLS_HANDLE_BUFFER, a->v.buffer.id, call, i);
+      return arg_miss(&dls__buffer_table, a->v.buffer.id, call, i);
     if (DLS__UNLIKELY(b->dev != s->dev))
       return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
                        b->dev->name, s->dev->name);
@@ -367,9 +81,9 @@ static dls_status_t resolve_arg(const char *call, const dls__function *fn, const
     break;
   case DLS_ARG_TENSOR:
   case DLS_ARG_TENSOR_IN: {
-    dls__tensor *t = arg_hold(holds, DLS_HANDLE_TENSOR, a->v.tensor.id);
+    dls__tensor *t = arg_hold(holds, &dls__tensor_table, a->v.tensor.id);
     if (DLS__UNLIKELY(t == NULL))
-      return arg_miss(DLS_HANDLE_TENSOR, a->v.tensor.id, call, i);
+      return arg_miss(&dls__tensor_table, a->v.tensor.id, call, i);
     if (DLS__UNLIKELY(t->buf->dev != s->dev))
       return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): tensor is on %s but the stream is on %s", call, i,
                        t->buf->dev->name, s->dev->name);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fault.h"
+#include "base/fault.h"
 #include "module_names.h"
 
 typedef struct dls__names_rec {

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* Records, for a loaded module, its name expressions with their lowered
  * names (both copied) and its kernels as "a, b, c". Replaces an earlier

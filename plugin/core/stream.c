@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Streams: owned, pooled, foreign and default; their pool; cross-stream ordering. */
+/* Streams: owned, pooled, foreign and default; their pool; how messages name them. (wait.c: waits between streams
+ * and of the host.) */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "internal.h"
+#include "core/capture.h"
+#include "core/stream.h"
 
 static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   dls__stream *s = dls__obj_alloc(DLS__OBJ_STREAM, sizeof *s);
@@ -21,7 +24,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
 
 /* Gives the object a handle; on failure releases it and returns the status. */
 static dls_status_t stream_publish(dls__stream *s, const char *call, dls_stream_t *out) {
-  s->id = dls__handle_new(DLS_HANDLE_STREAM, s);
+  s->id = dls__table_add(&dls__stream_table, s);
   if (s->id == 0) {
     dls_status_t st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     dls__stream_unref(s);
@@ -73,7 +76,7 @@ dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, con
   dls__device *dev = dls__device_get(device, call, out_status);
   if (dev == NULL)
     return NULL;
-  dls__stream *s;
+  dls__stream *s = NULL;
   dls_status_t st = dls__stream_default(dev, kind, &s);
   if (st != DLS_OK) {
     *out_status = dls__fail_prefix(st, "%s(%s)", call, arg);
@@ -109,16 +112,16 @@ static bool native_capturing(dls__device *dev, void *native) {
          dev->be->stream_capture_status(dev->id, native, &status, &id) == DLS_OK && status != DLS__CAPTURE_NONE;
 }
 
-/* An idle pooled stream, or NULL. A stream still in a capture is parked
+/* An idle pooled stream, or NULL. A stream still in a capture is set aside
  * until the capture is over: work queued on it would be recorded, not run. */
 static void *pool_take(dls__device *dev) {
   void *native = NULL;
   pthread_mutex_lock(&dev->mu);
-  bool check = atomic_load_explicit(&dls__captures_known, memory_order_acquire) > 0 || dev->parked_n > 0;
-  for (size_t i = 0; check && i < dev->parked_n;) {
-    if (!native_capturing(dev, dev->parked[i]) && dev->stream_pool_n < dev->stream_pool_cap) {
-      dev->stream_pool[dev->stream_pool_n++] = dev->parked[i];
-      dev->parked[i] = dev->parked[--dev->parked_n];
+  bool check = atomic_load_explicit(&dls__captures_known, memory_order_acquire) > 0 || dev->in_capture_n > 0;
+  for (size_t i = 0; check && i < dev->in_capture_n;) {
+    if (!native_capturing(dev, dev->in_capture[i]) && dev->stream_pool_n < dev->stream_pool_cap) {
+      dev->stream_pool[dev->stream_pool_n++] = dev->in_capture[i];
+      dev->in_capture[i] = dev->in_capture[--dev->in_capture_n];
     } else {
       i++;
     }
@@ -126,24 +129,36 @@ static void *pool_take(dls__device *dev) {
   while (native == NULL && dev->stream_pool_n > 0) {
     native = dev->stream_pool[--dev->stream_pool_n];
     if (check && native_capturing(dev, native)) {
-      if (dev->parked_n == dev->parked_cap) {
-        size_t cap = dev->parked_cap ? dev->parked_cap * 2 : 8;
-        void **p = dls__realloc(dev->parked, cap * sizeof *p);
+      if (dev->in_capture_n == dev->in_capture_cap) {
+        size_t cap = dev->in_capture_cap ? dev->in_capture_cap * 2 : 8;
+        void **p = dls__realloc(dev->in_capture, cap * sizeof *p);
         if (p == NULL) {
           dev->stream_pool[dev->stream_pool_n++] = native; /* keep it; make a new one instead */
           native = NULL;
           break;
         }
-        dev->parked = p;
-        dev->parked_cap = cap;
+        dev->in_capture = p;
+        dev->in_capture_cap = cap;
       }
-      dev->parked[dev->parked_n++] = native;
+      dev->in_capture[dev->in_capture_n++] = native;
       native = NULL;
     }
   }
   dev->pooled_out++;
   pthread_mutex_unlock(&dev->mu);
   return native;
+}
+
+const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size) {
+  static const char *const kinds[] = {"", "owned", "pooled", "foreign", "default"};
+  const char *kind = s->kind >= 1 && s->kind <= 4 ? kinds[s->kind] : "";
+  char where[48];
+  if (cap != 0)
+    snprintf(where, sizeof where, "in capture %" PRIu64, cap);
+  else
+    snprintf(where, sizeof where, "not capturing");
+  snprintf(buf, size, "%s stream %p on %s (%s)", kind, s->native, s->dev->name, where);
+  return buf;
 }
 
 void dls__stream_release(dls__stream *s) {
@@ -158,27 +173,6 @@ void dls__stream_release(dls__stream *s) {
     break;
   }
   dls__obj_free(DLS__OBJ_STREAM, s);
-}
-
-dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
-  if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
-    return DLS_OK;
-  uint64_t wcap = 0, tcap = 0;
-  (void)dls__stream_capture(waiter, &wcap);
-  (void)dls__stream_capture(target, &tcap);
-  DLS__TRY(dls__capture_check_pair(waiter, wcap, target, tcap));
-  /* The event is the target's device's; the waiter may be on another device
-   * of the same backend (a cross-device wait, which CUDA allows). */
-  dls__device *dev = target->dev;
-  void *ev;
-  DLS__TRY(dls__event_pool_get(dev, &ev));
-  dls_status_t st = dev->be->event_record(dev->id, ev, target->native);
-  if (st == DLS_OK)
-    st = waiter->dev->be->stream_wait_event(waiter->dev->id, waiter->native, ev);
-  /* A wait captures the record it saw, so an eager event can be reused at
-   * once; one recorded in a capture only once the capture is over. */
-  dls__event_pool_put_after(dev, ev, tcap);
-  return st;
 }
 
 /* ---- public API ---- */
@@ -199,9 +193,7 @@ dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out
 dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_options, dls_stream_t *out_stream) {
   static const char call[] = "dls_stream_create";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
-  out_stream->id = 0;
+  DLS__OUT(call, out_stream);
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
@@ -236,9 +228,7 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
 dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
   static const char call[] = "dls_stream_acquire";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
-  out_stream->id = 0;
+  DLS__OUT(call, out_stream);
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
@@ -264,9 +254,7 @@ dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
 dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_stream) {
   static const char call[] = "dls_stream_wrap";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
-  out_stream->id = 0;
+  DLS__OUT(call, out_stream);
   /* Values no stream can have are refused before a driver reads them as a
    * pointer: the first page is never mapped, and user-space pointers are
    * never negative. NULL, 1 and 2 name the GPU default streams. */
@@ -299,7 +287,7 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
   if (stream.id == 0 || (uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_STREAM, stream, call, "stream");
+  DLS__END(&dls__stream_table, stream, call, "stream");
   return DLS_OK;
 }
 
@@ -310,55 +298,7 @@ void dls__stream_drop(void *obj) {
   dls__capture_drop_on(s);
   dls__stream_unref(s);
 }
-
-/* Synchronizing or querying a capturing stream would invalidate its capture. */
-static dls_status_t refuse_capturing(const char *call, dls__stream *s) {
-  uint64_t id;
-  int status = dls__stream_capture(s, &id);
-  if (DLS__LIKELY(status == DLS__CAPTURE_NONE))
-    return dls__capture_check_host_wait(call);
-  char d[128];
-  return dls__fail(DLS_ERR_STATE,
-                   "%s: %s: its work is being recorded, not run, so there is nothing to wait for (the driver would "
-                   "invalidate the capture); end the capture and replay the graph",
-                   call, dls__stream_describe(s, id, d, sizeof d));
-}
-
-dls_status_t dls_stream_synchronize(dls_stream_t stream) {
-  static const char call[] = "dls_stream_synchronize";
-  DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__TRY(refuse_capturing(call, s));
-  dls_status_t st = s->dev->be->stream_synchronize(s->dev->id, s->native);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-  dls_deferred_poll();
-  return DLS_OK;
-}
-
-dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
-  static const char call[] = "dls_stream_query";
-  DLS__ENTER(call);
-  if (out_idle == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__TRY(refuse_capturing(call, s));
-  dls_status_t st = s->dev->be->stream_query(s->dev->id, s->native, out_idle);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-}
-
-dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
-  static const char call[] = "dls_stream_wait_stream";
-  DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__GET_STREAM(o, other, call, "other");
-  if (s->dev->be != o->dev->be)
-    return dls__fail(DLS_ERR_INVALID_DEVICE,
-                     "%s: stream is on %s but other is on %s; a stream can wait only for streams of its own backend",
-                     call, s->dev->name, o->dev->name);
-  dls_status_t st = dls__stream_order(s, o);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
-}
+dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);
 
 dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *user_data) {
   static const char call[] = "dls_stream_add_callback";
@@ -399,14 +339,14 @@ static void drop_stream_objects(dls__device *dev) {
   }
   for (size_t k = 0; k < dev->stream_pool_n; k++)
     dev->be->stream_destroy(dev->id, dev->stream_pool[k]);
-  for (size_t k = 0; k < dev->parked_n; k++)
-    dev->be->stream_destroy(dev->id, dev->parked[k]);
+  for (size_t k = 0; k < dev->in_capture_n; k++)
+    dev->be->stream_destroy(dev->id, dev->in_capture[k]);
   dls__free(dev->stream_pool);
-  dls__free(dev->parked);
+  dls__free(dev->in_capture);
   dev->stream_pool = NULL;
-  dev->parked = NULL;
+  dev->in_capture = NULL;
   dev->stream_pool_n = dev->stream_pool_cap = 0;
-  dev->parked_n = dev->parked_cap = 0;
+  dev->in_capture_n = dev->in_capture_cap = 0;
 }
 
 /* Called by dls_shutdown once no handle is left: default stream objects

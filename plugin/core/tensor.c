@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/tensor.h"
 
 dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t flags, dls_tensor_t *out) {
   dls__tensor *t = dls__calloc(1, sizeof *t);
@@ -40,7 +40,7 @@ dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t fl
   }
   t->dl.shape = shape;
   t->dl.strides = strides;
-  t->id = dls__handle_new(DLS_HANDLE_TENSOR, t);
+  t->id = dls__table_add(&dls__tensor_table, t);
   if (t->id == 0) {
     dls__free(t->dims_heap);
     dls__free(t);
@@ -52,17 +52,17 @@ dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t fl
 }
 
 dls__tensor *dls__tensor_get(dls_tensor_t t, const char *call, const char *arg, dls_status_t *out_status) {
-  return (dls__tensor *)dls__handle_get(DLS_HANDLE_TENSOR, t.id, call, arg, out_status);
+  return (dls__tensor *)dls__table_get(&dls__tensor_table, t.id, call, arg, out_status);
 }
 
-#define DLS__GET_TENSOR(var, handle, call, arg) DLS__GET(DLS_HANDLE_TENSOR, dls__tensor, var, handle, call, arg)
+#define DLS__GET_TENSOR(var, handle, call, arg) DLS__GET(&dls__tensor_table, dls__tensor, var, handle, call, arg)
 
 dls_status_t dls_tensor_release(dls_tensor_t tensor) {
   static const char call[] = "dls_tensor_release";
   if (tensor.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__END(DLS_HANDLE_TENSOR, tensor, call, "tensor");
+  DLS__END(&dls__tensor_table, tensor, call, "tensor");
   dls_deferred_poll();
   return DLS_OK;
 }
@@ -73,6 +73,7 @@ void dls__tensor_drop(void *obj) {
   dls__free(t->dims_heap);
   dls__free(t);
 }
+dls__table dls__tensor_table = DLS__TABLE("tensor", DLS_HANDLE_TENSOR, dls__tensor_drop);
 
 dls_status_t dls_tensor_dltensor(dls_tensor_t tensor, const DLTensor **out_view) {
   static const char call[] = "dls_tensor_dltensor";

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dlstream/builtin.h"
 
 DLS__INTERNAL dls_host_kernel dls__cpu_builtin(const char *name);

@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fault.h"
-#include "rtc/rtc.h"
+#include "base/fault.h"
+#include "rtc/rtc_internal.h"
 
 #define DLS__KC_MAGIC "DLSKERN"
 #define DLS__KC_VERSION 1u

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 static dls__rtc_vendor *dls__rtc_vendor_of(dls_compiler_t compiler) {
   switch (compiler) {

@@ -2,7 +2,7 @@
 /* The kernel names of an image (cubin, PTX, ROCm code object), for messages that say what a module has. */
 #include <string.h>
 
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 /* ELF facts (System V gABI; CUDA and AMDGPU supplements). */
 enum {

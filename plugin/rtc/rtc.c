@@ -5,10 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/arch.h"
 #include "core/internal.h"
 #include "core/module_names.h"
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 #define DLS__RTC_MAX_OPTIONS 256
 #define DLS__RTC_MAX_NAMES 4096
@@ -441,7 +440,7 @@ dls_status_t dls_module_lowered_name(dls_module_t module, const char *name_expre
   *out_lowered = NULL;
   if (name_expression == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name_expression=NULL): no name expression given", call);
-  DLS__GET(DLS_HANDLE_MODULE, void, held_module, module, call, "module");
+  DLS__GET(&dls__module_table, void, held_module, module, call, "module");
   (void)held_module;
   *out_lowered = dls__module_names_lowered(module.id, name_expression);
   if (*out_lowered != NULL)

@@ -2,7 +2,7 @@
 /* SHA-256 as FIPS 180-4 defines it: the cache's keys and its files' checksums. */
 #include <string.h>
 
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the first 64 primes (FIPS 180-4, 4.2.2). */
 static const uint32_t dls__sha256_k[64] = {

@@ -2,7 +2,7 @@
 /* The two run-time compilers: NVRTC (CUDA) and hipRTC (ROCm), their symbol tables and where to find them. */
 #include <stddef.h>
 
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 /* X(field, NVRTC symbol, required by NVRTC, hipRTC symbol, required by hipRTC).
  * An empty symbol: the vendor has none (hipRTC makes no PTX and lists no

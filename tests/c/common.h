@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "dlstream/dlstream.h"
 
@@ -84,6 +87,12 @@ static inline void dlst_need_pooling(void) {
   ParameterizedTestParameters(suite, name) { return dlst_backend_params(); }              \
   ParameterizedTest(DLDeviceType *backend_type, suite, name)
 
+static inline uint64_t dlst_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Suite teardown: nothing the test made may still be alive, then shut down.
  * Criterion does not count assertions made in .fini, so a leak aborts the
  * test process instead, which fails the suite. */
@@ -97,6 +106,11 @@ static inline void dlst_fini(void) {
       leaked = 1;
     }
   }
+  /* A release may still wait for work in flight on a stream the test has
+   * destroyed (nothing synchronizes those): poll until it runs, for at most
+   * 10 seconds, before calling it a leak. */
+  for (uint64_t t0 = dlst_now_ns(); dls_deferred_poll() != 0 && dlst_now_ns() - t0 < 10000000000ull;)
+    sched_yield();
   if (dls_deferred_pending() != 0) {
     cr_log_error("leak: %zu deferred release(s) still pending after the test", dls_deferred_pending());
     leaked = 1;

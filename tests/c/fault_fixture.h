@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
-#include "core/fault.h"
+#include "base/fault.h"
 
 #define FX_MAX 24
 

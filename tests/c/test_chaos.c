@@ -39,6 +39,7 @@ typedef struct worker_t {
   char why[256];
   int wrong;         /* a private buffer that did not read back what was written */
   unsigned skip;     /* DLSTREAM_CHAOS_SKIP: a mask of operations not to run (to narrow a failure down) */
+  int capture_knobs; /* DLSTREAM_CHAOS_CAPTURE: 1 relaxed mode only, 2 no group, 4 no fill, 8 end only */
 } worker_t;
 
 static uint64_t next_rand(worker_t *w) {
@@ -117,10 +118,7 @@ static void capture_op(worker_t *w) {
     dls_stream_destroy(s);
     return;
   }
-  /* DLSTREAM_CHAOS_CAPTURE narrows a failure down: 1 relaxed mode only, 2 no group, 4 no fill, 8 end only. */
-  static int knobs = -1;
-  if (knobs < 0)
-    knobs = getenv("DLSTREAM_CHAOS_CAPTURE") ? atoi(getenv("DLSTREAM_CHAOS_CAPTURE")) : 0;
+  int knobs = w->capture_knobs;
   dls_capture_mode_t mode = (knobs & 1) ? DLS_CAPTURE_RELAXED : (dls_capture_mode_t)(next_rand(w) % 3);
   if (dls_stream_begin_capture(s, mode) == DLS_OK) {
     float one = 1.0f;
@@ -273,7 +271,8 @@ BACKEND_TEST(chaos, random_operations_from_many_threads_on_shared_handles) {
   pthread_t th[MAX_THREADS];
   for (int t = 0; t < threads; t++) {
     w[t] = (worker_t){.sh = &sh, .index = t, .ops = ops, .rng = 0x9e3779b97f4a7c15ull * (uint64_t)(seed * 64 + t + 1),
-                      .skip = (unsigned)strtoul(getenv("DLSTREAM_CHAOS_SKIP") ? getenv("DLSTREAM_CHAOS_SKIP") : "0", NULL, 0)};
+                      .skip = (unsigned)strtoul(getenv("DLSTREAM_CHAOS_SKIP") ? getenv("DLSTREAM_CHAOS_SKIP") : "0", NULL, 0),
+                      .capture_knobs = env_int("DLSTREAM_CHAOS_CAPTURE", 0)};
     cr_assert_eq(pthread_create(&th[t], NULL, work, &w[t]), 0);
   }
   unsigned long long counts[OP_KINDS] = {0}, total = 0;

@@ -140,6 +140,11 @@ static float run(DLDeviceType t, int kind, int hazard, bool rule) {
 static void check(DLDeviceType t, int kind, int hazard, float right, float wrong) {
   float on = run(t, kind, hazard, true);
   cr_assert_float_eq(on, right, 0, "kind %d hazard %d: got %g, wanted %g", kind, hazard, on, right);
+#if defined(__SANITIZE_THREAD__)
+  /* With the rule off the kernels race on purpose: ThreadSanitizer would (rightly) stop the suite. The plain and
+   * ASan builds run the negative control. */
+  return;
+#endif
   setenv("DLSTREAM_TEST_NO_HAZARDS", "1", 1);
   OK(dls_shutdown()); /* the switch is read when the runtime starts */
   float off = run(t, kind, hazard, false);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of run-time compilation: SHA-256 against the standard's examples, kernel names of images, damaged images. */
 #include "common.h"
-#include "rtc/rtc.h"
+#include "rtc/rtc_internal.h"
 
 TestSuite(rtc_internals, .fini = dlst_fini);
 

@@ -48,6 +48,15 @@ def fake_exchange():
 
 
 @pytest.fixture
+def stream_choice_only():
+    """For tests that watch which stream a call picks: the hazard rule's waits (a framework's stream waiting for a
+    call on another stream, among them) are off while they run."""
+    was = dlstream._dlstream._test_hazards(False)
+    yield
+    dlstream._dlstream._test_hazards(was)
+
+
+@pytest.fixture
 def fx():
     """The fake framework with the DLPack C exchange API (tests/python/fake_exchange.c)."""
     mod = fake_exchange()

@@ -165,7 +165,7 @@ def test_fast_path_makes_no_handles_or_objects(fx, axpy, no_leaks):
 
 # ---- which stream ----
 
-def test_stream_choice_order(fx, axpy, no_leaks):
+def test_stream_choice_order(fx, axpy, no_leaks, stream_choice_only):
     """explicit stream= > use_stream() > the framework's current stream > the legacy default stream.
     The expected stream is held by a latch: once every other stream has drained, y must still be untouched."""
     a, b, c = dlstream.Stream(CPU), dlstream.Stream(CPU), dlstream.Stream(CPU)

@@ -186,7 +186,7 @@ def test_the_plan_reads_new_scalars_tensors_and_streams(fx, no_leaks):
     dlstream._dlstream._clear_caches()
 
 
-def test_the_plan_gives_way_to_stream_choices_and_other_arguments(fx, no_leaks):
+def test_the_plan_gives_way_to_stream_choices_and_other_arguments(fx, no_leaks, stream_choice_only):
     """stream=, use_stream() and an argument the plan did not see take the general path, which decides again."""
     axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
     s = dlstream.Stream(CPU)

@@ -254,6 +254,36 @@ def test_copy_between_devices(kind, no_leaks):
             y.close()
 
 
+@pytest.mark.parametrize("rule_on", [True, False])
+def test_copy_between_devices_waits_for_dsts_earlier_write(kind, rule_on, no_leaks):
+    """dst (device 1) is filled with 3 on s1b (held), then dlstream.copy(dst, src from device 0) runs on s1a: the copy
+    must wait for the fill (write after write), so dst ends with src's -2. The negative control turns the hazard
+    rule off (dlstream._dlstream._test_hazards): the copy then lands first and the fill's 3 remains. The model-based
+    test (test_hazard_model.py, two CPU devices) found this one."""
+    d0, d1 = f"{kind}:0", f"{kind}:1"
+    s1a, s1b = dlstream.Stream(d1), dlstream.Stream(d1)
+    src = dlstream.empty(1024, "float32", device=d0)
+    dst = dlstream.empty(1024, "float32", device=d1, stream=s1a)
+    dlstream.fill(src, -2.0)
+    dlstream.fill(dst, 0.0)
+    dlstream.synchronize()
+    was = dlstream._dlstream._test_hazards(rule_on)
+    try:
+        latch = held(s1b, d1)
+        dlstream.fill(dst, 3.0, stream=s1b)   # behind the latch
+        dlstream.copy(dst, src, stream=s1a)
+        if rule_on:
+            assert s1a.query() is False, "the copy on s1a waits for the fill on s1b"
+        else:
+            s1a.synchronize()                 # nothing holds s1a: the copy lands first
+        release(latch, s1b, s1a)
+    finally:
+        dlstream._dlstream._test_hazards(was)
+    assert (host(dst) == (-2.0 if rule_on else 3.0)).all()
+    for o in (src, dst, s1a, s1b):
+        o.close()
+
+
 @pytest.mark.skipif(not TORCH2, reason="needs torch with 2 CUDA devices and NCCL")
 def test_distributed_example():
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internal error helpers: set the thread-local message and return the status in one expression. */
-#ifndef DLSTREAM_CORE_ERROR_H
-#define DLSTREAM_CORE_ERROR_H
+#ifndef DLSTREAM_BASE_ERROR_H
+#define DLSTREAM_BASE_ERROR_H
+
+#include <string.h>
 
 #include "dlstream/status.h"
 
@@ -35,4 +37,13 @@ DLS__INTERNAL dls_status_t dls__fail_prefix(dls_status_t status, const char *fmt
       return dls__st_;                     \
   } while (0)
 
-#endif /* DLSTREAM_CORE_ERROR_H */
+/* The preamble of a call with an output: refuses NULL, else zeroes it (a
+ * failing call leaves it zeroed). */
+#define DLS__OUT(call, out)                                                     \
+  do {                                                                          \
+    if (DLS__UNLIKELY((out) == NULL))                                           \
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(" #out "=NULL): output pointer is NULL", (call)); \
+    memset((out), 0, sizeof *(out));                                            \
+  } while (0)
+
+#endif /* DLSTREAM_BASE_ERROR_H */

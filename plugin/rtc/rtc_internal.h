@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the run-time compilation files share: the compiler vtable, its loader, SHA-256, the cache, kernel names. */
-#ifndef DLSTREAM_RTC_H
-#define DLSTREAM_RTC_H
+#ifndef DLSTREAM_RTC_INTERNAL_H
+#define DLSTREAM_RTC_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "dlstream/dlstream.h"
 
 /* ---- the compiler API: NVRTC and hipRTC have the same shape ----
@@ -152,4 +152,4 @@ DLS__INTERNAL void dls__rtc_count(int stat);
  * Never reads outside [image, image + size). */
 DLS__INTERNAL void dls__rtc_kernel_names(const void *image, size_t size, char *out, size_t out_size);
 
-#endif /* DLSTREAM_RTC_H */
+#endif /* DLSTREAM_RTC_INTERNAL_H */

@@ -3,19 +3,8 @@
  * allocation and release; per-thread caches of freed slots and small objects. */
 #include <stdlib.h>
 
-#include "internal.h"
-
-#define DLS__KIND(K, name, type, verb) \
-  [DLS_HANDLE_##K] = {.kind_name = #name, .kind = DLS_HANDLE_##K, .mu = PTHREAD_MUTEX_INITIALIZER},
-dls__table dls__tables[DLS_HANDLE_KIND_COUNT_] = {DLS__HANDLE_KINDS(DLS__KIND)};
-#undef DLS__KIND
-
-/* What each kind's end does once no call holds its object. */
-#define DLS__DROP(K, name, type, verb) [DLS_HANDLE_##K] = dls__##name##_drop,
-static void (*const g_drop[DLS_HANDLE_KIND_COUNT_])(void *obj) = {DLS__HANDLE_KINDS(DLS__DROP)};
-#undef DLS__DROP
-
-_Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
+#include "base/fault.h"
+#include "base/handle.h"
 
 static dls__slot *slot_at(dls__table *t, uint32_t index) {
   if (index >> DLS__CHUNK_SHIFT >= DLS__MAX_CHUNKS)
@@ -51,8 +40,13 @@ static void push_free(dls__table *t, uint32_t index) {
   }
 }
 
+/* The table of each kind that has handed out a slot: where a finished
+ * thread's cached slots go back. */
+static _Atomic(dls__table *) g_tables[DLS_HANDLE_KIND_COUNT_];
+
 /* A fresh slot from the end of the table, allocating its chunk if needed. */
 static uint32_t take_new(dls__table *t) {
+  atomic_store_explicit(&g_tables[t->kind], t, memory_order_release);
   uint32_t index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
   if (index == 0) /* slot 0 is never handed out */
     index = atomic_fetch_add_explicit(&t->nslots, 1, memory_order_acq_rel);
@@ -89,7 +83,7 @@ static pthread_key_t g_cache_key;
 static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
 
 static void cache_drain(dls__thread_cache *c) {
-  for (int k = 0; k < DLS__OBJ_KINDS; k++) {
+  for (int k = 0; k < DLS__OBJ_CLASSES; k++) {
     while (c->n[k] > 0)
       dls__free(c->items[k][--c->n[k]]);
   }
@@ -100,7 +94,7 @@ static void cache_thread_exit(void *p) {
   cache_drain(c);
   for (int k = 0; k < DLS_HANDLE_KIND_COUNT_; k++) {
     while (c->nslots[k] > 0)
-      push_free(&dls__tables[k], c->slots[k][--c->nslots[k]]);
+      push_free(atomic_load_explicit(&g_tables[k], memory_order_acquire), c->slots[k][--c->nslots[k]]);
   }
 }
 
@@ -115,8 +109,7 @@ static void cache_register(dls__thread_cache *c) {
 
 /* ---- handles ---- */
 
-uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj) {
-  dls__table *t = &dls__tables[kind];
+uint64_t dls__table_add_shared(dls__table *t, void *obj) {
   uint32_t index = pop_free(t);
   if (index == 0 && (index = take_new(t)) == 0)
     return 0;
@@ -126,10 +119,11 @@ uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj) {
   return ((uint64_t)gen << 32) | index;
 }
 
-void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index) {
+void dls__slot_recycle(dls__table *t, uint32_t index) {
   dls__thread_cache *c = &dls__tls;
+  dls_handle_kind_t kind = t->kind;
   if (c->nslots[kind] == DLS__SLOT_CACHE) {
-    push_free(&dls__tables[kind], index);
+    push_free(t, index);
     return;
   }
   if (DLS__UNLIKELY(!c->registered))
@@ -139,16 +133,18 @@ void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index) {
 
 /* The object of an ended handle that no call holds: the slot goes back,
  * then the kind's end runs. */
-static void slot_drop(dls_handle_kind_t kind, dls__slot *s) {
+static void slot_drop(dls__table *t, dls__slot *s) {
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   atomic_store_explicit(&s->obj, NULL, memory_order_release);
-  dls__slot_recycle(kind, s->index);
+  /* Lookups fail on the flags until here, on the NULL object after. */
+  atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED), memory_order_acq_rel);
+  dls__slot_recycle(t, s->index);
   if (obj != NULL)
-    g_drop[kind](obj);
+    t->drop(obj);
 }
 
-bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
-  dls__slot *s = dls__slot_named(kind, id);
+bool dls__table_end(dls__table *t, uint64_t id) {
+  dls__slot *s = dls__slot_named(t, id);
   uint32_t gen = (uint32_t)(id >> 32);
   if (DLS__UNLIKELY(s == NULL || (uint32_t)id == 0))
     return false;
@@ -158,31 +154,29 @@ bool dls__handle_end(dls_handle_kind_t kind, uint64_t id) {
     if (dls__slot_gen(w) != gen || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
       return false;
     uint64_t holds = w & DLS__SLOT_HOLDS;
-    uint64_t want = ((uint64_t)next << 32) | holds | (holds != 0 ? DLS__SLOT_DYING : 0);
+    uint64_t want = ((uint64_t)next << 32) | holds | DLS__SLOT_DYING | (holds == 0 ? DLS__SLOT_CLAIMED : 0);
     if (atomic_compare_exchange_weak_explicit(&s->state, &w, want, memory_order_acq_rel, memory_order_acquire))
       break;
   }
   if ((w & DLS__SLOT_HOLDS) == 0)
-    slot_drop(kind, s);
+    slot_drop(t, s);
   return true;
 }
 
-void dls__slot_last_out(dls_handle_kind_t kind, dls__slot *s, uint64_t w) {
-  /* Whoever clears DYING with no hold left drops the object; a call that
+void dls__slot_last_out(dls__table *t, dls__slot *s, uint64_t w) {
+  /* Whoever sets CLAIMED with no hold left drops the object; a call that
    * holds the slot meanwhile (a stale lookup about to fail) lets go later
    * and gets here itself. */
-  while ((w & DLS__SLOT_DYING) != 0 && (w & DLS__SLOT_HOLDS) == 0) {
-    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w & ~DLS__SLOT_DYING, memory_order_acq_rel,
+  while ((w & (DLS__SLOT_DYING | DLS__SLOT_CLAIMED)) == DLS__SLOT_DYING && (w & DLS__SLOT_HOLDS) == 0) {
+    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w | DLS__SLOT_CLAIMED, memory_order_acq_rel,
                                               memory_order_acquire)) {
-      slot_drop(kind, s);
+      slot_drop(t, s);
       return;
     }
   }
 }
 
-void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                       dls_status_t *out_status) {
-  dls__table *t = &dls__tables[kind];
+void *dls__table_miss(dls__table *t, uint64_t id, const char *call, const char *arg, dls_status_t *out_status) {
   uint32_t index = (uint32_t)id;
   uint32_t gen = (uint32_t)(id >> 32);
   dls__slot *s = index != 0 && index < atomic_load(&t->nslots) ? slot_at(t, index) : NULL;
@@ -200,8 +194,7 @@ void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, co
   return NULL;
 }
 
-void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)) {
-  dls__table *t = &dls__tables[kind];
+void dls__table_each(dls__table *t, void (*fn)(uint64_t id, void *obj)) {
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
   for (uint32_t i = 1; i < n; i++) {
     dls__slot *s = slot_at(t, i);
@@ -209,26 +202,23 @@ void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj)
       continue;
     uint64_t id = ((uint64_t)dls__slot_gen(atomic_load_explicit(&s->state, memory_order_acquire)) << 32) | i;
     dls__slot *held;
-    void *obj = dls__slot_hold(kind, id, &held);
+    void *obj = dls__slot_hold(t, id, &held);
     if (obj != NULL) {
       fn(id, obj);
-      dls__slot_let_go(kind, held);
+      dls__slot_let_go(t, held);
     }
   }
 }
 
 /* Counted by a scan: no counter to update on every handle made or freed. */
-size_t dls_live_handles(dls_handle_kind_t kind) {
-  if ((int)kind <= 0 || kind >= DLS_HANDLE_KIND_COUNT_)
-    return 0;
-  dls__table *t = &dls__tables[kind];
+size_t dls__table_live(dls__table *t) {
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
   size_t live = 0;
   for (uint32_t i = 1; i < n; i++) {
     dls__slot *s = slot_at(t, i);
     live += s != NULL && atomic_load_explicit(&s->obj, memory_order_relaxed) != NULL;
   }
-  size_t owned = atomic_load_explicit(&dls__owned_handles[kind], memory_order_relaxed);
+  size_t owned = atomic_load_explicit(&t->owned, memory_order_relaxed);
   return live > owned ? live - owned : 0;
 }
 
@@ -236,14 +226,14 @@ size_t dls_live_handles(dls_handle_kind_t kind) {
 
 void *dls__obj_alloc_slow(size_t size) { return dls__malloc(size); }
 
-void dls__obj_free_slow(int kind, void *obj) {
+void dls__obj_free_slow(int cls, void *obj) {
   dls__thread_cache *c = &dls__tls;
-  if (c->n[kind] == DLS__OBJ_CACHE) {
+  if (c->n[cls] == DLS__OBJ_CACHE) {
     dls__free(obj);
     return;
   }
   cache_register(c);
-  c->items[kind][c->n[kind]++] = obj;
+  c->items[cls][c->n[cls]++] = obj;
 }
 
 void dls__obj_flush(void) { cache_drain(&dls__tls); }

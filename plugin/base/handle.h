@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Handles: slot tables, lookups, and the thread's caches of freed slots and small objects (hot paths inline). */
-#ifndef DLSTREAM_CORE_HANDLE_H
-#define DLSTREAM_CORE_HANDLE_H
+/* Handles: slot tables, lookups, holds, and the thread's caches of freed slots and small objects (hot paths inline).
+ * The mechanism only: each kind's table, with what ending one of its handles does, is defined by the kind's own file
+ * (core/kinds.h lists them). */
+#ifndef DLSTREAM_BASE_HANDLE_H
+#define DLSTREAM_BASE_HANDLE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,39 +13,20 @@
 #include <string.h>
 
 #include "dlstream/dlstream.h"
-#include "error.h"
+#include "base/error.h"
 
 #define DLS__CHUNK_SHIFT 10
 #define DLS__CHUNK_SLOTS (1u << DLS__CHUNK_SHIFT)
 #define DLS__MAX_CHUNKS 4096 /* 4M live objects of one kind */
 
-/* The handle kinds, in shutdown order (children before parents: groups hold
- * branches, tensors hold buffers, buffers hold streams and graphs), with the
- * one public verb that ends each and the rule for its name: memory is freed,
- * a reference released, a module unloaded, a scope (a group) ended, and
- * everything else destroyed. X(KIND, name, handle type, verb). Each kind's
- * file defines `void dls__<name>_drop(void *obj)`: what the verb does once
- * no call holds the object any more. */
-#define DLS__HANDLE_KINDS(X)                           \
-  X(GROUP, group, dls_group_t, dls_group_end)          \
-  X(TENSOR, tensor, dls_tensor_t, dls_tensor_release)  \
-  X(BUFFER, buffer, dls_buffer_t, dls_buffer_free)     \
-  X(GRAPH, graph, dls_graph_t, dls_graph_destroy)      \
-  X(LATCH, latch, dls_latch_t, dls_latch_destroy)      \
-  X(FUNCTION, function, dls_function_t, dls_function_destroy) \
-  X(MODULE, module, dls_module_t, dls_module_unload)   \
-  X(EVENT, event, dls_event_t, dls_event_destroy)      \
-  X(STREAM, stream, dls_stream_t, dls_stream_destroy)
-
-#define DLS__DECLARE_DROP(K, name, type, verb) DLS__INTERNAL void dls__##name##_drop(void *obj);
-DLS__HANDLE_KINDS(DLS__DECLARE_DROP)
-#undef DLS__DECLARE_DROP
-
 /* A slot's state word: the generation (high 32 bits), DYING (the handle was
- * ended while calls held it: the last one to let go drops the object), and
- * how many calls hold it now (the low 31 bits). */
+ * ended: its object is going; no new hold succeeds), CLAIMED (one thread is
+ * dropping the object: the last to let go, or the ender when none held it),
+ * and how many calls hold it now (the low 30 bits). The flags stay set until
+ * the object pointer is cleared, so a lookup racing the drop never finds it. */
 #define DLS__SLOT_DYING (1ull << 31)
-#define DLS__SLOT_HOLDS (DLS__SLOT_DYING - 1)
+#define DLS__SLOT_CLAIMED (1ull << 30)
+#define DLS__SLOT_HOLDS (DLS__SLOT_CLAIMED - 1)
 
 typedef struct dls__slot {
   _Atomic uint64_t state;       /* generation | DYING | holds */
@@ -52,66 +35,73 @@ typedef struct dls__slot {
   _Atomic(void *) obj;          /* the object, NULL when free */
 } dls__slot;
 
-/* Lock-free: slots come from the thread's own cache of freed slots, a
- * tagged free stack or the end; only a new chunk of slots takes the mutex.
- * Live handles are counted by scanning (dls_live_handles), not on the hot
- * paths. */
+/* The handles of one kind. Lock-free: slots come from the thread's own
+ * cache of freed slots, a tagged free stack or the end; only a new chunk of
+ * slots takes the mutex. Live handles are counted by scanning
+ * (dls__table_live), not on the hot paths. */
 typedef struct dls__table {
   const char *kind_name; /* "stream", "event" ... */
   dls_handle_kind_t kind;
+  /* What ending a handle does to its object, once no call holds it. */
+  void (*drop)(void *obj);
   pthread_mutex_t mu;      /* chunk allocation only */
+  /* Handles the runtime owns itself (built-in functions): not counted by
+   * dls__table_live, which reports what callers must release. */
+  _Atomic size_t owned;
   _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
   _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
   _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
 } dls__table;
 
-DLS__INTERNAL extern dls__table dls__tables[DLS_HANDLE_KIND_COUNT_];
-/* Handles the runtime owns itself (built-in functions): not counted by
- * dls_live_handles, which reports what callers must release. */
-DLS__INTERNAL extern _Atomic size_t dls__owned_handles[DLS_HANDLE_KIND_COUNT_];
+/* A kind's table, for its file's definition: `dls__table dls__stream_table =
+ * DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);`. */
+#define DLS__TABLE(name, kind_value, drop_fn) \
+  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .mu = PTHREAD_MUTEX_INITIALIZER}
 
-/* Calls fn on every live object of a kind, holding each while fn runs (a
+/* Calls fn on every live object of a table, holding each while fn runs (a
  * concurrent end of the handle then drops the object after fn). */
-DLS__INTERNAL void dls__handle_each(dls_handle_kind_t kind, void (*fn)(uint64_t id, void *obj));
+DLS__INTERNAL void dls__table_each(dls__table *t, void (*fn)(uint64_t id, void *obj));
+/* The live handles of a table, less those the runtime owns (a scan). */
+DLS__INTERNAL size_t dls__table_live(dls__table *t);
 /* Why a lookup failed: sets the message naming `call` and `arg`, stores
  * DLS_ERR_INVALID_HANDLE in *out_status and returns NULL. */
-DLS__INTERNAL DLS__COLD void *dls__handle_miss(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                     dls_status_t *out_status);
+DLS__INTERNAL DLS__COLD void *dls__table_miss(dls__table *t, uint64_t id, const char *call, const char *arg,
+                                              dls_status_t *out_status);
 /* The last call holding an ended handle let go: drops its object and frees
  * the slot (once, whoever gets there). */
-DLS__INTERNAL DLS__COLD void dls__slot_last_out(dls_handle_kind_t kind, dls__slot *s, uint64_t state);
+DLS__INTERNAL DLS__COLD void dls__slot_last_out(dls__table *t, dls__slot *s, uint64_t state);
 
 static inline uint32_t dls__slot_gen(uint64_t state) { return (uint32_t)(state >> 32); }
 
 /* The slot a handle names, or NULL when its index was never handed out. */
-static inline dls__slot *dls__slot_named(dls_handle_kind_t kind, uint64_t id) {
+static inline dls__slot *dls__slot_named(dls__table *t, uint64_t id) {
   uint32_t c = (uint32_t)id >> DLS__CHUNK_SHIFT;
   if (DLS__UNLIKELY(c >= DLS__MAX_CHUNKS))
     return NULL;
-  dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[c], memory_order_acquire);
+  dls__slot *chunk = atomic_load_explicit(&t->chunks[c], memory_order_acquire);
   if (DLS__UNLIKELY(chunk == NULL))
     return NULL;
   return &chunk[(uint32_t)id & (DLS__CHUNK_SLOTS - 1)];
 }
 
 /* Lets go of a slot held by dls__slot_hold. */
-static inline void dls__slot_let_go(dls_handle_kind_t kind, dls__slot *s) {
+static inline void dls__slot_let_go(dls__table *t, dls__slot *s) {
   uint64_t w = atomic_fetch_sub_explicit(&s->state, 1, memory_order_acq_rel) - 1;
-  if (DLS__UNLIKELY((w & DLS__SLOT_DYING) != 0) && (w & DLS__SLOT_HOLDS) == 0)
-    dls__slot_last_out(kind, s, w);
+  if (DLS__UNLIKELY((w & (DLS__SLOT_DYING | DLS__SLOT_CLAIMED)) == DLS__SLOT_DYING) && (w & DLS__SLOT_HOLDS) == 0)
+    dls__slot_last_out(t, s, w);
 }
 
 /* Holds the object of a live handle, so that a concurrent end of the handle
  * (on any thread) cannot drop it until dls__slot_let_go: the object or NULL
  * (nothing held). Two locked instructions in all, no lock. */
-static inline void *dls__slot_hold(dls_handle_kind_t kind, uint64_t id, dls__slot **out_slot) {
-  dls__slot *s = dls__slot_named(kind, id);
+static inline void *dls__slot_hold(dls__table *t, uint64_t id, dls__slot **out_slot) {
+  dls__slot *s = dls__slot_named(t, id);
   if (DLS__UNLIKELY(s == NULL))
     return NULL;
   uint64_t w = atomic_fetch_add_explicit(&s->state, 1, memory_order_acquire);
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   if (DLS__UNLIKELY(dls__slot_gen(w) != (uint32_t)(id >> 32) || (w & DLS__SLOT_DYING) != 0 || obj == NULL)) {
-    dls__slot_let_go(kind, s);
+    dls__slot_let_go(t, s);
     return NULL;
   }
   *out_slot = s;
@@ -122,8 +112,8 @@ static inline void *dls__slot_hold(dls_handle_kind_t kind, uint64_t id, dls__slo
  * callers that hold the object by other means (a reference, a hold of
  * their own). Slot 0 is never handed out (its object stays NULL), so id 0
  * fails like any stale handle. */
-static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
-  dls__slot *s = dls__slot_named(kind, id);
+static inline void *dls__table_peek(dls__table *t, uint64_t id) {
+  dls__slot *s = dls__slot_named(t, id);
   if (DLS__UNLIKELY(s == NULL))
     return NULL;
   if (DLS__UNLIKELY(dls__slot_gen(atomic_load_explicit(&s->state, memory_order_acquire)) != (uint32_t)(id >> 32)))
@@ -133,11 +123,11 @@ static inline void *dls__handle_peek(dls_handle_kind_t kind, uint64_t id) {
 
 /* The object of a live handle, or NULL (and a message naming `call` and
  * `arg`) with DLS_ERR_INVALID_HANDLE in *out_status. No hold: see
- * dls__handle_peek. */
-static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const char *call, const char *arg,
-                                    dls_status_t *out_status) {
-  void *obj = dls__handle_peek(kind, id);
-  return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
+ * dls__table_peek. */
+static inline void *dls__table_get(dls__table *t, uint64_t id, const char *call, const char *arg,
+                                   dls_status_t *out_status) {
+  void *obj = dls__table_peek(t, id);
+  return DLS__LIKELY(obj != NULL) ? obj : dls__table_miss(t, id, call, arg, out_status);
 }
 
 /* ---- holds for the length of a call ---- */
@@ -145,38 +135,38 @@ static inline void *dls__handle_get(dls_handle_kind_t kind, uint64_t id, const c
 /* What a call holds; let go of when the variable leaves scope. */
 typedef struct dls__hold {
   dls__slot *slot; /* NULL: nothing held */
-  dls_handle_kind_t kind;
+  dls__table *table;
 } dls__hold;
 
 static inline void dls__hold_end(dls__hold *h) {
   if (h->slot != NULL) {
-    dls__slot_let_go(h->kind, h->slot);
+    dls__slot_let_go(h->table, h->slot);
     h->slot = NULL;
   }
 }
 
 /* Holds the object of a live handle in *h, or returns NULL with the message
  * naming `call` and `arg` and DLS_ERR_INVALID_HANDLE in *out_status. */
-static inline void *dls__hold_get(dls__hold *h, dls_handle_kind_t kind, uint64_t id, const char *call,
-                                  const char *arg, dls_status_t *out_status) {
-  h->kind = kind;
-  void *obj = dls__slot_hold(kind, id, &h->slot);
-  return DLS__LIKELY(obj != NULL) ? obj : dls__handle_miss(kind, id, call, arg, out_status);
+static inline void *dls__hold_get(dls__hold *h, dls__table *t, uint64_t id, const char *call, const char *arg,
+                                  dls_status_t *out_status) {
+  h->table = t;
+  void *obj = dls__slot_hold(t, id, &h->slot);
+  return DLS__LIKELY(obj != NULL) ? obj : dls__table_miss(t, id, call, arg, out_status);
 }
 
 /* A hold that ends where the variable's scope does, on every return path. */
-#define DLS__HOLD_VAR(name) dls__hold name __attribute__((cleanup(dls__hold_end))) = {NULL, DLS_HANDLE_STREAM}
+#define DLS__HOLD_VAR(name) dls__hold name __attribute__((cleanup(dls__hold_end))) = {NULL, NULL}
 
 /* Looks a handle up and holds its object until the end of the enclosing
  * block, or returns the failure status from the calling function. Every
  * public call holds what it uses: a concurrent end of the handle makes it
  * stale at once, and the object is dropped once the call is done with it. */
-#define DLS__GET(kind, type, var, handle, call, arg)                            \
+#define DLS__GET(table, type, var, handle, call, arg)                           \
   DLS__HOLD_VAR(var##_hold_);                                                   \
   type *var;                                                                    \
   do {                                                                          \
     dls_status_t dls__gst_;                                                     \
-    var = (type *)dls__hold_get(&var##_hold_, (kind), (handle).id, (call), (arg), &dls__gst_); \
+    var = (type *)dls__hold_get(&var##_hold_, (table), (handle).id, (call), (arg), &dls__gst_); \
     if (DLS__UNLIKELY(var == NULL))                                             \
       return dls__gst_;                                                         \
   } while (0)
@@ -187,36 +177,28 @@ static inline void *dls__hold_get(dls__hold *h, dls_handle_kind_t kind, uint64_t
  * made). Only one of two racing ends wins. Generation 0 never names a live
  * object and the all-ones one is reserved for the default-stream handles:
  * both are skipped. */
-DLS__INTERNAL bool dls__handle_end(dls_handle_kind_t kind, uint64_t id);
+DLS__INTERNAL bool dls__table_end(dls__table *t, uint64_t id);
 
 /* Ends a handle or returns DLS_ERR_INVALID_HANDLE, with the message, from
  * the calling function. */
-#define DLS__END(kind, handle, call, arg)                                       \
+#define DLS__END(table, handle, call, arg)                                      \
   do {                                                                          \
-    if (DLS__UNLIKELY(!dls__handle_end((kind), (handle).id))) {                 \
+    if (DLS__UNLIKELY(!dls__table_end((table), (handle).id))) {                 \
       dls_status_t dls__tst_;                                                   \
-      dls__handle_miss((kind), (handle).id, (call), (arg), &dls__tst_);         \
+      dls__table_miss((table), (handle).id, (call), (arg), &dls__tst_);         \
       return dls__tst_;                                                         \
     }                                                                           \
   } while (0)
 
-/* The preamble of a call with an output: refuses NULL, else zeroes it (a
- * failing call leaves it zeroed). */
-#define DLS__OUT(call, out)                                                     \
-  do {                                                                          \
-    if (DLS__UNLIKELY((out) == NULL))                                           \
-      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(" #out "=NULL): output pointer is NULL", (call)); \
-    memset((out), 0, sizeof *(out));                                            \
-  } while (0)
-
 /* ---- the thread's caches ---- */
 
-/* Small objects of one size class each, so the hot paths (buffers, events,
- * streams) skip malloc/free. Objects come back uninitialized. */
-enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__OBJ_DEFERRED, DLS__OBJ_KINDS };
+/* Small objects, of one size class each, so the hot paths (buffers, events,
+ * streams) skip malloc/free. Objects come back uninitialized. The classes
+ * are numbered by their users (DLS__OBJ_* in core/runtime.h). */
+#define DLS__OBJ_CLASSES 5
 
 #define DLS__SLOT_CACHE 16 /* freed slots of one kind a thread keeps for its next handles */
-#define DLS__OBJ_CACHE 32  /* freed objects of one kind a thread keeps */
+#define DLS__OBJ_CACHE 32  /* freed objects of one class a thread keeps */
 
 /* Hot paths make and free handles and objects on one thread: what the
  * thread freed comes back to it without a locked instruction. A finished
@@ -224,8 +206,8 @@ enum { DLS__OBJ_STREAM, DLS__OBJ_EVENT, DLS__OBJ_BUFFER, DLS__OBJ_TENSOR, DLS__O
 typedef struct dls__thread_cache {
   uint32_t slots[DLS_HANDLE_KIND_COUNT_][DLS__SLOT_CACHE];
   int nslots[DLS_HANDLE_KIND_COUNT_];
-  void *items[DLS__OBJ_KINDS][DLS__OBJ_CACHE];
-  int n[DLS__OBJ_KINDS];
+  void *items[DLS__OBJ_CLASSES][DLS__OBJ_CACHE];
+  int n[DLS__OBJ_CLASSES];
   bool registered; /* its thread-exit destructor is set */
 } dls__thread_cache;
 
@@ -233,46 +215,47 @@ DLS__INTERNAL extern _Thread_local dls__thread_cache dls__tls;
 
 /* The slow paths: the shared free stack or a new slot; a full or
  * unregistered cache; malloc and free. */
-DLS__INTERNAL DLS__COLD uint64_t dls__handle_new_shared(dls_handle_kind_t kind, void *obj);
+DLS__INTERNAL DLS__COLD uint64_t dls__table_add_shared(dls__table *t, void *obj);
 /* Gives a slot whose object is gone back to the thread's cache or the table. */
-DLS__INTERNAL void dls__slot_recycle(dls_handle_kind_t kind, uint32_t index);
+DLS__INTERNAL void dls__slot_recycle(dls__table *t, uint32_t index);
 DLS__INTERNAL DLS__COLD void *dls__obj_alloc_slow(size_t size);
-DLS__INTERNAL DLS__COLD void dls__obj_free_slow(int kind, void *obj);
+DLS__INTERNAL DLS__COLD void dls__obj_free_slow(int cls, void *obj);
 
 /* Slot `index` of a table; the caller knows its chunk exists. */
-static inline dls__slot *dls__slot_of(dls_handle_kind_t kind, uint32_t index) {
-  dls__slot *chunk = atomic_load_explicit(&dls__tables[kind].chunks[index >> DLS__CHUNK_SHIFT], memory_order_acquire);
+static inline dls__slot *dls__slot_of(dls__table *t, uint32_t index) {
+  dls__slot *chunk = atomic_load_explicit(&t->chunks[index >> DLS__CHUNK_SHIFT], memory_order_acquire);
   return &chunk[index & (DLS__CHUNK_SLOTS - 1)];
 }
 
 /* Stores obj in a fresh slot; returns the handle id, or 0 (message set). */
-static inline uint64_t dls__handle_new(dls_handle_kind_t kind, void *obj) {
+static inline uint64_t dls__table_add(dls__table *t, void *obj) {
   dls__thread_cache *c = &dls__tls;
+  dls_handle_kind_t kind = t->kind;
   if (DLS__UNLIKELY(c->nslots[kind] == 0))
-    return dls__handle_new_shared(kind, obj);
+    return dls__table_add_shared(t, obj);
   uint32_t index = c->slots[kind][--c->nslots[kind]];
-  dls__slot *s = dls__slot_of(kind, index);
+  dls__slot *s = dls__slot_of(t, index);
   uint32_t gen = dls__slot_gen(atomic_load_explicit(&s->state, memory_order_relaxed));
   atomic_store_explicit(&s->obj, obj, memory_order_release);
   return ((uint64_t)gen << 32) | index;
 }
 
-static inline void *dls__obj_alloc(int kind, size_t size) {
+static inline void *dls__obj_alloc(int cls, size_t size) {
   dls__thread_cache *c = &dls__tls;
-  if (DLS__LIKELY(c->n[kind] > 0))
-    return c->items[kind][--c->n[kind]];
+  if (DLS__LIKELY(c->n[cls] > 0))
+    return c->items[cls][--c->n[cls]];
   return dls__obj_alloc_slow(size);
 }
 
-static inline void dls__obj_free(int kind, void *obj) {
+static inline void dls__obj_free(int cls, void *obj) {
   dls__thread_cache *c = &dls__tls;
-  if (DLS__LIKELY(obj != NULL && c->n[kind] < DLS__OBJ_CACHE && c->registered))
-    c->items[kind][c->n[kind]++] = obj;
+  if (DLS__LIKELY(obj != NULL && c->n[cls] < DLS__OBJ_CACHE && c->registered))
+    c->items[cls][c->n[cls]++] = obj;
   else if (obj != NULL)
-    dls__obj_free_slow(kind, obj);
+    dls__obj_free_slow(cls, obj);
 }
 
 /* Frees the calling thread's cached objects (shutdown). */
 DLS__INTERNAL void dls__obj_flush(void);
 
-#endif /* DLSTREAM_CORE_HANDLE_H */
+#endif /* DLSTREAM_BASE_HANDLE_H */

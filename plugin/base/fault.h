@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fault injection (test builds only): the core's host allocations, the
- * fault-injecting backend wrapper, and the control API the tests use.
+/* Fault injection (test builds only): host allocations, the points and
+ * object counts the fault-injecting backend wrapper (backend/fault.c) uses,
+ * and the control API the tests use.
  *
  * Built with -DDLS_FAULT_INJECTION (the CMake option of that name, on in test
  * builds, off in Release and in `pip install`). Without it the allocation
@@ -15,15 +16,15 @@
  * threads. An armed point fails once: a host allocation returns NULL, a
  * backend method returns the chosen status with the message "fault injection:
  * <method> failed (point N)". */
-#ifndef DLSTREAM_CORE_FAULT_H
-#define DLSTREAM_CORE_FAULT_H
+#ifndef DLSTREAM_BASE_FAULT_H
+#define DLSTREAM_BASE_FAULT_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "dlstream/dlstream.h"
-#include "error.h"
+#include "base/error.h"
 
 #ifdef DLS_FAULT_INJECTION
 
@@ -68,22 +69,17 @@ DLS_EXTERN_C_END
 
 /* ---- internal ---- */
 
-struct dls__backend;
-
 /* Whether the next point fails; on failure *out_status is set (with the
  * message) for backend points. `natural` is the point's own status. */
 DLS__INTERNAL int dls__fault_hit(const char *point, dls_status_t natural, dls_status_t *out_status);
 /* Counts a native object of `kind` made (+1) or released (-1). */
 DLS__INTERNAL void dls__fault_count(dls_fault_object_t kind, int delta);
 
-/* The core's host allocations: the C library's, each an injectable point. */
+/* Host allocations: the C library's, each an injectable point. */
 DLS__INTERNAL void *dls__malloc(size_t size);
 DLS__INTERNAL void *dls__calloc(size_t n, size_t size);
 DLS__INTERNAL void *dls__realloc(void *p, size_t size);
 #define dls__free free
-
-/* The fault-injecting wrapper of a real backend (one per backend, made once). */
-DLS__INTERNAL const struct dls__backend *dls__fault_backend(const struct dls__backend *real);
 
 #else /* !DLS_FAULT_INJECTION: the C library itself, nothing wrapped */
 
@@ -91,8 +87,7 @@ DLS__INTERNAL const struct dls__backend *dls__fault_backend(const struct dls__ba
 #define dls__calloc calloc
 #define dls__realloc realloc
 #define dls__free free
-#define dls__fault_backend(real) (real)
 
 #endif /* DLS_FAULT_INJECTION */
 
-#endif /* DLSTREAM_CORE_FAULT_H */
+#endif /* DLSTREAM_BASE_FAULT_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fault injection (test builds): the point counter, the core's host
- * allocations, native object counts and the control API of fault.h. */
-#include "fault.h"
+/* Fault injection (test builds): the point counter, host allocations,
+ * native object counts and the control API of fault.h. */
+#include "base/fault.h"
 
 #ifdef DLS_FAULT_INJECTION
 

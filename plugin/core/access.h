@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A buffer's accesses and the hazard rule that orders them: uses, parties, and what a piece of work declares. */
+#ifndef DLSTREAM_CORE_ACCESS_H
+#define DLSTREAM_CORE_ACCESS_H
+
+#include "core/use.h"
+
+typedef struct dls__buffer dls__buffer;
+
+/* The buffers one piece of work uses on one stream, each with how. */
+typedef struct dls__access {
+  dls__buffer *b;
+  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE */
+  int party;     /* set by dls__access_begin */
+} dls__access;
+typedef struct dls__accesses {
+  int n;
+  dls__stream *s;
+  uint64_t cap;
+  dls__access a[DLS_MAX_ARGS + 2];
+} dls__accesses;
+/* Adds a buffer (once; a buffer read and written is written). */
+DLS__INTERNAL void dls__access_add(dls__accesses *x, dls__buffer *b, int mode);
+/* Before the work is queued on `s`: locks the buffers and makes `s` wait,
+ * on the device, for what each access must follow (a read: the last writer
+ * on another stream; a write: that writer and every reader since). On
+ * failure nothing is locked and nothing was queued on `s` but waits. */
+DLS__INTERNAL dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s);
+/* After the work was queued (`queued`) or not: notes the uses and unlocks.
+ * A failed event record leaves its use stale, recorded again before any
+ * wait on it; its status is returned. Needs no memory. */
+DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
+/* One access: `order` waits as dls__access_begin does, then notes it; without
+ * `order`, work already queued on `s` is noted only (dls_buffer_record_use). */
+DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
+/* An export to `consumer`: ordered as a write by it, and from then on, until
+ * dls__buffer_export_end, every other stream's use waits for whatever the
+ * consumer queued so far (it may write at any time). */
+DLS__INTERNAL dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer);
+DLS__INTERNAL void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer);
+/* Marks the work queued on `s` so far, any stream (the allocation stream
+ * too), as one the buffer's release waits for. */
+DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
+/* A stale use's event missed its latest record: recording it now covers
+ * everything queued on its stream so far (b->mu held). */
+DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
+
+#endif /* DLSTREAM_CORE_ACCESS_H */

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The deferred release queue: releases that wait for work on other streams, or for a capture to be over. */
+#ifndef DLSTREAM_CORE_DEFERRED_H
+#define DLSTREAM_CORE_DEFERRED_H
+
+#include "core/device.h"
+
+/* A pooled event and the device whose pool it returns to. */
+typedef struct dls__marker {
+  dls__device *dev;
+  void *event;
+} dls__marker;
+/* Deferred releases. An entry is made first (NULL when out of memory), so
+ * that whoever must defer a release later (a borrowed buffer makes its entry
+ * with the buffer) needs no memory then. */
+typedef struct dls__deferred dls__deferred;
+/* Markers an entry holds itself (more come from the heap). */
+#define DLS__DEFERRED_MARKS_INLINE 4
+DLS__INTERNAL dls__deferred *dls__deferred_entry(void);
+/* Frees an entry never enqueued (NULL: nothing). */
+DLS__INTERNAL void dls__deferred_entry_free(dls__deferred *d);
+/* Room for `n` markers: the entry's own when they fit, else the heap (NULL
+ * when out of memory). */
+DLS__INTERNAL dls__marker *dls__deferred_marks(dls__deferred *d, int n);
+/* Queues entry `d`: waits on the first `nwait` of `marks` (ownership of the
+ * array and all `nevents` events moves in), and for capture `cap_id` (0:
+ * none) to be over, then calls release. Events past `nwait` were recorded in
+ * a capture: never queried, only returned to their pool. Cannot fail. */
+DLS__INTERNAL void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int nevents,
+                                         uint64_t cap_id, dls_release_fn release, void *user_data);
+/* Returns a pooled event recorded in capture `cap_id` (0: eagerly) to its
+ * pool once that capture is over. */
+DLS__INTERNAL void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id);
+/* Blocks until `event` completes; should the driver fail to wait, polls it
+ * instead: a release must never run before the work it waits for. */
+DLS__INTERNAL void dls__event_wait(dls__device *dev, void *event);
+/* Drains the queue, blocking on each event (shutdown). */
+DLS__INTERNAL void dls__deferred_drain(void);
+DLS__INTERNAL extern _Atomic size_t dls__deferred_count;
+
+#endif /* DLSTREAM_CORE_DEFERRED_H */

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Devices: the backends behind them, each device's defaults and pools, and the device's facts. */
+#ifndef DLSTREAM_CORE_DEVICE_H
+#define DLSTREAM_CORE_DEVICE_H
+
+#include "backend/backend.h"
+#include "base/spin.h"
+#include "core/runtime.h"
+
+#define DLS__MAX_DEVICES 64
+
+typedef struct dls__stream dls__stream;
+
+/* One device of one backend: its default streams and its pools. */
+typedef struct dls__device {
+  const dls__backend *be;
+  DLDevice device;
+  int id;
+  char name[24];       /* "cuda:0" */
+  pthread_mutex_t mu;  /* pools and lazily made default streams */
+  dls__stream *defaults[3]; /* [DLS_STREAM_LEGACY], [DLS_STREAM_PER_THREAD]; [0] "no stream" */
+  void **stream_pool;  /* idle pooled native streams */
+  size_t stream_pool_n, stream_pool_cap;
+  dls__spin event_mu;  /* the event pool */
+  void **event_pool;   /* idle native events (no timing); made at full size on first use */
+  size_t event_pool_n, event_pool_cap;
+  size_t pooled_out;   /* pooled streams handed out now */
+  struct dls__function *builtins[8]; /* cached built-in functions (builtin.c) */
+  void **in_capture;   /* pooled native streams still in a capture they joined: pooled again once it is over */
+  size_t in_capture_n, in_capture_cap;
+  _Atomic int captures; /* captures dlstream knows to be underway on the device */
+} dls__device;
+
+/* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
+#define DLS__DEVICE_TYPES 16 /* kDLCPU 1, kDLCUDA 2, kDLROCM 10 */
+DLS__INTERNAL extern _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
+/* dls__device_get's first use of a device: probes its backend and makes it. */
+DLS__INTERNAL dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status);
+/* The device for a DLDevice, probing its backend; NULL and a message naming
+ * `call` on failure (*out_status set). */
+static inline dls__device *dls__device_get(DLDevice device, const char *call, dls_status_t *out_status) {
+  if (DLS__LIKELY((unsigned)device.device_type < DLS__DEVICE_TYPES &&
+                  (unsigned)device.device_id < DLS__MAX_DEVICES)) {
+    dls__device *d = atomic_load_explicit(&dls__devices[device.device_type][device.device_id], memory_order_acquire);
+    if (DLS__LIKELY(d != NULL))
+      return d;
+  }
+  return dls__device_open(device, call, out_status);
+}
+DLS__INTERNAL const dls__backend *dls__backend_for(DLDeviceType type);
+/* The device if it was already made, else NULL; never probes. */
+DLS__INTERNAL dls__device *dls__device_peek(DLDeviceType type, int id);
+/* Calls fn on every device already made, of every backend (shutdown). */
+DLS__INTERNAL void dls__each_device(void (*fn)(dls__device *dev));
+
+/* Native events from the device's pool (no timing). */
+DLS__INTERNAL dls_status_t dls__event_pool_get(dls__device *dev, void **out_event);
+DLS__INTERNAL void dls__event_pool_put(dls__device *dev, void *event);
+
+/* Writes the device's compile target into out ("sm_90" on CUDA, the gfx
+ * name on ROCm), for compiling kernels from source. DLS_ERR_NOT_SUPPORTED
+ * (message set) when the backend cannot say (the HIP backend does not read
+ * the gfx name yet): dls_module_compile then asks the compiler for its
+ * default target (PTX on CUDA, which the driver compiles for the device when
+ * the module loads). */
+DLS__INTERNAL dls_status_t dls__device_arch(dls__device *dev, char *out_arch, size_t size);
+
+/* Called by dls_shutdown once no stream is left: the event pools go, the
+ * devices are forgotten, and each probed backend shuts down. */
+DLS__INTERNAL void dls__devices_shutdown(void);
+
+#endif /* DLSTREAM_CORE_DEVICE_H */

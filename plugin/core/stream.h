@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Streams: owned, pooled, foreign and default; their lookups and references (hot paths inline). */
+#ifndef DLSTREAM_CORE_STREAM_H
+#define DLSTREAM_CORE_STREAM_H
+
+#include "core/device.h"
+
+enum { DLS__STREAM_OWNED = 1, DLS__STREAM_POOLED, DLS__STREAM_FOREIGN, DLS__STREAM_DEFAULT };
+
+struct dls__stream {
+  dls__device *dev;
+  void *native;
+  int kind;             /* DLS__STREAM_* */
+  _Atomic int refs;     /* the handle + buffers and uses that name it */
+  uint64_t id;          /* its handle; 0 for default streams */
+  _Atomic int open_groups; /* groups begun on it and not yet ended */
+  bool capture_unseen;  /* foreign, on a backend that reports captures: it may be
+                           capturing without dlstream knowing, so the driver is asked */
+};
+
+/* Resolves a reserved default-stream handle (dls_stream_default). */
+DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,
+                                                    dls_status_t *out_status);
+/* Resolves a stream handle, reserved default handles included, without a
+ * hold (the caller holds the stream by other means: a reference). */
+static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call, const char *arg,
+                                           dls_status_t *out_status) {
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__stream_get_reserved(stream, call, arg, out_status);
+  return (dls__stream *)dls__table_get(&dls__stream_table, stream.id, call, arg, out_status);
+}
+/* Resolves and holds a stream handle in *h (default streams live as long as
+ * their device: nothing to hold). */
+static inline dls__stream *dls__stream_hold(dls__hold *h, dls_stream_t stream, const char *call, const char *arg,
+                                            dls_status_t *out_status) {
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__stream_get_reserved(stream, call, arg, out_status);
+  return (dls__stream *)dls__hold_get(h, &dls__stream_table, stream.id, call, arg, out_status);
+}
+/* DLS__GET for streams: held until the end of the enclosing block. */
+#define DLS__GET_STREAM(var, handle, call, arg)                                \
+  DLS__HOLD_VAR(var##_hold_);                                                  \
+  dls__stream *var;                                                            \
+  do {                                                                         \
+    dls_status_t dls__gst_;                                                    \
+    var = dls__stream_hold(&var##_hold_, (handle), (call), (arg), &dls__gst_); \
+    if (DLS__UNLIKELY(var == NULL))                                            \
+      return dls__gst_;                                                        \
+  } while (0)
+/* Takes a reference. Default streams live as long as their device: they are
+ * not counted (their buffers skip a locked instruction each way). */
+static inline void dls__stream_ref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT)
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+/* Releases the native stream by its kind and frees the object (no references left). */
+DLS__INTERNAL void dls__stream_release(dls__stream *s);
+/* Drops a reference; the last one releases the native stream by its kind.
+ * Default streams are never released. */
+static inline void dls__stream_unref(dls__stream *s) {
+  if (s->kind != DLS__STREAM_DEFAULT && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+    dls__stream_release(s);
+}
+/* Slot 0 of dls__device.defaults: a stream object that names no real stream,
+ * the producer of memory no stream produced (latch flags), so every real use
+ * of it is recorded. */
+#define DLS__STREAM_NONE 0
+/* The default stream object of a device (kind DLS_STREAM_LEGACY/PER_THREAD,
+ * or DLS__STREAM_NONE). */
+DLS__INTERNAL dls_status_t dls__stream_default(dls__device *dev, int kind, dls__stream **out);
+/* The legacy default stream (or the "no stream" producer): never captured,
+ * and on a GPU, work on it would merge with any capture underway on its device. */
+static inline bool dls__stream_legacy(const dls__stream *s) {
+  if (s->native == (void *)UINTPTR_MAX)
+    return true;
+  return s->dev->device.device_type == kDLCPU ? s == s->dev->defaults[DLS_STREAM_LEGACY]
+                                              : s->native == NULL || s->native == (void *)(uintptr_t)1;
+}
+/* Two streams are the same stream: one object, or two wrappers of one native. */
+static inline bool dls__same_stream(const dls__stream *a, const dls__stream *b) {
+  return a == b || (a->dev == b->dev && a->native == b->native);
+}
+/* Describes a stream for messages: "pooled stream 0x5f.. on cuda:0 (in capture 3)". */
+DLS__INTERNAL const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, size_t size);
+
+/* Called by dls_shutdown once no handle is left: default stream objects
+ * (their natives belong to the backend) and the pool's idle streams. */
+DLS__INTERNAL void dls__streams_shutdown(void);
+
+#endif /* DLSTREAM_CORE_STREAM_H */

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A stream's use of a buffer: the record the hazard rule (access.c), the deallocation rule (buffer.c) and a graph's
+ * outputs (graph.c) read. A type, no code. */
+#ifndef DLSTREAM_CORE_USE_H
+#define DLSTREAM_CORE_USE_H
+
+#include "core/stream.h"
+
+/* A party's part in a buffer's hazards (access.c): the last writer of its
+ * capture (or of eager work), or a reader since that write (which waited
+ * for the writer). */
+#define DLS__ROLE_WRITER 1
+#define DLS__ROLE_READER 2
+
+/* A stream's use of a buffer (one entry per stream and capture). */
+typedef struct dls__use {
+  dls__stream *stream; /* ref held */
+  void *event;         /* pooled native event, recorded after the latest use */
+  uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
+  uint8_t role;        /* DLS__ROLE_* */
+  bool stale;          /* the latest record failed: record it again before ordering on it */
+  bool recorded;       /* recorded at least once: until then its pooled event may carry an older record of
+                          someone else's (a capture's, even), so nothing waits on it or queries it */
+  uint16_t exports;    /* live exports to this stream as their consumer: it may write at any time */
+} dls__use;
+
+#define DLS__USES_INLINE 4
+
+#endif /* DLSTREAM_CORE_USE_H */

@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The hazard rule against a sequential model: hypothesis writes random programs of dlstream calls on dlstream's
+own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors) spread over
+2 to 4 streams (on 2 CPU devices when the CPU backend offers them), with latches holding random streams at random
+moments so that work really runs out of program order unless dlstream orders it. Every check reads every tensor
+and compares it with the same program run one call at a time in NumPy.
+
+DLSTREAM_HAZARD_PROGRAMS sets how many programs (CI: 2000). The negative control runs the same machine with the
+rule off (DLSTREAM_TEST_NO_HAZARDS=1, in a child process): hypothesis must then find a mismatch.
+
+Out of the model: aliases (a tensor exported to NumPy and imported back is another buffer to dlstream) and raw
+pointers, which dlstream does not order (docs/semantics.md)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (scripts/deps.sh installs it)")
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule  # noqa: E402
+
+import dlstream  # noqa: E402
+
+N = 16
+PROGRAMS = int(os.environ.get("DLSTREAM_HAZARD_PROGRAMS", "300"))
+
+
+def devices():
+    n = dlstream.device_count("cpu")
+    return ["cpu:0", "cpu:1"] if n >= 2 else ["cpu:0"]
+
+
+class Programs(RuleBasedStateMachine):
+    tensors = Bundle("tensors")
+
+    @initialize(nstreams=st.integers(2, 4))
+    def start(self, nstreams):
+        devs = devices()
+        self.streams = [dlstream.Stream(devs[i % len(devs)]) for i in range(nstreams)]
+        self.latches = {}    # stream index -> Latch holding it
+        self.live = {}       # id -> (Tensor, model array, stream index)
+        self.next_id = 0
+        self.axpy = {d: dlstream.builtin_function("dls_axpy_f32", d) for d in devs}
+
+    def _stream(self, i, t=None):
+        """A stream of the tensor's device (a launch may not mix devices)."""
+        s = self.streams[i % len(self.streams)]
+        if t is not None and s.device != str(t.device):
+            s = next(x for x in self.streams if x.device == str(t.device))
+        return s
+
+    @rule(target=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
+    def new(self, si, v):
+        s = self._stream(si)
+        t = dlstream.empty(N, "float32", device=s.device, stream=s)
+        dlstream.fill(t, float(v))  # on its allocation stream s
+        k = self.next_id
+        self.next_id += 1
+        self.live[k] = (t, np.full(N, float(v), np.float32))
+        return k
+
+    @rule(k=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
+    def fill(self, k, si, v):
+        if k not in self.live:
+            return
+        t, m = self.live[k]
+        dlstream.fill(t, float(v), stream=self._stream(si, t))
+        m[:] = v
+
+    @rule(x=tensors, y=tensors, si=st.integers(0, 3), a=st.integers(-2, 2), through_launch=st.booleans(),
+          in_context=st.booleans())
+    def axpy(self, x, y, si, a, through_launch, in_context):
+        if x not in self.live or y not in self.live:
+            return
+        (tx, mx), (ty, my) = self.live[x], self.live[y]
+        if str(tx.device) != str(ty.device):
+            return
+        s = self._stream(si, ty)
+        if through_launch:
+            self.axpy[str(ty.device)].launch(1, 32, N, float(a), tx, ty, stream=s)
+        elif in_context:
+            with dlstream.use_stream(s):
+                dlstream.axpy(float(a), tx, ty)
+        else:
+            dlstream.axpy(float(a), tx, ty, stream=s)
+        if x == y:
+            my *= np.float32(a + 1)
+        else:
+            my += np.float32(a) * mx
+
+    @rule(dst=tensors, src=tensors, si=st.integers(0, 3))
+    def copy(self, dst, src, si):
+        if dst not in self.live or src not in self.live or dst == src:
+            return
+        (td, md), (ts, ms) = self.live[dst], self.live[src]
+        dlstream.copy(td, ts, stream=self._stream(si, td))  # across devices too: a peer copy
+        md[:] = ms
+
+    @rule(k=tensors)
+    def close(self, k):
+        if k in self.live:
+            self.live.pop(k)[0].close()
+
+    @precondition(lambda self: len(self.latches) < len(self.streams) - 1)
+    @rule(si=st.integers(0, 3))
+    def hold(self, si):
+        i = si % len(self.streams)
+        if i not in self.latches:
+            latch = dlstream.Latch(self.streams[i].device)
+            latch.wait(self.streams[i], timeout=30.0)
+            self.latches[i] = latch
+
+    @rule(si=st.integers(0, 3))
+    def release(self, si):
+        latch = self.latches.pop(si % len(self.streams), None)
+        if latch is not None:
+            latch.open()
+            latch.close()
+
+    def _open_all(self):
+        for latch in self.latches.values():
+            latch.open()
+            latch.close()
+        self.latches.clear()
+
+    @rule()
+    def check(self):
+        """Reads every tensor (after every latch opened: reading waits for the tensor's streams) against the model."""
+        self._open_all()
+        for k, (t, m) in self.live.items():
+            got = np.from_dlpack(t)  # the export waits, on the host, for every use of t
+            assert np.array_equal(got, m), f"tensor {k}: dlstream {got[:4]}..., the sequential model {m[:4]}..."
+
+    def teardown(self):
+        self.check()
+        for t, _ in self.live.values():
+            t.close()
+        for s in self.streams:
+            s.synchronize()
+            s.close()
+
+
+Programs.TestCase.settings = settings(max_examples=PROGRAMS, stateful_step_count=25, deadline=None,
+                                      suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+TestPrograms = Programs.TestCase
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import test_hazard_model as m
+from hypothesis import settings, HealthCheck
+m.Programs.TestCase.settings = settings(max_examples={n}, stateful_step_count=25, deadline=None,
+                                        suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+m.Programs.TestCase("runTest").runTest()
+print("ok")
+"""
+
+
+def test_programs_on_two_cpu_devices():
+    """The same programs with DLSTREAM_CPU_DEVICES=2: streams of two devices, copies between them."""
+    from conftest import run_python
+    tests = os.path.dirname(os.path.abspath(__file__))
+    r = run_python(CHILD.format(tests=tests, n=max(PROGRAMS // 4, 50)), env={"DLSTREAM_CPU_DEVICES": "2"},
+                   timeout=600)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout[-1500:] + r.stderr[-3000:]
+
+
+NEGATIVE = """
+import sys
+sys.path.insert(0, {tests!r})
+import test_hazard_model as m
+from hypothesis import settings, HealthCheck
+from hypothesis import Phase
+# No shrinking: with the rule off a failure is a race, which need not happen again when replayed.
+m.Programs.TestCase.settings = settings(max_examples=1500, stateful_step_count=25, deadline=None,
+                                        suppress_health_check=list(HealthCheck), derandomize=True, database=None,
+                                        phases=[Phase.generate])
+import traceback
+try:
+    m.Programs.TestCase("runTest").runTest()
+except BaseException as e:  # an AssertionError, or a group of them when hypothesis saw several
+    text = "".join(traceback.format_exception(e))
+    if "the sequential model" in text:
+        print("MISMATCH FOUND:", next(l for l in text.splitlines() if "the sequential model" in l).strip())
+        sys.exit(0)
+    print(text)
+    sys.exit(2)
+print("no mismatch found")
+sys.exit(1)
+"""
+
+
+def test_the_model_finds_a_mismatch_with_the_rule_off():
+    """The negative control: the same programs with the hazard rule off must disagree with the model."""
+    from conftest import run_python
+    tests = os.path.dirname(os.path.abspath(__file__))
+    r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_NO_HAZARDS": "1"}, timeout=600)
+    assert r.returncode == 0, f"the rule off went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
+    assert "MISMATCH FOUND" in r.stdout
+
+
+# ---- on a GPU, with torch tensors mixed in ----
+
+torch = None
+if os.environ.get("DLSTREAM_HAZARD_TORCH", "1") == "1":
+    try:
+        import torch  # noqa: F811
+        if not torch.cuda.is_available():
+            torch = None
+    except ImportError:
+        torch = None
+
+
+class TorchPrograms(Programs):
+    """The same programs on cuda:0, where some tensors are torch's: torch's own ops on them run on torch's current
+    stream, dlstream's calls on random dlstream streams; the model is the same NumPy program."""
+    torch_tensors = Bundle("torch_tensors")
+
+    @initialize(nstreams=st.integers(2, 4))
+    def start(self, nstreams):
+        self.streams = [dlstream.Stream("cuda:0") for _ in range(nstreams)]
+        self.latches = {}
+        self.live = {}
+        self.next_id = 0
+        self.axpy = {"cuda:0": dlstream.builtin_function("dls_axpy_f32", "cuda:0")}
+
+    @rule(target=Programs.tensors, v=st.integers(-3, 3))
+    def new_torch(self, v):
+        t = torch.full((N,), float(v), dtype=torch.float32, device="cuda")  # on torch's current stream
+        k = self.next_id
+        self.next_id += 1
+        self.live[k] = (t, np.full(N, float(v), np.float32))
+        return k
+
+    @rule(k=Programs.tensors, a=st.integers(-2, 2))
+    def torch_op(self, k, a):
+        if k not in self.live or not isinstance(self.live[k][0], torch.Tensor):
+            return
+        t, m = self.live[k]
+        t.mul_(float(a)).add_(1.0)  # torch's own work on its current stream
+        m[:] = m * np.float32(a) + np.float32(1)
+
+    def _stream(self, i, t=None):
+        return self.streams[i % len(self.streams)]
+
+    @rule(k=Programs.tensors)
+    def close(self, k):
+        if k in self.live:
+            t = self.live.pop(k)[0]
+            if not isinstance(t, torch.Tensor):
+                t.close()
+
+    @rule()
+    def check(self):
+        self._open_all()
+        for k, (t, m) in self.live.items():
+            got = (t if isinstance(t, torch.Tensor) else torch.from_dlpack(t)).cpu().numpy()
+            assert np.array_equal(got, m), f"tensor {k}: dlstream {got[:4]}..., the sequential model {m[:4]}..."
+
+    def teardown(self):
+        self.check()
+        for t, _ in self.live.values():
+            if not isinstance(t, torch.Tensor):
+                t.close()
+        for s in self.streams:
+            s.synchronize()
+            s.close()
+        torch.cuda.synchronize()
+
+
+TorchPrograms.TestCase.settings = settings(max_examples=max(PROGRAMS // 4, 50), stateful_step_count=25,
+                                           deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+                                           database=None)
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch with CUDA (the GPU variant of the model, torch tensors mixed in)")
+def test_programs_on_the_gpu_with_torch_tensors():
+    # torch's kernels load at their first launch, which waits for an idle device (a held latch never is): warm up.
+    x = torch.ones(N, device="cuda")
+    x.mul_(2.0).add_(1.0)
+    torch.from_dlpack(dlstream.empty(N, "float32", device="cuda:0")).cpu()
+    torch.cuda.synchronize()
+    TorchPrograms.TestCase("runTest").runTest()
