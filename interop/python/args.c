@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Argument parsing shared by the extension's functions: FASTCALL keywords, shapes. */
-#include "dlspy.h"
+#include "args.h"
+
+#include "errors.h"
 
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out) {
@@ -80,10 +82,10 @@ int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const ch
       return -1;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    if (n > DLS__DLPACK_MAX_NDIM) {
+    if (n > DLS__EXT_MAX_NDIM) {
       Py_DECREF(seq);
       dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s(shape=%R): %zd dimensions; at most %d", pycall, obj, n,
-                   DLS__DLPACK_MAX_NDIM);
+                   DLS__EXT_MAX_NDIM);
       return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private hooks for bench/bench_python.py: anchors measured in C inside the
  * same process, so the Python figures have a floor from the same run. */
-#include <time.h>
+#include "tensortypes.h"
 
-#include "dlspy.h"
+#include <time.h>
 
 static double seconds(void) {
   struct timespec ts;
@@ -99,7 +99,11 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
     PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
     return NULL;
   }
-  dls__function *f = dls__handle_peek(DLS_HANDLE_FUNCTION, fh.id);
+  dls__ext_raw_launch f;
+  if ((rc = dls__ext_raw_launch_of(fh, &f)) != DLS_OK) {
+    PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
+    return NULL;
+  }
   float a = 1.0f;
   void *params[4] = {&n, &a, &x, &y};
   uint32_t sizes[4] = {8, 4, sizeof(void *), sizeof(void *)};
@@ -118,7 +122,7 @@ PyObject *dlspy_bench_raw_axpy(PyObject *m, PyObject *const *args, Py_ssize_t na
       x = (char *)dx.data + dx.byte_offset;
       y = (char *)dy.data + dy.byte_offset;
     }
-    rc = f->dev->be->launch(f->dev->be, f->dev->id, f->native, stream, &cfg, params, sizes, 4);
+    rc = f.launch(f.be, f.dev, f.function, stream, &cfg, params, sizes, 4);
     if (rc != DLS_OK) {
       PyErr_Format(PyExc_RuntimeError, "_bench_raw_axpy: %s", dls_last_error());
       return NULL;

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensorarg.h"
 
 #include <math.h>
 #include <string.h>
@@ -256,10 +259,10 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
  * devices cannot reach each other), queued on the call's stream, which is on dst's device. */
 static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_view *d, dlspy_view *s) {
   dlspy_state *st = c->st;
-  dls__device *dev = c->s->dev;
+  const DLDevice sdev = c->sdev;
   char x[32], y[32], z[32];
   const char *why = NULL;
-  if (d->device.device_id != dev->device.device_id)
+  if (d->device.device_id != sdev.device_id)
     why = "the copy runs on a stream of dst's device";
   else if (!d->has_meta || !s->has_meta || d->ndim != s->ndim ||
            memcmp(d->shape, s->shape, (size_t)d->ndim * sizeof d->shape[0]) != 0)
@@ -271,24 +274,14 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
   if (why != NULL) {
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "copy(dst on %s, src on %s, stream on %s): %s",
                  dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y),
-                 dls_device_str(dev->device, z, sizeof z), why);
+                 dls_device_str(sdev, z, sizeof z), why);
     dlspy_call_end(c, false);
     return NULL;
   }
-  dls_status_t rc = DLS_OK;
   size_t bytes = (size_t)d->count * dls_dtype_size(d->dtype);
-  if (dev->be->memcpy_peer_async == NULL)
-    rc = dls__fail(DLS_ERR_NOT_SUPPORTED, "copy(dst on %s, src on %s): the %s backend cannot copy between devices",
-                   dls_device_str(d->device, x, sizeof x), dls_device_str(s->device, y, sizeof y), dev->be->name);
-  else if (d->buf != NULL && (rc = dls__buffer_access(d->buf, c->s, DLS_ACCESS_WRITE, true)) != DLS_OK)
-    ; /* dst's earlier uses on other streams could not be ordered before the copy (src's were, when it was read) */
-  else if (bytes > 0)
-    rc = dev->be->memcpy_peer_async(dev->be, dev->id, d->ptr, s->device.device_id, s->ptr, bytes, c->s->native);
+  dls_status_t rc = dls__ext_copy_peer("copy", c->s, d->device, d->ptr, d->buf, s->device, s->ptr, bytes);
   if (rc == DLS_OK)
     dlspy_call_record_use(c, d, DLS_ACCESS_WRITE);
-  if (rc != DLS_OK && rc != DLS_ERR_NOT_SUPPORTED)
-    (void)dls__fail_prefix(rc, "copy(%zu bytes from %s to %s)", bytes, dls_device_str(s->device, y, sizeof y),
-                           dls_device_str(d->device, x, sizeof x));
   return finish(c, rc);
 }
 
@@ -313,7 +306,7 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     dlspy_call_end(&c, false);
     return NULL;
   }
-  const DLDevice sdev = c.s->dev->device;
+  const DLDevice sdev = c.sdev;
   if (s.device.device_type == sdev.device_type &&
       (s.device.device_id != sdev.device_id || d.device.device_id != sdev.device_id))
     return copy_between_devices(&c, a, &d, &s);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The __cuda_array_interface__ (version 3, as numba-cuda, CuPy and PyCUDA export it) read into a DLTensor view,
  * with the producer's `stream` for the handshake to wait on. */
-#include "dlspy.h"
+#include "cai.h"
 
 #include <string.h>
+
+#include "errors.h"
 
 #define CAI_FAIL(status, ...)              \
   do {                                     \
@@ -63,9 +65,9 @@ static int parse_ints(dlspy_state *st, PyObject *v, const char *what, bool non_n
     CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(%s): __cuda_array_interface__['%s'] = %R is not a tuple of ints",
              pycall, arg, what, v);
   Py_ssize_t n = PyTuple_GET_SIZE(v);
-  if (n > DLS__DLPACK_MAX_NDIM)
+  if (n > DLS__EXT_MAX_NDIM)
     CAI_FAIL(DLS_ERR_INVALID_TENSOR, "%s(%s): __cuda_array_interface__['%s'] has %zd dimensions; at most %d",
-             pycall, arg, what, n, DLS__DLPACK_MAX_NDIM);
+             pycall, arg, what, n, DLS__EXT_MAX_NDIM);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *d = PyTuple_GET_ITEM(v, i);
     int overflow = 0;
@@ -161,62 +163,5 @@ int dlspy_cai_read(dlspy_state *st, PyObject *d, DLDevice device, const char *py
     }
     out->stream = Py_NewRef(stream);
   }
-  return 0;
-}
-
-/* ---- reading it for a call ---- */
-
-/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
- * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
-int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
-  dlspy_state *st = c->st;
-  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
-    return 0;
-  PyObject *d = NULL;
-  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
-    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"): the object may still
-     * be read another way. What it raised is kept as the cause of an "expected a tensor" refusal. */
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
-        !PyErr_ExceptionMatches(PyExc_TypeError))
-      return -1;
-    dlspy_call_note_cause(c);
-    return 0;
-  }
-  if (d == NULL)
-    return 0;
-  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, DLSPY_ARG(c, index), out);
-  Py_DECREF(d);
-  if (rc != 0) {
-    dlspy_cai_clear(out);
-    return -1;
-  }
-  if (out->version < 3) {
-    PyObject *meth = NULL;
-    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0) {
-      dlspy_cai_clear(out);
-      return -1;
-    }
-    if (meth != NULL) {
-      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
-      Py_DECREF(meth);
-      dlspy_type_skip_cai(st, Py_TYPE(obj));
-      dlspy_cai_clear(out);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
- * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
-int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
-  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
-  if (rc <= 0)
-    return rc;
-  DLDevice dflt = dlspy_default_device();
-  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
-    *out = *call_dev;
-  else
-    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
   return 0;
 }

@@ -2,7 +2,8 @@
 /* dlstream.capture: the context manager that records the dlstream work of a block once and replays it. Written in
  * C so that no capture ever leaks: __enter__ begins the capture and does its bookkeeping with no point between
  * where a KeyboardInterrupt could land, and __exit__ ends it, or discards it when the end is refused. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
 
 typedef struct CaptureObject {
   PyObject_HEAD

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels from source in Python: Module.from_source, dlstream.compile, the NVRTC wheel's library, the module cache. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
 
 #include <string.h>
 #include <unistd.h>

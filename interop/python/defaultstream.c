@@ -2,7 +2,9 @@
 /* The stream of a call that names none and has no tensor to ask: the legacy default stream, except inside a
  * torch.cuda.graph capture, where it is torch's capturing stream (work on the legacy stream would run at once and
  * silently stay out of the graph). */
-#include "dlspy.h"
+#include "streamarg.h"
+
+#include "errors.h"
 
 void dlspy_torch_clear(dlspy_state *st) {
   Py_CLEAR(st->torch.module);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Devices and dtypes: parsing what Python passes ('cuda:1', torch.device, NumPy dtypes ...), naming them, and
  * the module's device queries. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,7 @@ int dlspy_parse_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDev
       DLDevice home;
       if (dlspy_as_int(st, t, pycall, "device", "a DLPack device type", 0, INT32_MAX, &type) != 0)
         return -1;
-      if (!dls__dlpack_home(dls_device((DLDeviceType)type, 0), &home)) {
+      if (!dls__ext_home(dls_device((DLDeviceType)type, 0), &home)) {
         dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(device=%R): DLPack device type %lld is not supported", pycall,
                      obj, (long long)type);
         return -1;

@@ -10,8 +10,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "interop/dlpack/dlpack_internal.h"
 #include "dlstream/dlstream.h"
+#include "ext.h"
+
+#if defined(__GNUC__)
+#define DLSPY_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DLSPY_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define DLSPY_LIKELY(x) (x)
+#define DLSPY_UNLIKELY(x) (x)
+#endif
 
 /* The docstrings' paragraph on what every queued call (fill, axpy, copy, Function.launch) shares. */
 #define DLSPY_ASYNC_DOC                                                                                          \
@@ -23,13 +31,13 @@
   "arrays on the CPU backend too (they are used in place); host arrays given for a GPU are staged through the "  \
   "device and the call blocks until they are written back."
 
-/* Calls that a fast path makes into the core's internals (dls__*) skip the
- * public entry guard, so they check the runtime state themselves. */
+/* The entries of ext.h skip the public entry guard, so their callers check the runtime state themselves
+ * (dlspy_check_runtime). */
 #define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
 
 /* What a tensor argument's type is to the handshake, first match: a dlstream.Tensor (or a subclass); a type with
  * the DLPack C exchange API; CuPy's ndarray while the package's CuPy stream provider is registered (read in C,
- * cupyarg.c); anything else (providers, the array interface, __dlpack__). */
+ * cupy.c); anything else (providers, the array interface, __dlpack__). */
 enum { DLSPY_KIND_OTHER = 0, DLSPY_KIND_TENSOR, DLSPY_KIND_XAPI, DLSPY_KIND_CUPY };
 
 /* What dlstream knows of a tensor type (tensortypes.c), cached per type. */
@@ -52,16 +60,17 @@ typedef struct dlspy_stream_entry {
 #define DLSPY_STREAM_CACHE 16
 
 /* The last (device, native) pair dlspy_stream_lookup resolved: a framework's current stream is the same call
- * after call. */
+ * after call. The memo holds a reference on `s` (none is needed on a default stream), so `s` stays valid whatever
+ * happens to the handle; the handle is one of the cache's, which forgets the memo before it ends one. */
 typedef struct dlspy_stream_memo {
   DLDevice device;
   void *native;
   dls_stream_t handle;
   dls__stream *s; /* NULL: empty */
-  bool dflt;      /* a default stream (lives with its device); else s is only read once the handle is found live */
+  bool counted;   /* a reference is held on `s` */
 } dlspy_stream_memo;
 
-/* What cupyarg.c found of CuPy (one per process, probed at the first CuPy array type). */
+/* What cupy.c found of CuPy (one per process, probed at the first CuPy array type). */
 struct dlspy_cupy_api;
 typedef struct dlspy_cupy_state {
   int mode;                           /* DLSPY_CUPY_* */
@@ -105,6 +114,7 @@ typedef struct dlspy_state {
   PyObject *s_torch, *s_cuda;
 } dlspy_state;
 
+/* The module's definition (dlspy.c; module.c fills in its contents at import). */
 extern PyModuleDef dlspy_moduledef;
 
 /* 0 while Python may use the runtime; DLSPY_CLOSING while our atexit hook
@@ -132,37 +142,25 @@ static inline bool dlspy_py_finalizing(void) {
 #define dlspy_getattr_opt _PyObject_LookupAttr
 #endif
 
-/* The state of the module a type belongs to (walks the MRO for subclasses). */
-dlspy_state *dlspy_state_of(PyTypeObject *tp);
-static inline dlspy_state *dlspy_state_of_module(PyObject *m) { return (dlspy_state *)PyModule_GetState(m); }
-
-/* ---- errors (errors.c) ---- */
-/* Creates dlstream.Error, one class per status and ArgumentTypeError, and adds them to `m`. */
-int dlspy_errors_init(PyObject *m, dlspy_state *st);
-/* Raises the exception of `status` with "<pycall>: <dls_last_error()>"; returns NULL. */
-PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
-/* Raises the exception of `status` with a formatted message; returns NULL. */
-PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ...);
-/* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
-PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
-/* Raises dlstream.OutOfRangeError (an InvalidArgumentError and an OverflowError); returns NULL. */
-PyObject *dlspy_range_error(dlspy_state *st, const char *fmt, ...);
-/* The raising helpers format as PyUnicode_FromFormat does, but every %R, %S and %A is cut to DLSPY_REPR_MAX
- * characters (ending in "...") and a repr that raises becomes "<type object at 0x...>". An exception already set
- * when they are called becomes the new exception's __cause__ (what a user's __index__ or
- * __cuda_array_interface__ raised is kept), except one that is no Exception (KeyboardInterrupt, SystemExit):
- * that one is left as it is and nothing else is raised. */
-#define DLSPY_REPR_MAX 100
-/* Takes the exception set now, normalized with its traceback (a new reference; NULL when none is set). */
-PyObject *dlspy_take_exception(void);
-/* Fails with DLS_ERR_FORK (or INVALID_STATE after shutdown) unless the runtime is usable. */
-int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall);
-static inline int dlspy_check_runtime(dlspy_state *st, const char *pycall) {
-  if (DLS__LIKELY(!atomic_load_explicit(&dlspy_dead, memory_order_relaxed) &&
-                  atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
-    return 0;
-  return dlspy_check_runtime_slow(st, pycall);
+/* Whether two DLPack devices are one. */
+static inline bool dlspy_same_device(DLDevice a, DLDevice b) {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
 }
+/* Where a DLTensor view's data starts (NULL for no data). */
+static inline void *dlspy_view_data(const DLTensor *dl) {
+  return dl->data != NULL ? (char *)dl->data + dl->byte_offset : NULL;
+}
+
+/* The state of the module a type belongs to (walks the MRO for subclasses); NULL (nothing raised) for none. */
+static inline dlspy_state *dlspy_state_of(PyTypeObject *tp) {
+  PyObject *m = PyType_GetModuleByDef(tp, &dlspy_moduledef);
+  if (m == NULL) {
+    PyErr_Clear();
+    return NULL;
+  }
+  return (dlspy_state *)PyModule_GetState(m);
+}
+static inline dlspy_state *dlspy_state_of_module(PyObject *m) { return (dlspy_state *)PyModule_GetState(m); }
 
 /* ---- devices and dtypes (devices.c) ---- */
 /* None, "cpu", "cuda:1", ("cuda", 0), (2, 0), an int (CUDA ordinal), torch.device ... */
@@ -226,64 +224,6 @@ extern PyMethodDef dlspy_graph_functions[];
 PyObject *dlspy_graph_new(dlspy_state *st, dls_graph_t handle, PyObject *stream);
 
 extern PyType_Spec dlspy_stream_spec;
-/* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an
- * int native pointer (0 legacy, 2 per-thread). Foreign natives are wrapped
- * through the module's cache, so no handle is made per call. `device` is the
- * device a bare pointer belongs to. Returns 0, or -1 with an exception. */
-int dlspy_stream_resolve(dlspy_state *st, PyObject *obj, DLDevice device, const char *pycall, const char *arg,
-                         dls_stream_t *out);
-/* The handle of a (device, native) pair through the cache (NULL native: legacy). */
-int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out);
-/* dlspy_stream_lookup past the memo. */
-int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out,
-                             dls__stream **out_s);
-/* The same, and the core stream it names; the last pair resolved is remembered (st->smemo): a default stream
- * lives as long as its device, a wrapper while its handle does (checked, so `s` is read only when live). */
-static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *native, const char *pycall,
-                                      dls_stream_t *out, dls__stream **out_s) {
-  const dlspy_stream_memo *m = &st->smemo;
-  if (DLS__LIKELY(m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
-                  m->device.device_id == device.device_id &&
-                  (m->dflt || dls__handle_peek(DLS_HANDLE_STREAM, m->handle.id) == m->s))) {
-    *out = m->handle;
-    *out_s = m->s;
-    return 0;
-  }
-  return dlspy_stream_lookup_slow(st, device, native, pycall, out, out_s);
-}
-/* Drops the cache's wrappers. */
-void dlspy_stream_cache_clear(dlspy_state *st);
-/* The stream of a call that names none and has no tensor argument to ask, on `dev`: the legacy default stream,
- * except while torch (if imported) captures a graph on its current stream of `dev`: then that stream, so the call
- * is recorded with torch's work. 0, or -1 with an exception. */
-int dlspy_default_stream(dlspy_state *st, DLDevice dev, const char *pycall, dls_stream_t *out);
-/* Drops the torch functions dlspy_default_stream keeps. */
-void dlspy_torch_clear(dlspy_state *st);
-/* The use_stream() stream of this context as a handle, or {0}. Free (no context lookup) until _stream_var_set
- * first sets the variable: every set goes through it. */
-int dlspy_context_stream(dlspy_state *st, dls_stream_t *out);
-/* _stream_var_set(stream) -> token: use_stream's variable set (the package sets it only through this). */
-PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value);
-/* Calls obj.__cuda_stream__() and checks the result (version 0, a handle that can be a stream); sets *out_native. */
-int dlspy_cuda_stream_protocol(dlspy_state *st, PyObject *obj, const char *pycall, const char *arg,
-                               void **out_native);
-/* The native stream an int names (0 and 1 legacy, 2 per-thread, else a pointer); refuses with
- * InvalidArgumentError, before anything reads it, values that cannot be a stream: negative, 3 to 4095, 2**63
- * and above. `shown` is what the message shows as the argument `arg` (the int itself, or the object it came
- * from). */
-int dlspy_native_of_int(dlspy_state *st, PyObject *v, PyObject *shown, const char *pycall, const char *arg,
-                        void **out);
-/* The stream a DLPack `stream` integer names on `device` (-1: {0}); values below 4096 follow DLPack's rules for
- * the device type (dls_dlpack_stream_from_value), larger ones are pointers wrapped through the cache. */
-int dlspy_stream_of_dlpack_value(dlspy_state *st, DLDevice device, PyObject *v, const char *pycall, const char *arg,
-                                 dls_stream_t *out);
-/* Whether this process can read the byte at `addr`, asked of the kernel (nothing faults). A GPU driver's
- * stream or event pointer points at readable host memory; any other would crash the driver that reads it. A
- * readable address may still be no stream: no driver can validate a plausible but dangling pointer. */
-bool dlspy_addr_readable(uintptr_t addr);
-/* Refuses (InvalidArgumentError) a native stream pointer of a GPU device that this process cannot read: the
- * driver would crash reading it. Every path that hands a native stream to dls_stream_wrap calls this first. */
-int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const char *pycall);
 /* A new Stream object for a reserved default handle. */
 PyObject *dlspy_stream_new_default(dlspy_state *st, DLDevice device, int kind);
 
@@ -351,62 +291,31 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
 PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
-/* ---- small argument-parsing helpers (args.c) ---- */
-/* Splits FASTCALL keywords into `out` slots named by `names` (NULL-terminated);
- * positional arguments beyond `npos_max` are an error. */
-int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                   const char *const *names, Py_ssize_t npos_max, PyObject **out);
-/* A shape: an int or a sequence of ints (NumPy integers too), at most DLS__DLPACK_MAX_NDIM extents of 0 to
- * 2**63 - 1 whose elements of `dtype` fit in 2**63 - 1 bytes. Refusals are InvalidArgumentError (a ValueError,
- * as in NumPy) or ArgumentTypeError. */
-int dlspy_parse_shape(dlspy_state *st, PyObject *obj, DLDataType dtype, const char *pycall, int64_t *shape,
-                      int32_t *ndim);
-
-/* Numbers from Python into narrower C types: nothing wraps. An integer argument is an int or has __index__ (a
- * float or a str is refused: ArgumentTypeError naming the call, the argument `arg` and the value); a value outside
- * [lo, hi] raises OutOfRangeError (an InvalidArgumentError and an OverflowError) with "<what> is <lo> to <hi>".
- * These run Python code (__index__, __float__): call them before looking up any handle the call then uses. */
-int dlspy_as_int(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, int64_t lo,
-                 int64_t hi, int64_t *out);
-/* The integer value of `v` as PyLong_AsLongLongAndOverflow reads it (*overflow -1 or 1 beyond 64 bits); with
- * opt_out_int also the int object (a new reference). A float, a str ... is refused (ArgumentTypeError). */
-int dlspy_index_value(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, long long *out,
-                      int *overflow, PyObject **opt_out_int);
-int dlspy_as_uint(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, const char *what, uint64_t lo,
-                  uint64_t hi, uint64_t *out);
-/* A truth value (NULL: false); a __bool__ that raises is the cause of an ArgumentTypeError naming the call. */
-int dlspy_as_bool(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, bool *out);
-/* A real number (a float, an int, anything with __float__ or __index__) as a double; an int beyond the double
- * range raises OutOfRangeError. */
-int dlspy_as_double_slow(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out);
-static inline int dlspy_as_double(dlspy_state *st, PyObject *v, const char *pycall, const char *arg, double *out) {
-  if (DLS__LIKELY(PyFloat_CheckExact(v))) {
-    *out = PyFloat_AS_DOUBLE(v);
-    return 0;
-  }
-  return dlspy_as_double_slow(st, v, pycall, arg, out);
-}
-
-/* ---- kernels from source (compile.c) ---- */
-/* A Module object owning `handle` (unloaded if the object cannot be made). */
-PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device);
+/* ---- Module objects (modules.c) and kernels from source (compile.c) ---- */
+/* dlstream.Module's object. */
+typedef struct ModuleObject {
+  PyObject_HEAD
+  dls_module_t handle; /* {0} once closed */
+  DLDevice device;
+} ModuleObject;
 /* Whether a Module object is still loaded. */
-bool dlspy_module_open(PyObject *module);
+static inline bool dlspy_module_open(PyObject *module) { return ((ModuleObject *)module)->handle.id != 0; }
+/* A Module object of type `tp` owning `handle` (unloaded if the object cannot be made). */
+static inline PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device) {
+  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
+  if (m == NULL) {
+    (void)dls_module_unload(handle);
+    return NULL;
+  }
+  m->handle = handle;
+  m->device = device;
+  return (PyObject *)m;
+}
 /* Module.from_source (a class method of dlstream.Module). */
 PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
-#define DLSPY_MODULE_FROM_SOURCE_METHOD                                                                            \
-  {"from_source", (PyCFunction)(void (*)(void))dlspy_module_from_source, METH_CLASS | METH_FASTCALL | METH_KEYWORDS, \
-   "from_source($type, source, *, options=(), name_expressions=(), device=None, arch=None, cache=True, "       \
-   "program_name=None)\n--\n\n" \
-   "Compiles CUDA C++ with NVRTC (hipRTC on ROCm) for the device and loads it. Name expressions (\"scale<float>\") " \
-   "become names function() accepts. Compiled images are cached in process and on disk; a repeat returns the same " \
-   "Module (until closed)."}
 /* dlstream.compile and the compiler helpers, added to the module by module exec. */
 extern PyMethodDef dlspy_compile_methods[];
 /* _xla_handlers and _xla_release (xla.c): the XLA FFI handlers for dlstream.jax. */
 extern PyMethodDef dlspy_xla_methods[];
-
-/* A call and its arguments: the handshake's declarations. */
-#include "call.h"
 
 #endif /* DLSTREAM_PY_DLSPY_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream's exceptions: one class per status, each also the built-in it means, and the helpers that raise
  * them. */
-#include "dlspy.h"
+#include "errors.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -307,11 +307,11 @@ PyObject *dlspy_range_error(dlspy_state *st, const char *fmt, ...) {
 }
 
 int dlspy_check_runtime_slow(dlspy_state *st, const char *pycall) {
-  if (DLS__UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed))) {
+  if (DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed))) {
     dlspy_raisef(st, DLS_ERR_STATE, "%s: dlstream was shut down at interpreter exit", pycall);
     return -1;
   }
-  if (DLS__LIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) == 1))
+  if (DLSPY_LIKELY(dls__ext_ready()))
     return 0;
   dls_status_t rc = dls__enter_slow(pycall);
   if (rc != DLS_OK) {
@@ -376,38 +376,3 @@ int dlspy_errors_init(PyObject *m, dlspy_state *st) {
   }
   return 0;
 }
-
-/* ---- the arguments of a call in messages ---- */
-
-const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
-  if (c->names != NULL && index >= 0) {
-    int i = 0;
-    while (c->names[i] != NULL && i < index)
-      i++;
-    if (i == index && c->names[i] != NULL)
-      return c->names[i];
-  }
-  snprintf(buf, size, "args[%d]", index);
-  return buf;
-}
-
-void dlspy_call_note_cause(dlspy_call *c) {
-  PyObject *value = dlspy_take_exception();
-  if (c->cause == NULL)
-    c->cause = value; /* the first one: later ones are usually its consequences */
-  else
-    Py_XDECREF(value);
-}
-
-int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
-  char b[24];
-  if (c->cause != NULL && !PyErr_Occurred()) {
-    PyObject *cause = c->cause;
-    c->cause = NULL;
-    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
-    Py_DECREF(cause);
-  }
-  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
-  return -1;
-}
-

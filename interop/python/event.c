@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Event: owned and foreign events, recorded on streams and waited on by other streams or the host. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "streamarg.h"
 
 static EventObject *event_alloc(PyTypeObject *tp) { return (EventObject *)tp->tp_alloc(tp, 0); }
 

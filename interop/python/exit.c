@@ -3,7 +3,8 @@
  * queued at exit (a long kernel, a stream held by a latch) is waited for up to DLSTREAM_EXIT_TIMEOUT seconds; past
  * that it is abandoned with a RuntimeWarning naming the busy streams, the runtime is left as it is (the process is
  * ending) and the interpreter exits. */
-#include "dlspy.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -32,114 +33,22 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- the streams dlstream knows, and which of them still have work ---- */
+/* ---- the streams dlstream knows that still have work ---- */
 
 typedef struct busy_set {
-  const dls__device *dev[BUSY_MAX];
-  const void *native[BUSY_MAX];
-  char what[BUSY_MAX][24];
+  dls__ext_busy s[BUSY_MAX];
   int n, more;
-  const void *seen[256]; /* natives already asked, so each is asked once */
-  int nseen;
 } busy_set;
 
-static busy_set *g_busy; /* the set being filled (the hook runs with the GIL, once at a time) */
-
-static void note_native(dls__device *dev, void *native, const char *what) {
-  busy_set *b = g_busy;
-  if (native == (void *)UINTPTR_MAX)
-    return; /* the "no stream" producer: no work runs there */
-  for (int i = 0; i < b->nseen; i++)
-    if (b->seen[i] == native)
-      return;
-  if (b->nseen < (int)(sizeof b->seen / sizeof b->seen[0]))
-    b->seen[b->nseen++] = native;
-  int idle = 1;
-  if (dev->be->stream_query(dev->be, dev->id, native, &idle) != DLS_OK || idle)
-    return; /* a stream the driver cannot ask is not waited for */
-  if (b->n == BUSY_MAX) {
-    b->more++;
-    return;
-  }
-  b->dev[b->n] = dev;
-  b->native[b->n] = native;
-  snprintf(b->what[b->n], sizeof b->what[0], "%s", what);
-  b->n++;
-}
-
-static void note_stream(dls__stream *s) {
-  if (s == NULL)
-    return;
-  uint64_t cap;
-  if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE)
-    return; /* captured work does not run: shutdown discards it */
-  dls__device *d = s->dev;
-  const char *what = s->kind == DLS__STREAM_OWNED    ? "owned"
-                     : s->kind == DLS__STREAM_POOLED  ? "pooled"
-                     : s->kind == DLS__STREAM_FOREIGN ? "foreign"
-                     : s == d->defaults[DLS_STREAM_PER_THREAD] ? "per-thread default"
-                                                               : "legacy default";
-  note_native(d, s->native, what);
-}
-
-static void note_buffer(dls__buffer *b) {
-  note_stream(b->stream);
-  dls__spin_lock(&b->mu);
-  int n = b->nuses;
-  dls__stream *uses[DLS__USES_INLINE * 4];
-  if (n > (int)(sizeof uses / sizeof uses[0]))
-    n = (int)(sizeof uses / sizeof uses[0]);
-  for (int i = 0; i < n; i++)
-    uses[i] = b->uses[i].stream;
-  dls__spin_unlock(&b->mu);
-  for (int i = 0; i < n; i++)
-    note_stream(uses[i]);
-}
-
-static void each_stream(uint64_t id, void *obj) {
-  (void)id;
-  note_stream(obj);
-}
-static void each_buffer(uint64_t id, void *obj) {
-  (void)id;
-  note_buffer(obj);
-}
-static void each_tensor(uint64_t id, void *obj) {
-  (void)id;
-  note_buffer(((dls__tensor *)obj)->buf);
-}
-
-static void each_device(dls__device *d) {
-  note_stream(d->defaults[DLS_STREAM_LEGACY]);
-  note_stream(d->defaults[DLS_STREAM_PER_THREAD]);
-  /* Pooled streams given back with work still queued. */
-  void *pool[64];
-  size_t n = 0;
-  pthread_mutex_lock(&d->mu);
-  for (size_t i = 0; i < d->stream_pool_n && n < 64; i++)
-    pool[n++] = d->stream_pool[i];
-  pthread_mutex_unlock(&d->mu);
-  for (size_t i = 0; i < n; i++)
-    note_native(d, pool[i], "pooled");
-}
-
-static void collect(busy_set *b) {
-  memset(b, 0, sizeof *b);
-  g_busy = b;
-  dls__each_device(each_device);
-  dls__handle_each(DLS_HANDLE_STREAM, each_stream);
-  dls__handle_each(DLS_HANDLE_TENSOR, each_tensor);
-  dls__handle_each(DLS_HANDLE_BUFFER, each_buffer);
-  g_busy = NULL;
-}
+static void collect(busy_set *b) { b->n = dls__ext_busy_streams(b->s, BUSY_MAX, &b->more); }
 
 /* "cpu:0 legacy default stream, cuda:0 owned stream 0x..." */
 static PyObject *busy_names(const busy_set *b) {
   char text[BUSY_MAX * 80 + 64];
   size_t n = 0;
   for (int i = 0; i < b->n && n < sizeof text; i++)
-    n += (size_t)snprintf(text + n, sizeof text - n, "%s%s %s stream %p", i ? ", " : "", b->dev[i]->name,
-                          b->what[i], b->native[i]);
+    n += (size_t)snprintf(text + n, sizeof text - n, "%s%s %s stream %p", i ? ", " : "", b->s[i].device,
+                          b->s[i].what, b->s[i].native);
   if (b->more && n < sizeof text)
     snprintf(text + n, sizeof text - n, " and %d more", b->more);
   return PyUnicode_FromString(text);
@@ -248,7 +157,7 @@ PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused) {
   /* The wrappers first, so that shutdown finds nothing of ours. */
   dlspy_stream_cache_clear(st);
   double timeout = exit_timeout();
-  if (atomic_load(&dls__state) != 1) {
+  if (!dls__ext_ready()) {
     atomic_store(&dlspy_dead, DLSPY_DEAD);
     dlspy_type_cache_clear(st);
     Py_RETURN_NONE;
@@ -285,7 +194,7 @@ PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused) {
    * GIL-free call, or when exported tensors are alive: their memory holds streams whose CPU workers dls_shutdown()
    * would wait for forever (see the report on interop/dlpack). Otherwise tear it down, within the bound: work on
    * streams already closed (no handle names them) can still hold it up. */
-  if (atomic_load(&dlspy_nogil_calls) == 0 && atomic_load(&dls__exports_live) == 0 &&
+  if (atomic_load(&dlspy_nogil_calls) == 0 && dls__ext_exports_live() == 0 &&
       !bounded_shutdown(timeout > 1.0 ? timeout : 1.0)) {
     PyObject *what = PyUnicode_FromString("streams that were already closed (no handle names them any more)");
     PyObject *r = what ? abandon(st, what, timeout > 1.0 ? timeout : 1.0) : NULL;

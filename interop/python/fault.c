@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection from Python: the private _fault_* functions that
  * tests/python/test_fault.py drives. Only builds with DLS_FAULT_INJECTION
- * (plugin/core/fault.h) have them; elsewhere the table is empty. */
+ * (the library's fault injector, whose control ext.h declares) have them; elsewhere the table is empty. */
 #include "dlspy.h"
 
 #ifdef DLS_FAULT_INJECTION
@@ -44,11 +44,11 @@ static PyObject *py_fault_last(PyObject *m, PyObject *unused) {
 static PyObject *py_fault_objects(PyObject *m, PyObject *unused) {
   (void)m, (void)unused;
   PyObject *d = PyDict_New();
-  for (int k = 0; d != NULL && k < DLS_FAULT_OBJECT_KINDS; k++) {
-    uint64_t made, gone;
-    dls_fault_objects((dls_fault_object_t)k, &made, &gone);
+  uint64_t made, gone;
+  const char *name;
+  for (int k = 0; d != NULL && (name = dls__ext_fault_objects(k, &made, &gone)) != NULL; k++) {
     PyObject *v = Py_BuildValue("(KK)", (unsigned long long)made, (unsigned long long)gone);
-    if (v == NULL || PyDict_SetItemString(d, dls_fault_object_name((dls_fault_object_t)k), v) != 0)
+    if (v == NULL || PyDict_SetItemString(d, name, v) != 0)
       Py_CLEAR(d);
     Py_XDECREF(v);
   }

@@ -3,7 +3,7 @@
 #ifndef DLSTREAM_PY_FUNCTION_H
 #define DLSTREAM_PY_FUNCTION_H
 
-#include "dlspy.h"
+#include "call.h"
 
 /* Arguments whose last scalar a Function remembers (see FunctionObject). */
 #define MEMO_ARGS 16
@@ -42,6 +42,7 @@ typedef struct FunctionObject {
   DLDevice device;
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
+  bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
   bool builtin_signature; /* the signature a built-in carries (the user gave none) */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];
@@ -56,7 +57,7 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
                      uint64_t taken);
 /* Drops the plan. */
 void dlspy_plan_clear(FunctionObject *f);
-/* Whether `o` is not `memo` but an exact int, float (the same bits) or tuple of exact ints equal to it (samevalue.c;
+/* Whether `o` is not `memo` but an exact int, float (the same bits) or tuple of exact ints equal to it (function.c;
  * `memo` NULL: nothing remembered, false). */
 bool dlspy_equal_value(PyObject *o, PyObject *memo);
 /* Whether `o` stands for the remembered `memo`: the same object (the common case, inline), or an equal value. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Graph (dls_graph_*), made by dlstream.capture (capture.c), and dlstream.capture_status. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "streamarg.h"
 
 typedef struct GraphObject {
   PyObject_HEAD

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream._dlstream.Group: a fork/join group (dls_group_*); stream_parallel
  * in dlstream/__init__.py is built on it. */
-#include "dlspy.h"
+#include "errors.h"
 
 typedef struct GroupObject {
   PyObject_HEAD

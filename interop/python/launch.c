@@ -5,6 +5,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "args.h"
+#include "errors.h"
+#include "tensorarg.h"
+
 enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
 
 static const struct {
@@ -380,26 +384,24 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   c.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
   c.writer = f->name;
   dls_arg_t argv[DLS_MAX_ARGS];
-  dls__extent extents[DLS_MAX_ARGS];
-  const dls__function *peek = dls__handle_peek(DLS_HANDLE_FUNCTION, f->handle.id);
-  if (peek != NULL && peek->builtin) { /* its arguments are checked: pointers need their extents */
+  dls__ext_extent extents[DLS_MAX_ARGS];
+  if (f->builtin) { /* its arguments are checked: pointers need their extents */
     for (Py_ssize_t i = 0; i < n; i++)
-      extents[i] = (dls__extent){1, 0};
+      extents[i] = (dls__ext_extent){1, 0};
     c.extents = extents;
   }
   uint64_t taken = 0;
   bool ok = launch_args(f, &c, uargs, n, argv, &taken) == 0;
   if (ok) {
-    dls_status_t rc;
-    dls__function *fn = dls__handle_get(DLS_HANDLE_FUNCTION, f->handle.id, pycall, "function", &rc);
-    if (fn != NULL)
-      rc = dls__launch_ext(pycall, fn, c.s, &cfg, argv, (size_t)n, c.extents);
-    else if (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module)))
-      dls__fail(rc, "%s: the function's module was closed", pycall);
-    if (rc != DLS_OK) {
+    dls__function *fn = dls__ext_function(f->handle);
+    dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c.s, &cfg, argv, (size_t)n,
+                                                   c.extents ? dls__ext_extents(c.extents) : NULL)
+                                 : dls__ext_function_stale(f->handle, pycall);
+    if (fn == NULL && (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module))))
+      dlspy_raisef(st, rc, "%s: the function's module was closed", pycall);
+    else if (rc != DLS_OK)
       dlspy_raisef(st, rc, "%s", dls_last_error());
-      ok = false;
-    }
+    ok = rc == DLS_OK;
   }
   if (ok && kwnames == NULL)
     dlspy_plan_note(f, &c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
@@ -527,7 +529,9 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   }
   PyObject *f = dlspy_function_new(st, h, dev, NULL, name, sig, pycall);
   Py_XDECREF(dflt);
-  if (f != NULL)
+  if (f != NULL) {
+    ((FunctionObject *)f)->builtin = true;
     ((FunctionObject *)f)->builtin_signature = dflt != NULL;
+  }
   return f;
 }

@@ -1,19 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The module dlstream._dlstream: its function table, state and initialization. */
-#include "dlspy.h"
-
-
-_Atomic int dlspy_dead;
-_Atomic int dlspy_nogil_calls;
-
-dlspy_state *dlspy_state_of(PyTypeObject *tp) {
-  PyObject *m = PyType_GetModuleByDef(tp, &dlspy_moduledef);
-  if (m == NULL) {
-    PyErr_Clear();
-    return NULL;
-  }
-  return (dlspy_state *)PyModule_GetState(m);
-}
+#include "cupy.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,
@@ -287,18 +277,15 @@ static PyModuleDef_Slot g_slots[] = {
     {0, NULL},
 };
 
-PyModuleDef dlspy_moduledef = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "dlstream._dlstream",
-    .m_doc = "dlstream's CPython extension: streams, events, tensors and launches shared with array frameworks "
-             "through DLPack.",
-    .m_size = sizeof(dlspy_state),
-    .m_methods = g_module_methods,
-    .m_slots = g_slots,
-    .m_traverse = module_traverse,
-    .m_clear = module_clear,
-    .m_free = module_free,
-};
-
+/* The module's contents, filled into its definition (dlspy.c) before Python first reads it. */
 PyMODINIT_FUNC PyInit__dlstream(void);
-PyMODINIT_FUNC PyInit__dlstream(void) { return PyModuleDef_Init(&dlspy_moduledef); }
+PyMODINIT_FUNC PyInit__dlstream(void) {
+  dlspy_moduledef.m_doc = "dlstream's CPython extension: streams, events, tensors and launches shared with array "
+                          "frameworks through DLPack.";
+  dlspy_moduledef.m_methods = g_module_methods;
+  dlspy_moduledef.m_slots = g_slots;
+  dlspy_moduledef.m_traverse = module_traverse;
+  dlspy_moduledef.m_clear = module_clear;
+  dlspy_moduledef.m_free = module_free;
+  return PyModuleDef_Init(&dlspy_moduledef);
+}

@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Module: kernels loaded from an image (cubin, fatbin or PTX) or compiled from source (compile.c), and
  * their functions by name. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
 
 #include <string.h>
-
-typedef struct ModuleObject {
-  PyObject_HEAD
-  dls_module_t handle;
-  DLDevice device;
-} ModuleObject;
 
 static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   static const char pycall[] = "Module";
@@ -62,19 +57,6 @@ static PyObject *module_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   }
   return (PyObject *)m;
 }
-
-PyObject *dlspy_module_new(PyTypeObject *tp, dls_module_t handle, DLDevice device) {
-  ModuleObject *m = (ModuleObject *)tp->tp_alloc(tp, 0);
-  if (m == NULL) {
-    (void)dls_module_unload(handle);
-    return NULL;
-  }
-  m->handle = handle;
-  m->device = device;
-  return (PyObject *)m;
-}
-
-bool dlspy_module_open(PyObject *m) { return ((ModuleObject *)m)->handle.id != 0; }
 
 static void module_dealloc(ModuleObject *m) {
   PyTypeObject *tp = Py_TYPE(m);
@@ -133,7 +115,13 @@ static PyMethodDef module_methods[] = {
      "f64 scalars, bytes a struct passed by value."},
     {"get_function", (PyCFunction)(void (*)(void))module_function, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "get_function($self, name, signature=None)\n--\n\nThe same as function() (CuPy's spelling)."},
-    DLSPY_MODULE_FROM_SOURCE_METHOD,
+    /* Module.from_source: compile.c. */
+    {"from_source", (PyCFunction)(void (*)(void))dlspy_module_from_source, METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
+     "from_source($type, source, *, options=(), name_expressions=(), device=None, arch=None, cache=True, "
+     "program_name=None)\n--\n\n"
+     "Compiles CUDA C++ with NVRTC (hipRTC on ROCm) for the device and loads it. Name expressions (\"scale<float>\") "
+     "become names function() accepts. Compiled images are cached in process and on disk; a repeat returns the same "
+     "Module (until closed)."},
     {"close", (PyCFunction)module_close, METH_NOARGS, "close($self, /)\n--\n\nUnloads the module; its functions go stale."},
     {"__enter__", module_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},

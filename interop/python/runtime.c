@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Module functions about the runtime: leak counters, deferred releases, caches and current_stream (the atexit
  * shutdown: exit.c). */
-#include "dlspy.h"
+#include "args.h"
+#include "cupy.h"
+#include "errors.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
   static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",
@@ -24,7 +28,7 @@ PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
 
 PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused) { return PyLong_FromSize_t(dls_deferred_pending()); }
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
-  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || atomic_load(&dls__state) != 1)
+  if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || !dls__ext_ready())
     return PyLong_FromLong(0);
   return PyLong_FromSize_t(dls_deferred_poll());
 }
@@ -35,8 +39,7 @@ PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on) {
   int v = PyObject_IsTrue(on);
   if (v < 0)
     return NULL;
-  bool was_on = !atomic_exchange(&dls__hazards_off, !v);
-  return PyBool_FromLong(was_on);
+  return PyBool_FromLong(dls__ext_hazards_set(v != 0));
 }
 
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {

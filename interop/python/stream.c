@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Stream: owned, pooled, foreign and default streams; stream arguments and the wrapper cache. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "streamarg.h"
 
 #include <limits.h>
 #include <string.h>

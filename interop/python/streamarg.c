@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Stream-like values from Python: dlstream.Stream, __cuda_stream__ objects, int native pointers and DLPack
  * stream integers, checked before anything reads them as pointers; the cache of wrapped foreign streams. */
-#include "dlspy.h"
+#include "streamarg.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "errors.h"
 
 /* ---- values that cannot be streams ---- */
 
@@ -98,6 +100,14 @@ int dlspy_native_readable(dlspy_state *st, DLDevice device, void *native, const 
 
 /* ---- the wrapper cache ---- */
 
+/* Empties the memo, dropping its reference (unless the runtime is gone: then nothing of it may be touched). */
+static void memo_forget(dlspy_state *st) {
+  dlspy_stream_memo *m = &st->smemo;
+  if (m->s != NULL && m->counted && !atomic_load(&dlspy_dead) && dls__ext_ready())
+    dls__ext_stream_unref(m->s);
+  m->s = NULL;
+}
+
 int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const char *pycall, dls_stream_t *out) {
   uintptr_t v = (uintptr_t)native;
   if (v == 0 || v == DLS_STREAM_LEGACY) {
@@ -131,7 +141,7 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
     st->scache_next = (st->scache_next + 1) % DLSPY_STREAM_CACHE;
     /* Uses recorded on it hold the stream object itself; only the handle goes. */
     if (st->smemo.handle.id == st->scache[slot].handle.id)
-      st->smemo.s = NULL;
+      memo_forget(st);
     (void)dls_stream_destroy(st->scache[slot].handle);
   }
   st->scache[slot].device = device;
@@ -148,20 +158,25 @@ int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, con
   if (dlspy_stream_cached(st, device, native, pycall, &h) != 0)
     return -1;
   dls_status_t rc;
-  dls__stream *s = dls__stream_get(h, pycall, "stream", &rc);
+  dls__stream *s = dls__ext_stream(h, pycall, "stream", &rc);
   if (s == NULL) {
     dlspy_raise(st, rc, pycall);
     return -1;
   }
-  *m = (dlspy_stream_memo){device, native, h, s, s->kind == DLS__STREAM_DEFAULT};
+  /* A reserved handle names a default stream, which lives as long as its device: nothing to hold. */
+  bool counted = (uint32_t)(h.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
+  if (counted)
+    dls__ext_stream_ref(s);
+  memo_forget(st);
+  *m = (dlspy_stream_memo){device, native, h, s, counted};
   *out = h;
   *out_s = s;
   return 0;
 }
 
 void dlspy_stream_cache_clear(dlspy_state *st) {
-  st->smemo.s = NULL;
-  if (!atomic_load(&dlspy_dead) && atomic_load(&dls__state) == 1)
+  memo_forget(st);
+  if (!atomic_load(&dlspy_dead) && dls__ext_ready())
     for (int i = 0; i < st->scache_n; i++)
       (void)dls_stream_destroy(st->scache[i].handle);
   st->scache_n = 0;
@@ -245,7 +260,7 @@ PyObject *dlspy_mod_stream_var_set(PyObject *m, PyObject *value) {
 
 int dlspy_context_stream(dlspy_state *st, dls_stream_t *out) {
   out->id = 0;
-  if (DLS__LIKELY(!st->stream_var_set))
+  if (DLSPY_LIKELY(!st->stream_var_set))
     return 0; /* never set: every context holds the default */
   PyObject *cur = NULL;
   if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0)

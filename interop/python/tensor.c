@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Tensor: tensors dlstream owns (empty) or views (from_dlpack), exported through __dlpack__. */
-#include "dlspy.h"
+#include "args.h"
+#include "errors.h"
+#include "protocol.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 #include <string.h>
 
@@ -32,9 +36,8 @@ PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t) {
     return NULL;
   }
   o->handle = t;
-  dls_status_t rc;
-  dls__tensor *ti = dls__tensor_get(t, "Tensor", "tensor", &rc);
-  o->device = ti ? ti->buf->dev->device : dls_cpu();
+  dls__ext_tensor ti;
+  o->device = dls__ext_tensor_peek(t, &ti) ? ti.home : dls_cpu();
   return (PyObject *)o;
 }
 
@@ -46,18 +49,20 @@ static void tensor_dealloc(TensorObject *t) {
   Py_DECREF(tp);
 }
 
-static dls__tensor *tensor_live(dlspy_state *st, TensorObject *t, const char *pycall) {
+/* The core tensor of `t` (no hold: valid until Python code runs); -1 with an exception when it is not live. */
+static int tensor_live(dlspy_state *st, TensorObject *t, const char *pycall, dls__ext_tensor *out) {
   if (t->handle.id == 0) {
     dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the tensor was released", pycall);
-    return NULL;
+    return -1;
   }
   if (dlspy_check_runtime(st, pycall) != 0)
-    return NULL;
-  dls_status_t rc;
-  dls__tensor *ti = dls__tensor_get(t->handle, pycall, "self", &rc);
-  if (ti == NULL)
+    return -1;
+  dls_status_t rc = dls__ext_tensor_get(t->handle, pycall, "self", out);
+  if (rc != DLS_OK) {
     dlspy_raise(st, rc, pycall);
-  return ti;
+    return -1;
+  }
+  return 0;
 }
 
 /* The consumer stream a DLPack `stream` value names on `dev`: {0} for None on
@@ -124,26 +129,23 @@ static int check_dl_device(dlspy_state *st, DLDevice want, DLDevice own, const c
 }
 
 /* A compact copy of `src` queued on `work`, which first waits for src's work. */
-static dls_status_t copy_tensor(dls__tensor *src, dls_tensor_t src_h, dls_stream_t work, dls_tensor_t *out) {
+static dls_status_t copy_tensor(const DLTensor *src, dls_tensor_t src_h, dls_stream_t work, dls_tensor_t *out) {
   out->id = 0;
-  if (src->dl.ndim > DLS_COPY_MAX_DIMS)
-    return dls__fail(DLS_ERR_NOT_SUPPORTED, "a copy handles at most %d dimensions, not %d", DLS_COPY_MAX_DIMS,
-                     (int)src->dl.ndim);
   dls_status_t rc = dls_tensor_order_before(src_h, work);
   if (rc == DLS_OK)
-    rc = dls_tensor_empty(work, src->dl.ndim, src->dl.shape, src->dl.dtype, out);
+    rc = dls_tensor_empty(work, src->ndim, src->shape, src->dtype, out);
   if (rc != DLS_OK)
     return rc;
   dls_copy_desc_t d;
   memset(&d, 0, sizeof d);
-  d.ndim = (uint32_t)src->dl.ndim;
-  d.elem_size = (uint32_t)dls_dtype_size(src->dl.dtype);
+  d.ndim = (uint32_t)src->ndim;
+  d.elem_size = (uint32_t)dls_dtype_size(src->dtype);
   int64_t stride = 1;
-  for (int i = src->dl.ndim - 1; i >= 0; i--) {
-    d.shape[i] = src->dl.shape[i];
-    d.src_strides[i] = src->dl.strides[i];
+  for (int i = src->ndim - 1; i >= 0; i--) {
+    d.shape[i] = src->shape[i];
+    d.src_strides[i] = src->strides[i];
     d.dst_strides[i] = stride;
-    stride *= src->dl.shape[i] > 0 ? src->dl.shape[i] : 1;
+    stride *= src->shape[i] > 0 ? src->shape[i] : 1;
   }
   rc = dls_copy_strided(work, dls_arg_tensor(*out), dls_arg_tensor_in(src_h), &d);
   if (rc != DLS_OK) {
@@ -182,10 +184,13 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
   bool host_sync;
   if (consumer_stream(st, t->device, a[0], pycall, &consumer, &host_sync) != 0)
     return NULL;
-  dls__tensor *ti = tensor_live(st, t, pycall);
-  if (ti == NULL || check_dl_device(st, want, ti->dl.device, pycall) != 0)
+  dls__ext_tensor ti;
+  if (tensor_live(st, t, pycall, &ti) != 0 || check_dl_device(st, want, ti.dl->device, pycall) != 0)
     return NULL;
-  DLDevice dev = ti->buf->dev->device;
+  DLDevice dev = ti.home;
+  if (copy && ti.dl->ndim > DLS_COPY_MAX_DIMS)
+    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "%s: a copy handles at most %d dimensions, not %d", pycall,
+                        DLS_COPY_MAX_DIMS, (int)ti.dl->ndim);
 
   dls_stream_t work = consumer, pooled = {0};
   dls_status_t rc = DLS_OK;
@@ -195,14 +200,14 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
   }
   dls_tensor_t src = t->handle, copied = {0};
   if (rc == DLS_OK && copy) {
-    rc = copy_tensor(ti, t->handle, work, &copied);
+    rc = copy_tensor(ti.dl, t->handle, work, &copied);
     src = copied;
   }
   if (rc == DLS_OK && host_sync) {
-    dls_status_t g;
-    dls__tensor *si = dls__tensor_get(src, pycall, "tensor", &g);
-    dls__stream *ws = dls__stream_get(pooled, pycall, "stream", &g);
-    rc = (si && ws) ? dls__buffer_access(si->buf, ws, DLS_ACCESS_WRITE, true) : g; /* the host may write it */
+    dls__ext_tensor si;
+    dls_status_t g = dls__ext_tensor_get(src, pycall, "tensor", &si);
+    dls__stream *ws = g == DLS_OK ? dls__ext_stream(pooled, pycall, "stream", &g) : NULL;
+    rc = ws != NULL ? dls__buffer_access(si.buf, ws, DLS_ACCESS_WRITE, true) : g; /* the host may write it */
   }
   /* `ti` is not read past here: the wait lets other threads run. */
   bool waited = rc != DLS_OK || !host_sync || dlspy_stream_wait(st, pycall, pooled, dev) == 0;
@@ -238,10 +243,10 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
 static PyObject *tensor_dlpack_device(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
                                       PyObject *kwnames) {
   dlspy_state *st = PyType_GetModuleState(cls);
-  dls__tensor *ti = tensor_live(st, t, "Tensor.__dlpack_device__");
-  if (ti == NULL)
+  dls__ext_tensor ti;
+  if (tensor_live(st, t, "Tensor.__dlpack_device__", &ti) != 0)
     return NULL;
-  return Py_BuildValue("(ii)", (int)ti->dl.device.device_type, (int)ti->dl.device.device_id);
+  return Py_BuildValue("(ii)", (int)ti.dl->device.device_type, (int)ti.dl->device.device_id);
 }
 
 static PyObject *tensor_record_stream(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
@@ -254,7 +259,8 @@ static PyObject *tensor_record_stream(TensorObject *t, PyTypeObject *cls, PyObje
     return NULL;
   if (s.id == 0)
     return dlspy_type_error(st, "Tensor.record_stream(None): a stream is needed");
-  if (tensor_live(st, t, "Tensor.record_stream") == NULL) /* after the stream: its __cuda_stream__ may close us */
+  dls__ext_tensor ti;
+  if (tensor_live(st, t, "Tensor.record_stream", &ti) != 0) /* after the stream: its __cuda_stream__ may close us */
     return NULL;
   dls_status_t rc = dls_tensor_record_use(t->handle, s, DLS_ACCESS_WRITE);
   if (rc != DLS_OK)
@@ -281,8 +287,8 @@ static PyObject *tensor_exit(TensorObject *t, PyObject *const *args, Py_ssize_t 
  * may run a garbage collection, whose finalizers may close this tensor. */
 typedef struct tensor_info {
   int32_t ndim;
-  int64_t shape[DLS__DLPACK_MAX_NDIM];
-  int64_t strides[DLS__DLPACK_MAX_NDIM];
+  int64_t shape[DLS__EXT_MAX_NDIM];
+  int64_t strides[DLS__EXT_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
   void *data;
@@ -290,21 +296,20 @@ typedef struct tensor_info {
 } tensor_info;
 
 static int info_of(TensorObject *t, const char *pycall, tensor_info *out) {
-  dls__tensor *ti = t->handle.id == 0 || atomic_load(&dlspy_dead) ? NULL
-                                                                   : dls__handle_peek(DLS_HANDLE_TENSOR, t->handle.id);
-  if (ti == NULL) {
+  dls__ext_tensor ti;
+  if (t->handle.id == 0 || atomic_load(&dlspy_dead) || !dls__ext_tensor_peek(t->handle, &ti)) {
     dlspy_state *st = dlspy_state_of(Py_TYPE(t));
     if (st != NULL && pycall != NULL)
       dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s: the tensor was released", pycall);
     return -1;
   }
-  out->ndim = ti->dl.ndim > DLS__DLPACK_MAX_NDIM ? DLS__DLPACK_MAX_NDIM : ti->dl.ndim;
-  memcpy(out->shape, ti->dl.shape, (size_t)out->ndim * sizeof out->shape[0]);
-  memcpy(out->strides, ti->dl.strides, (size_t)out->ndim * sizeof out->strides[0]);
-  out->dtype = ti->dl.dtype;
-  out->device = ti->buf->dev->device;
-  out->data = dlspy_view_data(&ti->dl);
-  out->flags = ti->flags;
+  out->ndim = ti.dl->ndim > DLS__EXT_MAX_NDIM ? DLS__EXT_MAX_NDIM : ti.dl->ndim;
+  memcpy(out->shape, ti.dl->shape, (size_t)out->ndim * sizeof out->shape[0]);
+  memcpy(out->strides, ti.dl->strides, (size_t)out->ndim * sizeof out->strides[0]);
+  out->dtype = ti.dl->dtype;
+  out->device = ti.home;
+  out->data = dlspy_view_data(ti.dl);
+  out->flags = ti.flags;
   return 0;
 }
 
@@ -426,7 +431,7 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     return NULL;
   if (a[0] == NULL)
     return dlspy_type_error(st, "empty() missing its argument 'shape'");
-  int64_t shape[DLS__DLPACK_MAX_NDIM];
+  int64_t shape[DLS__EXT_MAX_NDIM];
   int32_t ndim;
   DLDataType dt;
   if (dlspy_check_runtime(st, pycall) != 0 || dlspy_parse_dtype(st, a[1], pycall, &dt) != 0 ||
@@ -513,7 +518,7 @@ PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t 
       Py_DECREF(meth);
       d = dls_cpu();
     }
-    if (!dls__dlpack_home(d, &home))
+    if (!dls__ext_home(d, &home))
       return dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "from_dlpack(obj=%R): DLPack device type %d is not supported",
                           obj, (int)d.device_type);
     if (dlspy_stream_resolve(st, a[1], home, pycall, "stream", &producer) != 0)

@@ -2,9 +2,15 @@
 /* Tensor arguments of a call, as the kernel sees them: dlstream tensors, tensors of exchange-API frameworks,
  * __cuda_array_interface__ producers and any __dlpack__ producer; host arrays staged through stream-ordered
  * temporaries; sources on another device for copies. */
-#include "dlspy.h"
+#include "tensorarg.h"
 
 #include <string.h>
+
+#include "cupy.h"
+#include "errors.h"
+#include "protocol.h"
+#include "streamarg.h"
+#include "tensortypes.h"
 
 void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
   v->dtype = dl->dtype;
@@ -37,7 +43,7 @@ void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
 static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta,
                           dlspy_view *out) {
   dlspy_state *st = c->st;
-  const DLDevice sdev = c->s->dev->device;
+  const DLDevice sdev = c->sdev;
   PyObject *cap;
   if (PyCapsule_CheckExact(obj)) {
     cap = Py_NewRef(obj);
@@ -49,7 +55,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
       Py_DECREF(sv);
       return -1;
     }
-    if (rc == 0 && dls__dlpack_home(d, &home) && !dlspy_same_device(home, sdev) &&
+    if (rc == 0 && dls__ext_home(d, &home) && !dlspy_same_device(home, sdev) &&
         !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
       char x[32], y[32];
       Py_DECREF(sv);
@@ -83,8 +89,8 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
   }
   char prefix[32];
   snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
-  dls__layout lay;
-  dls_status_t st_rc = dls__dlpack_check(dl, flags, 0, c->pycall, prefix, &lay);
+  dls__ext_layout lay;
+  dls_status_t st_rc = dls__ext_dlpack_check(dl, flags, c->pycall, prefix, &lay);
   if (st_rc != DLS_OK) {
     dlspy_raisef(st, st_rc, "%s", dls_last_error());
     goto fail;
@@ -106,7 +112,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     /* Host memory, device execution: stage through a temporary; the call blocks.
      * Not in a capture: the blocking copy back would wait for work that is only recorded. */
     uint64_t capture = 0;
-    if (dls__stream_capture(c->s, &capture) != DLS__CAPTURE_NONE) {
+    if (dls__ext_stream_capturing(c->s, &capture)) {
       dlspy_raisef(st, DLS_ERR_STATE,
                    "%s(%s): a host array would be staged through the device and the call would block, but "
                    "the stream is capturing (capture %llu): pass a device tensor inside a capture",
@@ -121,14 +127,13 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     p->span = lay.span;
     p->copy_back = !readonly_ok && lay.span > 0;
     c->staged = true;
-    dls_status_t r = dls__buffer_alloc(c->s, lay.span, &p->tmp);
-    if (r == DLS_OK && lay.span > 0)
-      r = c->s->dev->be->memcpy_async(c->s->dev->be, c->s->dev->id, p->tmp->ptr, p->host_lo, lay.span, c->s->native);
+    void *tmp_ptr;
+    dls_status_t r = dls__ext_stage_in(c->s, p->host_lo, lay.span, &p->tmp, &tmp_ptr);
     if (r != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
-      return -1; /* the post releases `managed` */
+      return -1; /* the post releases `managed` and the temporary */
     }
-    char *dptr = lay.span ? (char *)p->tmp->ptr + ((uintptr_t)first - lay.lo) : NULL;
+    char *dptr = lay.span ? (char *)tmp_ptr + ((uintptr_t)first - lay.lo) : NULL;
     out->ptr = dptr;
     out->device = sdev;
     out->arg = dls_arg_ptr(dptr);
@@ -144,30 +149,6 @@ fail:
   return -1;
 }
 
-int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
-  if (!PyErr_Occurred()) /* else the framework's own exception goes on as it is */
-    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(%s): the framework could not describe the tensor", pycall, arg);
-  return -1;
-}
-
-int dlspy_read_only(dlspy_call *c, int index, const char *how) {
-  const char *arg = DLSPY_ARG(c, index);
-  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
-                 "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
-                 "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
-                 c->pycall, arg, how);
-  else if (c->hint == DLSPY_HINT_SIGNATURE)
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
-                 "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
-                 "the kernel only reads it",
-                 c->pycall, arg, how, arg);
-  else
-    dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
-                 c->writer ? c->writer : c->pycall);
-  return -1;
-}
-
 /* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
 static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
   if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
@@ -177,40 +158,6 @@ static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj,
   if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
     return 0;
   return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
-}
-
-/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
- * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), `producer` waits
- * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
- * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
- * order on its own stream, not ours). */
-int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
-  if (producer != NULL && dlspy_same_stream(producer, c->s))
-    return 0;
-  bool done = producer == NULL;
-  for (int i = 0; i < c->nordered && !done; i++)
-    done = c->ordered[i] == producer;
-  if (!done) {
-    if (c->nordered == (int)(sizeof c->ordered / sizeof c->ordered[0])) {
-      dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT,
-                   "%s: tensors of more than %d framework streams other than the call's; pass stream= one of "
-                   "theirs, or fewer",
-                   c->pycall, (int)(sizeof c->ordered / sizeof c->ordered[0]));
-      return -1;
-    }
-    dls_status_t rc = dls__stream_order(c->s, producer);
-    if (rc != DLS_OK) {
-      dlspy_raise(c->st, rc, c->pycall);
-      return -1;
-    }
-    dls__stream_ref(producer); /* Python code later in the call may drop the cache that holds it */
-    c->ordered[c->nordered++] = producer;
-  }
-  if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-    Py_DECREF(obj);
-    return -1;
-  }
-  return 0;
 }
 
 /* An exchange-API tensor `dl` whose memory the call's stream reaches (its own device, or a peer for copies):
@@ -232,12 +179,12 @@ static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *ob
 static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, bool readonly_ok, bool want_meta,
                       dlspy_view *out, bool peer) {
   dlspy_state *st = c->st;
-  const DLDevice sdev = c->s->dev->device;
+  const DLDevice sdev = c->sdev;
   char prefix[48];
   snprintf(prefix, sizeof prefix, "%s.__cuda_array_interface__.", DLSPY_ARG(c, index));
-  dls__layout lay;
-  dls_status_t rc = dls__dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, 0, c->pycall,
-                                      prefix, &lay);
+  dls__ext_layout lay;
+  dls_status_t rc = dls__ext_dlpack_check(&cai->dl, cai->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0, c->pycall,
+                                          prefix, &lay);
   if (rc != DLS_OK) {
     dlspy_raisef(st, rc, "%s", dls_last_error());
     return -1;
@@ -256,7 +203,7 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
     if (dlspy_stream_of_dlpack_value(st, lay.home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
                                      &h) != 0)
       return -1;
-    producer = dls__stream_get(h, c->pycall, "__cuda_array_interface__['stream']", &rc);
+    producer = dls__ext_stream(h, c->pycall, "__cuda_array_interface__['stream']", &rc);
     if (producer == NULL) {
       dlspy_raise(st, rc, c->pycall);
       return -1;
@@ -283,7 +230,7 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, 
     if (rc != 0)
       return rc;
   }
-  DLDevice home = v->dl.device, sdev = c->s->dev->device;
+  DLDevice home = v->dl.device, sdev = c->sdev;
   if (!dlspy_same_device(home, sdev) && !(peer && home.device_type == sdev.device_type)) {
     char a[32], b[32];
     dlspy_raisef(c->st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
@@ -311,7 +258,7 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
     DLDevice home;
     if (xapi_read(c, info.api, obj, index, &dl) != 0)
       return -1;
-    if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device)) {
+    if (dls__ext_home(dl.device, &home) && dlspy_same_device(home, c->sdev)) {
       dls__stream *producer;
       if (dlspy_framework_stream(c, info.api, dl.device, &producer) != 0 ||
           dlspy_order_after(c, producer, obj) != 0)
@@ -340,16 +287,16 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
 /* A dlstream tensor's view; its buffer is held until the call ends (a post of `kind`, HOLD or USE), so its memory
  * outlives Python code that later arguments run, even if that code closes the tensor (the launch then finds the
  * handle closed and refuses; raw-pointer work still has live memory). */
-static int hold_tensor(dlspy_call *c, dls_tensor_t h, dls__tensor *ti, bool readonly_ok, bool want_meta, int kind,
-                       dlspy_view *out) {
+static int hold_tensor(dlspy_call *c, dls_tensor_t h, const dls__ext_tensor *ti, bool readonly_ok, bool want_meta,
+                       int kind, dlspy_view *out) {
   if (dlspy_add_post(c, kind, NULL, NULL) != 0)
     return -1;
-  dls__buffer_ref(ti->buf);
+  dls__ext_buffer_ref(ti->buf);
   c->posts[c->nposts - 1].buf = ti->buf;
   c->posts[c->nposts - 1].mode = readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
-  dlspy_view_meta(out, &ti->dl, want_meta);
-  out->ptr = dlspy_view_data(&ti->dl);
-  out->device = ti->buf->dev->device;
+  dlspy_view_meta(out, ti->dl, want_meta);
+  out->ptr = dlspy_view_data(ti->dl);
+  out->device = ti->home;
   out->arg = readonly_ok ? dls_arg_tensor_in(h) : dls_arg_tensor(h);
   out->buf = ti->buf;
   return 0;
@@ -362,18 +309,18 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   const dlspy_type_entry info = *dlspy_type_info(st, tp);
   if (info.kind == DLSPY_KIND_TENSOR) {
     TensorObject *t = (TensorObject *)obj;
-    dls_status_t rc;
-    dls__tensor *ti = dls__tensor_get(t->handle, c->pycall, "tensor", &rc);
-    if (ti == NULL) {
+    dls__ext_tensor ti;
+    dls_status_t rc = dls__ext_tensor_get(t->handle, c->pycall, "tensor", &ti);
+    if (rc != DLS_OK) {
       if (t->handle.id == 0)
         dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(%s): the tensor was released", c->pycall, DLSPY_ARG(c, index));
       else
         dlspy_raise(st, rc, c->pycall);
       return -1;
     }
-    if (!readonly_ok && (ti->flags & DLS_TENSOR_READ_ONLY))
+    if (!readonly_ok && (ti.flags & DLS_TENSOR_READ_ONLY))
       return dlspy_read_only(c, index, "");
-    return hold_tensor(c, t->handle, ti, readonly_ok, want_meta, DLSPY_POST_HOLD, out);
+    return hold_tensor(c, t->handle, &ti, readonly_ok, want_meta, DLSPY_POST_HOLD, out);
   }
   const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
@@ -381,7 +328,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     if (xapi_read(c, api, obj, index, &dl) != 0)
       return -1;
     DLDevice home;
-    if (dls__dlpack_home(dl.device, &home) && dlspy_same_device(home, c->s->dev->device))
+    if (dls__ext_home(dl.device, &home) && dlspy_same_device(home, c->sdev))
       return xapi_tensor(c, api, obj, &dl, home, want_meta, out);
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
   } else if (info.kind == DLSPY_KIND_CUPY) {
@@ -398,7 +345,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
       if (has < 0)
         return -1;
       if (has > 0) {
-        int rc = dlspy_cai_device(c, obj, &c->s->dev->device, &cai.dl.device);
+        int rc = dlspy_cai_device(c, obj, &c->sdev, &cai.dl.device);
         if (rc == 0)
           rc = cai_tensor(c, obj, index, &cai, readonly_ok, want_meta, out, false);
         dlspy_cai_clear(&cai);
@@ -452,13 +399,13 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
   } else if ((rc = dlspy_dlpack_device(st, obj, c->pycall, &d)) != 0) {
     return rc;
   }
-  return dls__dlpack_home(d, out) ? 0 : 1;
+  return dls__ext_home(d, out) ? 0 : 1;
 }
 
 int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out) {
   dlspy_state *st = c->st;
   out->buf = NULL;
-  const DLDevice sdev = c->s->dev->device;
+  const DLDevice sdev = c->sdev;
   DLDevice home;
   int rc = home_of(c, obj, index, &home);
   if (rc < 0)
@@ -468,14 +415,14 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     return dlspy_call_tensor(c, obj, index, true, true, out);
   /* Another device of the call's backend. */
   if (PyObject_TypeCheck(obj, st->TensorType)) {
-    dls_status_t r;
     dls_tensor_t h = ((TensorObject *)obj)->handle;
-    dls__tensor *ti = dls__tensor_get(h, c->pycall, "src", &r);
-    if (ti == NULL || (r = dls__buffer_access(ti->buf, c->s, DLS_ACCESS_READ, true)) != DLS_OK) {
+    dls__ext_tensor ti;
+    dls_status_t r = dls__ext_tensor_get(h, c->pycall, "src", &ti);
+    if (r != DLS_OK || (r = dls__buffer_access(ti.buf, c->s, DLS_ACCESS_READ, true)) != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
       return -1;
     }
-    if (hold_tensor(c, h, ti, true, true, DLSPY_POST_USE, out) != 0)
+    if (hold_tensor(c, h, &ti, true, true, DLSPY_POST_USE, out) != 0)
       return -1;
     out->device = home;
     out->arg = dls_arg_ptr(out->ptr);
@@ -507,7 +454,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
    * and the call's stream waits for that stream. */
   dls_stream_t legacy = dls_stream_default(home, DLS_STREAM_LEGACY);
   dls_status_t r;
-  dls__stream *ls = dls__stream_get(legacy, c->pycall, "the source's default stream", &r);
+  dls__stream *ls = dls__ext_stream(legacy, c->pycall, "the source's default stream", &r);
   if (ls == NULL) {
     dlspy_raise(st, r, c->pycall);
     return -1;
@@ -533,10 +480,15 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
   char prefix[32];
   snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
-  dls__layout lay;
-  r = dls__dlpack_check(dl, versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0, 0, c->pycall, prefix, &lay);
-  if (r == DLS_OK && !dlspy_same_device(lay.home, home))
-    r = dls__fail(DLS_ERR_INVALID_DEVICE, "%s(%s): __dlpack_device__ and the tensor disagree", c->pycall, DLSPY_ARG(c, index));
+  dls__ext_layout lay;
+  r = dls__ext_dlpack_check(dl, versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0, c->pycall, prefix,
+                            &lay);
+  if (r == DLS_OK && !dlspy_same_device(lay.home, home)) {
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): __dlpack_device__ and the tensor disagree", c->pycall,
+                 DLSPY_ARG(c, index));
+    dlspy_managed_release(managed, versioned);
+    return -1;
+  }
   if (r == DLS_OK)
     r = dls__stream_order(c->s, ls);
   if (r != DLS_OK) {
@@ -552,5 +504,21 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dlspy_managed_release(managed, versioned);
     return -1;
   }
+  return 0;
+}
+
+int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out) {
+  dlspy_cai v;
+  const dlspy_cai *a = &v;
+  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY) {
+    a = &c->first_cai;
+  } else {
+    int rc = dlspy_cupy_read(c->st, o, false, &v);
+    if (rc != 0)
+      return rc;
+  }
+  if (!dlspy_same_device(a->dl.device, c->fast_dev))
+    return 1;
+  *out = dls_arg_ptr(a->dl.data);
   return 0;
 }

@@ -2,9 +2,14 @@
 /* What dlstream knows of each tensor type, cached per type: its DLPack C exchange API, its stream provider
  * (dlstream.register_stream_provider; the package registers CuPy's and torch's), and whether its
  * __cuda_array_interface__ is worth reading. */
-#include "dlspy.h"
+#include "tensortypes.h"
 
 #include <string.h>
+
+#include "args.h"
+#include "cupy.h"
+#include "errors.h"
+#include "streamarg.h"
 
 /* ---- the exchange API ---- */
 
@@ -200,4 +205,11 @@ void dlspy_type_cache_clear(dlspy_state *st) {
   }
   st->types_n = 0;
   st->types_next = 0;
+}
+
+PyObject *dlspy_mod_set_cupy_provider(PyObject *m, PyObject *fn) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  Py_XSETREF(st->cupy_provider, fn == Py_None ? NULL : Py_NewRef(fn));
+  dlspy_type_cache_clear(st);
+  Py_RETURN_NONE;
 }

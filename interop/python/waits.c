@@ -2,7 +2,7 @@
 /* Host waits that signals interrupt: the work is polled with the GIL held and the GIL is let go between polls, so
  * a Ctrl-C raises KeyboardInterrupt within a fraction of a millisecond (the work stays queued), and no other
  * thread can close what is polled while a poll runs. */
-#include "dlspy.h"
+#include "errors.h"
 
 #include <time.h>
 
@@ -31,29 +31,10 @@ int dlspy_wait(dlspy_poll_fn poll, void *ctx) {
   }
 }
 
-/* The queries of a wait run in relaxed capture mode (dls__relaxed_enter): they ask about work that is not captured
- * (the core refuses a capturing stream, an event recorded in a capture, and a wait that a capture it knows of
- * forbids), so a capture another thread runs in global mode - one dlstream may never have seen, such as
- * torch.cuda.graph's - is not invalidated by them, as the driver would do in the thread's default mode. A device
- * that is not open yet has no capture to mind. */
-static dls__device *relaxed_enter(DLDevice device, dls__relaxed *r) {
-  dls__device *dev = dls__device_peek(device.device_type, device.device_id);
-  if (dev != NULL)
-    dls__relaxed_enter(r, dev);
-  return dev;
-}
-
-static void relaxed_leave(dls__device *dev, dls__relaxed *r) {
-  if (dev != NULL)
-    dls__relaxed_leave(r);
-}
-
+/* The queries of a wait run in relaxed capture mode (ext.h): a capture another thread runs in global mode - one
+ * dlstream may never have seen, such as torch.cuda.graph's - is not invalidated by them. */
 dls_status_t dlspy_event_query_relaxed(dls_event_t event, DLDevice device, int *out_done) {
-  dls__relaxed r;
-  dls__device *dev = relaxed_enter(device, &r);
-  dls_status_t rc = dls_event_query(event, out_done);
-  relaxed_leave(dev, &r);
-  return rc;
+  return dls__ext_event_query_relaxed(event, device, out_done);
 }
 
 typedef struct event_poll {
@@ -75,10 +56,8 @@ static int poll_event(void *ctx, int *done) {
 
 int dlspy_stream_wait(dlspy_state *st, const char *pycall, dls_stream_t stream, DLDevice device) {
   int idle = 0;
-  dls__relaxed r;
-  dls__device *dev = relaxed_enter(device, &r);
-  dls_status_t rc = dls_stream_query(stream, &idle); /* refuses what synchronize refuses (a capturing stream ...) */
-  relaxed_leave(dev, &r);
+  /* refuses what synchronize refuses (a capturing stream ...) */
+  dls_status_t rc = dls__ext_stream_query_relaxed(stream, device, &idle);
   if (rc != DLS_OK) {
     dlspy_raise(st, rc, pycall);
     return -1;
@@ -104,19 +83,15 @@ int dlspy_stream_wait(dlspy_state *st, const char *pycall, dls_stream_t stream, 
   return 0;
 }
 
-typedef struct native_poll {
+typedef struct mark_poll {
   dlspy_state *st;
   const char *pycall;
-  dls__device *dev;
-  void *event;
-} native_poll;
+  dls__ext_mark mark;
+} mark_poll;
 
-static int poll_native(void *ctx, int *done) {
-  native_poll *p = ctx;
-  dls__relaxed r;
-  dls__relaxed_enter(&r, p->dev);
-  dls_status_t rc = p->dev->be->event_query(p->dev->be, p->dev->id, p->event, done);
-  dls__relaxed_leave(&r);
+static int poll_mark(void *ctx, int *done) {
+  mark_poll *p = ctx;
+  dls_status_t rc = dls__ext_mark_query(&p->mark, done);
   if (rc != DLS_OK) {
     dlspy_raisef(p->st, rc, "%s: %s", p->pycall, dls_last_error());
     return -1;
@@ -125,15 +100,13 @@ static int poll_native(void *ctx, int *done) {
 }
 
 int dlspy_core_stream_wait(dlspy_state *st, const char *pycall, dls__stream *s) {
-  native_poll p = {st, pycall, s->dev, NULL};
-  dls_status_t rc = dls__event_pool_get(s->dev, &p.event);
-  if (rc == DLS_OK && (rc = s->dev->be->event_record(s->dev->be, s->dev->id, p.event, s->native)) != DLS_OK)
-    dls__event_pool_put(s->dev, p.event);
+  mark_poll p = {st, pycall, {NULL, NULL}};
+  dls_status_t rc = dls__ext_mark_record(s, &p.mark);
   if (rc != DLS_OK) {
     dlspy_raisef(st, rc, "%s: %s", pycall, dls_last_error());
     return -1;
   }
-  int r = dlspy_wait(poll_native, &p);
-  dls__event_pool_put(s->dev, p.event); /* a record still pending is harmless: the next user records it again */
+  int r = dlspy_wait(poll_mark, &p);
+  dls__ext_mark_end(&p.mark);
   return r;
 }

@@ -2,7 +2,6 @@
 /* The XLA FFI handlers (dlstream/xla.h) handed to Python as capsules, for dlstream.jax to register with JAX. The
  * handlers are this module's own copies, so they see the handles its Functions and Latches hold. */
 #include "dlspy.h"
-
 #include "dlstream/xla.h"
 
 /* _xla_handlers() -> {"cpu": capsule, "cuda": capsule, "cuda_nocapture": capsule}: unnamed capsules of the

@@ -4,7 +4,7 @@
  * so a call on CuPy arrays builds no __cuda_array_interface__ dict and calls no Python stream provider. The path
  * stands in for the package's CuPy provider only while that provider is the one registered for CuPy's type:
  * register_stream_provider('cupy', fn) puts fn back in charge. What it cannot read goes the general way. */
-#include "dlspy.h"
+#include "cupy.h"
 
 #include <string.h>
 
@@ -40,13 +40,6 @@ void dlspy_cupy_clear(dlspy_state *st) {
   for (int i = 0; i < cp->ndtypes; i++)
     Py_CLEAR(cp->dtypes[i]);
   memset(cp, 0, sizeof *cp);
-}
-
-PyObject *dlspy_mod_set_cupy_provider(PyObject *m, PyObject *fn) {
-  dlspy_state *st = dlspy_state_of_module(m);
-  Py_XSETREF(st->cupy_provider, fn == Py_None ? NULL : Py_NewRef(fn));
-  dlspy_type_cache_clear(st);
-  Py_RETURN_NONE;
 }
 
 /* `obj.name` of a module, or NULL (nothing raised). */
@@ -145,7 +138,7 @@ static bool dtype_of(dlspy_state *st, PyObject *dtype, DLDataType *out) {
 static bool set_layout(dlspy_cai *out, Py_ssize_t ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                        bool contiguous) {
   int64_t size = out->dl.dtype.bits / 8;
-  if (ndim < 0 || ndim > DLS__DLPACK_MAX_NDIM || size <= 0)
+  if (ndim < 0 || ndim > DLS__EXT_MAX_NDIM || size <= 0)
     return false;
   out->dl.ndim = (int32_t)ndim;
   for (Py_ssize_t i = 0; i < ndim; i++) {
@@ -172,9 +165,9 @@ static PyObject *int_attr(PyObject *obj, PyObject *name) {
   return v;
 }
 
-/* Tuple of ints -> Py_ssize_t array (at most DLS__DLPACK_MAX_NDIM). false: not that. */
+/* Tuple of ints -> Py_ssize_t array (at most DLS__EXT_MAX_NDIM). false: not that. */
 static bool tuple_ints(PyObject *t, Py_ssize_t *out, Py_ssize_t *n) {
-  if (t == NULL || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > DLS__DLPACK_MAX_NDIM)
+  if (t == NULL || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > DLS__EXT_MAX_NDIM)
     return false;
   *n = PyTuple_GET_SIZE(t);
   for (Py_ssize_t i = 0; i < *n; i++) {
@@ -192,7 +185,7 @@ static int read_meta_attrs(dlspy_state *st, PyObject *obj, dlspy_cai *out) {
   PyObject *dtype = PyObject_GetAttr(obj, st->s_dtype), *shape = PyObject_GetAttr(obj, st->s_shape);
   PyObject *contig = PyObject_GetAttr(obj, st->s_c_contiguous);
   PyObject *strides = contig == Py_False ? PyObject_GetAttr(obj, st->s_strides) : NULL;
-  Py_ssize_t sh[DLS__DLPACK_MAX_NDIM], sd[DLS__DLPACK_MAX_NDIM], n = 0, ns = -1;
+  Py_ssize_t sh[DLS__EXT_MAX_NDIM], sd[DLS__EXT_MAX_NDIM], n = 0, ns = -1;
   bool ok = dtype != NULL && PyBool_Check(contig) && dtype_of(st, dtype, &out->dl.dtype) &&
             tuple_ints(shape, sh, &n) && (contig == Py_True || (tuple_ints(strides, sd, &ns) && ns == n)) &&
             set_layout(out, n, sh, sd, contig == Py_True);
@@ -256,8 +249,7 @@ int dlspy_cupy_read(dlspy_state *st, PyObject *obj, bool want_meta, dlspy_cai *o
   return want_meta ? read_meta_attrs(st, obj, out) : 0;
 }
 
-/* CuPy's current stream of a device, as a native pointer. 1: not askable here (nothing raised). */
-static int current_native(dlspy_state *st, int32_t device_id, void **out) {
+int dlspy_cupy_native(dlspy_state *st, int32_t device_id, void **out) {
   dlspy_cupy_state *cp = &st->cupy;
   if (cp->mode == DLSPY_CUPY_CAPI)
     return cp->api->get_current_stream_ptr(device_id, out) == 0 ? 0 : -1;
@@ -287,45 +279,3 @@ static int current_native(dlspy_state *st, int32_t device_id, void **out) {
   return 0;
 }
 
-int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out) {
-  dlspy_state *st = c->st;
-  if (c->cur_api == &st->cupy && dlspy_same_device(c->cur_dev, home)) {
-    *out = c->cur_stream;
-    return 0;
-  }
-  void *native = NULL;
-  int rc = current_native(st, home.device_id, &native);
-  if (rc != 0)
-    return rc;
-  /* As for any stream a provider names: nothing that cannot be a stream reaches the driver. */
-  uintptr_t v = (uintptr_t)native;
-  if ((v > DLS_STREAM_PER_THREAD && v < 4096) || (intptr_t)v < 0) {
-    char dev[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: CuPy's current stream of %s is %p, which cannot be a stream",
-                 c->pycall, dls_device_str(home, dev, sizeof dev), native);
-    return -1;
-  }
-  dls_stream_t h;
-  dls__stream *s;
-  if (dlspy_stream_lookup(st, home, native, c->pycall, &h, &s) != 0)
-    return -1;
-  dlspy_call_set_current(c, &st->cupy, home, s, h);
-  *out = s;
-  return 0;
-}
-
-int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out) {
-  dlspy_cai v;
-  const dlspy_cai *a = &v;
-  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY) {
-    a = &c->first_cai;
-  } else {
-    int rc = dlspy_cupy_read(c->st, o, false, &v);
-    if (rc != 0)
-      return rc;
-  }
-  if (!dlspy_same_device(a->dl.device, c->fast_dev))
-    return 1;
-  *out = dls_arg_ptr(a->dl.data);
-  return 0;
-}

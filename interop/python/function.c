@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Whether a launch argument that is not the object a Function remembered (function.h) is an equal immutable value
- * of the same exact type. A loop that passes x.numel(), a grid computed at each call or the floats
- * a torch operator's implementation receives (torch makes new objects for its scalars at each call) passes new
+/* A Function's memo of its last launch (function.h): whether an argument that is not the object it remembered is an
+ * equal immutable value of the same exact type. A loop that passes x.numel(), a grid computed at each call or the
+ * floats a torch operator's implementation receives (torch makes new objects for its scalars at each call) passes new
  * objects of the same values; they convert exactly as the remembered ones did. */
 #include "function.h"
 

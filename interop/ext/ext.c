@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The extension's entries on tensors and launches: what a tensor handle holds, DLPack validation of a view, and the
+ * launches of typed arguments and of values (ext.h says what each may do). */
+#include "core/builtin_args.h"
+#include "core/device.h"
+#include "core/launch.h"
+#include "core/module.h"
+#include "core/stream.h"
+#include "core/tables.h"
+#include "core/tensor.h"
+#include "interop/dlpack/dlpack_internal.h"
+#include "ext.h"
+
+#include <stddef.h>
+
+_Static_assert(DLS__EXT_MAX_NDIM == DLS__DLPACK_MAX_NDIM, "ext.h's ndim limit is DLPack validation's");
+_Static_assert(sizeof(dls__ext_extent) == sizeof(dls__extent) &&
+                   offsetof(dls__ext_extent, lo) == offsetof(dls__extent, lo) &&
+                   offsetof(dls__ext_extent, hi) == offsetof(dls__extent, hi),
+               "dls__ext_extent is the core's dls__extent");
+
+static void tensor_fill(const dls__tensor *t, dls__ext_tensor *out) {
+  dls__stream *p = t->buf->stream;
+  out->dl = &t->dl;
+  out->flags = t->flags;
+  out->home = t->buf->dev->device;
+  out->buf = t->buf;
+  out->producer = p != NULL && p != p->dev->defaults[DLS__STREAM_NONE] ? p : NULL;
+}
+
+bool dls__ext_tensor_peek(dls_tensor_t tensor, dls__ext_tensor *out) {
+  const dls__tensor *t = dls__table_peek(&dls__tensor_table, tensor.id);
+  if (t == NULL)
+    return false;
+  tensor_fill(t, out);
+  return true;
+}
+
+dls_status_t dls__ext_tensor_get(dls_tensor_t tensor, const char *call, const char *arg, dls__ext_tensor *out) {
+  dls_status_t rc = DLS_OK;
+  const dls__tensor *t = dls__tensor_get(tensor, call, arg, &rc);
+  if (t == NULL)
+    return rc;
+  tensor_fill(t, out);
+  return DLS_OK;
+}
+
+dls_status_t dls__ext_dlpack_check(const DLTensor *t, uint64_t flags, const char *call, const char *prefix,
+                                   dls__ext_layout *out) {
+  dls__layout lay;
+  dls_status_t rc = dls__dlpack_check(t, flags, 0, call, prefix, &lay);
+  if (rc == DLS_OK)
+    *out = (dls__ext_layout){lay.home, lay.lo, lay.span};
+  return rc;
+}
+
+bool dls__ext_home_slow(DLDevice device, DLDevice *out_home) { return dls__dlpack_home(device, out_home); }
+
+/* ---- launches ---- */
+
+dls__function *dls__ext_function(dls_function_t fn) { return dls__table_peek(&dls__function_table, fn.id); }
+
+dls_status_t dls__ext_function_stale(dls_function_t fn, const char *call) {
+  dls_status_t rc = DLS_ERR_INVALID_HANDLE;
+  (void)dls__table_miss(&dls__function_table, fn.id, call, "function", &rc);
+  return rc;
+}
+
+dls_status_t dls__ext_raw_launch_of(dls_function_t fn, dls__ext_raw_launch *out) {
+  dls_status_t rc;
+  dls__function *f = dls__table_get(&dls__function_table, fn.id, "dls__ext_raw_launch_of", "fn", &rc);
+  if (f == NULL)
+    return rc;
+  out->launch = f->dev->be->launch;
+  out->be = f->dev->be;
+  out->dev = f->dev->id;
+  out->function = f->native;
+  return DLS_OK;
+}

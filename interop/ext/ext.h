@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CPython extension's boundary: the library's internal entries that interop/python may call, each with its
+ * contract. The extension includes the public headers and this file, nothing else of the library; ext_*.c
+ * implement the entries over the core (plugin/core) and the DLPack layer (interop/dlpack), and check that every
+ * constant and layout written again here matches the original.
+ *
+ * Words, as in the public headers: *borrowed* (valid for the call), *holds* (a reference the caller must drop with
+ * the entry named), *no hold* (the object stays valid only while nothing can end it: the caller holds the GIL,
+ * runs no Python code and releases nothing until it is done with it). Every entry may be called from any thread;
+ * the extension calls them with the GIL held. An entry that fails returns a dls_status_t and sets the thread-local
+ * message (dls_last_error()) unless it says otherwise. */
+#ifndef DLSTREAM_EXT_H
+#define DLSTREAM_EXT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlstream/dlstream.h"
+
+/* ---------------------------------------------------------------- the runtime */
+
+/* The runtime's state: 0 not initialized, 1 ready, 2 a child after fork(). Read only (inline: every call of the
+ * extension asks). */
+extern _Atomic int dls__state;
+static inline bool dls__ext_ready(void) { return atomic_load_explicit(&dls__state, memory_order_acquire) == 1; }
+/* What every public call does when the state is not 1: initializes the runtime, or refuses use after fork() with
+ * a message naming `call`. */
+dls_status_t dls__enter_slow(const char *call);
+/* Exported tensors whose deleter has not run yet: dls_shutdown() would wait for their streams. */
+size_t dls__ext_exports_live(void);
+
+/* The hazard rule's switch (set from DLSTREAM_TEST_NO_HAZARDS at start-up; tests turn it with
+ * dls__ext_hazards_set): while it is off, no stream waits for another's earlier use of a buffer or tensor. Read
+ * inline: every call that ordered after a framework stream asks. */
+extern _Atomic bool dls__hazards_off;
+static inline bool dls__ext_hazards_on(void) {
+  return !atomic_load_explicit(&dls__hazards_off, memory_order_relaxed);
+}
+/* Turns the rule on or off (tests only); returns whether it was on. */
+static inline bool dls__ext_hazards_set(bool on) { return !atomic_exchange(&dls__hazards_off, !on); }
+
+/* Largest ndim a tensor may have (DLPack validation's limit). */
+#define DLS__EXT_MAX_NDIM 32
+
+/* ---------------------------------------------------------------- streams */
+
+/* The core's stream object, opaque. The extension holds one with dls__ext_stream_ref (dropped with
+ * dls__ext_stream_unref) whenever Python code may run while it uses it: Python code can end any handle. */
+typedef struct dls__stream dls__stream;
+
+/* The stream a handle names, reserved default-stream handles included; NULL with *out_status and a message naming
+ * `call` and `arg` when it is not live. No hold. */
+dls__stream *dls__ext_stream(dls_stream_t stream, const char *call, const char *arg, dls_status_t *out_status);
+/* Takes and drops a reference (no-ops on default streams: they live as long as their device). The last drop
+ * releases the native stream by its kind. */
+void dls__ext_stream_ref(dls__stream *s);
+void dls__ext_stream_unref(dls__stream *s);
+/* The device of `s`. */
+DLDevice dls__ext_stream_device(const dls__stream *s);
+/* Whether two streams are one stream: one object, or two wrappers of one native stream. */
+bool dls__ext_stream_same(const dls__stream *a, const dls__stream *b);
+/* Whether `s` is capturing now, as the driver sees it (*out_id: the capture's id). */
+bool dls__ext_stream_capturing(dls__stream *s, uint64_t *out_id);
+/* Makes `waiter` wait, on the device, for all work queued on `target` so far. */
+dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
+/* A handle naming `s` for public calls: its reserved handle (a default stream), its own handle while that is live,
+ * else a new one (*out_temp its id, else 0). A new handle takes over one reference the caller holds on `s`:
+ * dls__ext_stream_temp_end ends it and drops that reference. */
+dls_status_t dls__ext_stream_handle(dls__stream *s, dls_stream_t *out, uint64_t *out_temp);
+void dls__ext_stream_temp_end(uint64_t temp);
+
+/* Runs `release(user_data)` once the work queued on `s` so far has passed (at once when it has; else from a later
+ * call, on any thread, through the deferred queue). Cannot fail: without memory for the record it waits for `s`
+ * first. The release must take the GIL itself. */
+void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data);
+
+/* A pooled event recorded on a stream: what a host wait polls. */
+typedef struct dls__ext_mark {
+  struct dls__device *dev;
+  void *event;
+} dls__ext_mark;
+/* Records a pooled event on `s`; dls__ext_mark_end returns the event to the pool (also while a record is pending). */
+dls_status_t dls__ext_mark_record(dls__stream *s, dls__ext_mark *out);
+/* Whether the work before the mark has completed, asked in relaxed capture mode (a capture that another thread
+ * runs in global mode, one dlstream may never have seen, is not invalidated by the query). */
+dls_status_t dls__ext_mark_query(const dls__ext_mark *m, int *out_done);
+void dls__ext_mark_end(dls__ext_mark *m);
+/* dls_event_query and dls_stream_query in relaxed capture mode on `device` (a device not open yet has no capture
+ * to mind). */
+dls_status_t dls__ext_event_query_relaxed(dls_event_t event, DLDevice device, int *out_done);
+dls_status_t dls__ext_stream_query_relaxed(dls_stream_t stream, DLDevice device, int *out_idle);
+
+/* ---------------------------------------------------------------- memory */
+
+/* The core's buffer object, opaque: memory freed in stream order when its last reference goes. */
+typedef struct dls__buffer dls__buffer;
+void dls__ext_buffer_ref(dls__buffer *b);
+/* Drops a reference; the last one frees (or releases a borrowed buffer) in stream order. */
+void dls__buffer_unref(dls__buffer *b);
+/* One use of `b` on `s` by work queued there (mode DLS_ACCESS_READ / WRITE): with `order`, `s` first waits for
+ * what the use must follow (the hazard rule); without, work already queued is only noted. */
+dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
+
+/* Host bytes [host, host + span) staged for work on `s`: a stream-ordered temporary allocated on `s` (holds: drop
+ * it with dls__buffer_unref once the work is queued) and the copy in queued; *out_dev is the temporary's address. */
+dls_status_t dls__ext_stage_in(dls__stream *s, const void *host, size_t span, dls__buffer **out_tmp, void **out_dev);
+/* Queues the copy of a staged temporary back to its host bytes. */
+dls_status_t dls__ext_stage_out(dls__stream *s, dls__buffer *tmp, void *host, size_t span);
+/* Queues a copy of `bytes` from `src` on `src_dev` to `dst` on the device of `s` (a peer copy). `s` first waits
+ * for the earlier uses of `dst_buf` (dst's buffer; NULL: none known) on other streams, as a write does (the hazard
+ * rule; src's were ordered when it was read); the caller records the write once it is queued. Messages name `call`
+ * ("copy") and both devices. */
+dls_status_t dls__ext_copy_peer(const char *call, dls__stream *s, DLDevice dst_dev, void *dst, dls__buffer *dst_buf,
+                                DLDevice src_dev, const void *src, size_t bytes);
+
+/* ---------------------------------------------------------------- tensors */
+
+/* What the extension reads of a live tensor handle. No hold: `dl` and `buf` stay valid while the handle is live and
+ * no Python code has run; dls__ext_buffer_ref keeps the memory past that. */
+typedef struct dls__ext_tensor {
+  const DLTensor *dl;    /* the view: data, device, shape, strides (never NULL), byte_offset */
+  uint64_t flags;        /* DLS_TENSOR_* */
+  DLDevice home;         /* the device of its memory */
+  dls__buffer *buf;      /* its buffer */
+  dls__stream *producer; /* its allocation (or producer) stream; NULL for memory that no stream produced */
+} dls__ext_tensor;
+/* The tensor a handle names; false when it is not live (nothing set, no message). */
+bool dls__ext_tensor_peek(dls_tensor_t tensor, dls__ext_tensor *out);
+/* The same, with DLS_ERR_INVALID_HANDLE and a message naming `call` and `arg` when it is not live. */
+dls_status_t dls__ext_tensor_get(dls_tensor_t tensor, const char *call, const char *arg, dls__ext_tensor *out);
+
+/* What DLPack validation learns of a view. */
+typedef struct dls__ext_layout {
+  DLDevice home;  /* the device whose backend handles the memory: cpu:0, cuda:N or rocm:N */
+  uintptr_t lo;   /* lowest byte touched; the data pointer when there is no element */
+  size_t span;    /* bytes from lo to one past the highest byte touched; 0 without elements */
+} dls__ext_layout;
+/* Validates every field of `t` as the importers do; `flags` are DLPack flag bits. Failures are
+ * DLS_ERR_INVALID_TENSOR with "<call>: <prefix><field> = <value> ..." as the message. */
+dls_status_t dls__ext_dlpack_check(const DLTensor *t, uint64_t flags, const char *call, const char *prefix,
+                                   dls__ext_layout *out);
+/* The device whose backend handles memory of `device` (pinned and managed memory belong to their GPU); false for
+ * device types dlstream does not handle. Inline for the device types that are their own home: every tensor
+ * argument of a call asks. */
+bool dls__ext_home_slow(DLDevice device, DLDevice *out_home);
+static inline bool dls__ext_home(DLDevice device, DLDevice *out_home) {
+  if (device.device_type == kDLCUDA || device.device_type == kDLCPU || device.device_type == kDLROCM) {
+    *out_home = device;
+    return true;
+  }
+  return dls__ext_home_slow(device, out_home);
+}
+/* "kDLFloat8_e4m3fn" ...; "unknown" for codes outside the enum. */
+const char *dls__dlpack_dtype_code_name(uint8_t code);
+
+/* ---------------------------------------------------------------- launches */
+
+/* Bytes [lo, hi) around a raw pointer argument that belong to it (a framework tensor's view), for the checks of
+ * built-ins; lo > hi: unknown. */
+typedef struct dls__ext_extent {
+  int64_t lo, hi;
+} dls__ext_extent;
+struct dls__extent;
+/* Extents as the core reads them (struct dls__extent has dls__ext_extent's fields: ext_tensor.c checks it). */
+static inline const struct dls__extent *dls__ext_extents(const dls__ext_extent *e) {
+  return (const struct dls__extent *)(const void *)e;
+}
+/* The core's function object, opaque. */
+typedef struct dls__function dls__function;
+/* The function a handle names, or NULL when it is not live (no message: dls__ext_function_stale says why, naming
+ * `call`, and returns DLS_ERR_INVALID_HANDLE). No hold. */
+dls__function *dls__ext_function(dls_function_t fn);
+dls_status_t dls__ext_function_stale(dls_function_t fn, const char *call);
+/* Launches `fn` on `s` with typed arguments, as dls_launch does; a built-in's arguments are checked first
+ * (`extents`: dls__ext_extents of one per argument, NULL for none) and a partial overlap of what it reads and writes
+ * is refused. */
+dls_status_t dls__launch_ext(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                             const dls_arg_t *args, size_t nargs, const struct dls__extent *extents);
+/* What a launch of built-in `fn` checks of its arguments (argument count and kinds, counts inside every extent),
+ * for a launch of values (`args` are the same values as dls_arg_t); *out_overlap: what it reads partially overlaps
+ * what it writes (the caller refuses). `extents` are dls__ext_extents(...). */
+dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args, size_t nargs,
+                                const struct dls__extent *extents, bool *out_overlap);
+/* A launch whose arguments are values already (scalars and raw pointers: nothing to order or record): params[i]
+ * points at argument i's sizes[i] bytes. The caller vouches for the configuration (every dimension >= 1) and for
+ * the arguments (at most DLS_MAX_ARGS, DLS_MAX_ARG_BYTES in all; a built-in's checked by dls__ext_builtin_check);
+ * the function and the stream are checked. */
+dls_status_t dls__launch_params(const char *call, dls__function *fn, dls__stream *s, const dls_launch_config_t *config,
+                                void **params, const uint32_t *sizes, int nargs);
+
+/* The backend's own launch of a function, for the benchmarks' floor only (bench/bench_python.py): no check, no
+ * ordering, nothing recorded. Valid while the function's handle is. */
+struct dls__backend; /* the backend's method table, opaque here */
+typedef dls_status_t (*dls__ext_launch_fn)(const struct dls__backend *be, int dev, void *function, void *stream,
+                                           const dls_launch_config_t *config, void **params, const uint32_t *sizes,
+                                           int nargs);
+typedef struct dls__ext_raw_launch {
+  dls__ext_launch_fn launch;
+  const struct dls__backend *be;
+  int dev;
+  void *function;
+} dls__ext_raw_launch;
+dls_status_t dls__ext_raw_launch_of(dls_function_t fn, dls__ext_raw_launch *out);
+
+/* ---------------------------------------------------------------- at exit */
+
+/* A stream that dlstream knows of and that still has work queued. */
+typedef struct dls__ext_busy {
+  char device[24];     /* "cuda:0" */
+  char what[24];       /* "owned", "pooled", "foreign", "legacy default", "per-thread default" */
+  const void *native;
+} dls__ext_busy;
+/* The streams with work queued now, each once (captured work is not counted: it never runs); at most `max` in
+ * `out`, the rest counted in *out_more. Returns how many were written. */
+int dls__ext_busy_streams(dls__ext_busy *out, int max, int *out_more);
+
+#ifdef DLS_FAULT_INJECTION
+/* The fault injector's control (test builds; plugin's fault.h describes it). */
+void dls_fault_arm(uint64_t n, dls_status_t status);
+void dls_fault_disarm(void);
+uint64_t dls_fault_points(void);
+uint64_t dls_fault_injected(void);
+const char *dls_fault_last(void);
+/* Native objects of kind `kind` (0, 1, ...) made and released so far; NULL past the last kind, else its name. */
+const char *dls__ext_fault_objects(int kind, uint64_t *out_created, uint64_t *out_destroyed);
+#endif
+
+#endif /* DLSTREAM_EXT_H */

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A call of the extension: its arguments in messages, the frameworks' current streams it asks (exchange-API
+ * frameworks, CuPy), the producers it orders after, and what it does once its work is queued (posts: objects kept
+ * until the stream passes, staged arrays copied back, uses recorded). */
+#include "call.h"
+
+#include <string.h>
+
+#include "cupy.h"
+#include "errors.h"
+#include "protocol.h"
+#include "streamarg.h"
+#include "tensortypes.h"
+
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->names != NULL && index >= 0) {
+    int i = 0;
+    while (c->names[i] != NULL && i < index)
+      i++;
+    if (i == index && c->names[i] != NULL)
+      return c->names[i];
+  }
+  snprintf(buf, size, "args[%d]", index);
+  return buf;
+}
+
+void dlspy_call_note_cause(dlspy_call *c) {
+  PyObject *value = dlspy_take_exception();
+  if (c->cause == NULL)
+    c->cause = value; /* the first one: later ones are usually its consequences */
+  else
+    Py_XDECREF(value);
+}
+
+int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what) {
+  char b[24];
+  if (c->cause != NULL && !PyErr_Occurred()) {
+    PyObject *cause = c->cause;
+    c->cause = NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause); /* chained by the raise below */
+    Py_DECREF(cause);
+  }
+  dlspy_type_error(c->st, "%s(%s=%R): expected %s", c->pycall, dlspy_argname(c, index, b, sizeof b), obj, what);
+  return -1;
+}
+
+int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
+  Py_INCREF(obj);
+  dls__ext_release_after(s, dlspy_release_pyobject, obj);
+  return 0;
+}
+
+int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
+  if (c->nposts == DLSPY_MAX_POSTS) {
+    dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments", c->pycall, DLSPY_MAX_POSTS);
+    return -1;
+  }
+  dlspy_post *p = &c->posts[c->nposts++];
+  p->kind = kind;
+  p->obj = obj;
+  p->managed = managed;
+  p->tmp = NULL;
+  p->buf = NULL;
+  return 0;
+}
+
+/* The framework's current stream for a device, as a core stream. */
+int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev) {
+  if (!PyErr_Occurred())
+    dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream(device=%d:%d) failed", pycall,
+                 (int)dev.device_type, (int)dev.device_id);
+  return -1;
+}
+
+int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
+  void *native;
+  if (dlspy_framework_current(c->st, c->pycall, api, dev, &native) != 0)
+    return -1;
+  DLDevice home;
+  if (!dls__ext_home(dev, &home))
+    home = dev;
+  dls_stream_t h;
+  dls__stream *s;
+  if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
+    return -1;
+  dlspy_call_set_current(c, api, dev, s, h);
+  *out = s;
+  return 0;
+}
+
+int dlspy_launch_value(dlspy_call *c, PyObject **out) {
+  if (!c->have_value) {
+    dls_status_t rc = dls_dlpack_stream_value(c->stream, &c->dlpack_value);
+    if (rc != DLS_OK) {
+      dlspy_raise(c->st, rc, c->pycall);
+      return -1;
+    }
+    c->have_value = true;
+  }
+  *out = PyLong_FromLongLong(c->dlpack_value);
+  return *out ? 0 : -1;
+}
+
+int dlspy_call_end_slow(dlspy_call *c, bool ok) {
+  dlspy_state *st = c->st;
+  int result = 0;
+  dls__stream *s = c->s;
+  dlspy_cai_clear(&c->first_cai);
+  Py_CLEAR(c->cause);
+  if (c->cur_ref != NULL)
+    dls__ext_stream_unref(c->cur_ref);
+  c->cur_ref = NULL;
+  c->first_obj = NULL;
+  if (s == NULL)
+    return 0;
+  /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
+   * leaves the copies queued: the host arrays are then kept like any borrowed object, until the stream passes. */
+  bool queued = ok;
+  if (c->staged) {
+    dls_status_t rc = DLS_OK;
+    for (int i = 0; i < c->nposts && ok; i++) {
+      dlspy_post *p = &c->posts[i];
+      if (p->kind == DLSPY_POST_STAGE && p->copy_back && p->tmp != NULL && rc == DLS_OK)
+        rc = dls__ext_stage_out(s, p->tmp, p->host_lo, p->span);
+    }
+    if (rc != DLS_OK && ok) {
+      dlspy_raise(st, rc, c->pycall);
+      result = -1;
+    }
+    queued = true; /* the copies in may be queued even when the launch was refused */
+    if (dlspy_core_stream_wait(st, c->pycall, s) == 0)
+      queued = false;
+    else if (result == 0)
+      result = -1;
+    else
+      PyErr_Clear(); /* the first failure says more */
+  }
+  /* Each framework stream the call ordered after waits for the call's work in turn: the framework's next work
+   * on its tensors cannot overtake what the call read or wrote (the hazard rule, across frameworks). */
+  for (int i = 0; i < c->nordered; i++) {
+    if (ok && dls__ext_hazards_on()) {
+      dls_status_t rc = dls__stream_order(c->ordered[i], s);
+      if (rc != DLS_OK && result == 0) {
+        dlspy_raise(st, rc, c->pycall);
+        result = -1;
+      }
+    }
+    dls__ext_stream_unref(c->ordered[i]);
+  }
+  c->nordered = 0;
+  for (int i = 0; i < c->nposts; i++) {
+    dlspy_post *p = &c->posts[i];
+    switch (p->kind) {
+    case DLSPY_POST_KEEP:
+      if (ok)
+        dls__ext_release_after(s, dlspy_release_pyobject, p->obj); /* steals */
+      else
+        Py_DECREF(p->obj);
+      break;
+    case DLSPY_POST_MANAGED_V:
+    case DLSPY_POST_MANAGED_L: {
+      bool v = p->kind == DLSPY_POST_MANAGED_V;
+      if (ok)
+        dls__ext_release_after(s, v ? dlspy_release_managed_v : dlspy_release_managed_l, p->managed);
+      else
+        dlspy_managed_release(p->managed, v);
+      break;
+    }
+    case DLSPY_POST_STAGE:
+      if (p->tmp != NULL)
+        dls__buffer_unref(p->tmp); /* stream-ordered free on the launch stream */
+      if (queued && p->managed != NULL)
+        dls__ext_release_after(s, p->release_kind == DLSPY_POST_MANAGED_V ? dlspy_release_managed_v : dlspy_release_managed_l, p->managed);
+      else
+        dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
+      break;
+    case DLSPY_POST_USE:
+      if (ok && dls__buffer_access(p->buf, s, p->mode, false) != DLS_OK && result == 0) {
+        dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
+        result = -1;
+      }
+      dls__buffer_unref(p->buf);
+      break;
+    case DLSPY_POST_HOLD:
+      dls__buffer_unref(p->buf);
+      break;
+    }
+  }
+  c->nposts = 0;
+  if (c->temp_handle != 0)
+    dls__ext_stream_temp_end(c->temp_handle); /* it lets go of our reference */
+  else if (c->counted)
+    dls__ext_stream_unref(s);
+  c->temp_handle = 0;
+  c->s = NULL;
+  return result;
+}
+
+int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
+  if (!PyErr_Occurred()) /* else the framework's own exception goes on as it is */
+    dlspy_raisef(st, DLS_ERR_INVALID_TENSOR, "%s(%s): the framework could not describe the tensor", pycall, arg);
+  return -1;
+}
+
+int dlspy_read_only(dlspy_call *c, int index, const char *how) {
+  const char *arg = DLSPY_ARG(c, index);
+  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
+                 "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
+                 "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
+                 c->pycall, arg, how);
+  else if (c->hint == DLSPY_HINT_SIGNATURE)
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
+                 "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
+                 "the kernel only reads it",
+                 c->pycall, arg, how, arg);
+  else
+    dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
+                 c->writer ? c->writer : c->pycall);
+  return -1;
+}
+
+/* A tensor of another framework used on the call's stream: unless `producer` is that stream, the call's stream
+ * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), `producer` waits
+ * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
+ * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
+ * order on its own stream, not ours). */
+int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
+  if (producer != NULL && dlspy_same_stream(producer, c->s))
+    return 0;
+  bool done = producer == NULL;
+  for (int i = 0; i < c->nordered && !done; i++)
+    done = c->ordered[i] == producer;
+  if (!done) {
+    if (c->nordered == (int)(sizeof c->ordered / sizeof c->ordered[0])) {
+      dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT,
+                   "%s: tensors of more than %d framework streams other than the call's; pass stream= one of "
+                   "theirs, or fewer",
+                   c->pycall, (int)(sizeof c->ordered / sizeof c->ordered[0]));
+      return -1;
+    }
+    dls_status_t rc = dls__stream_order(c->s, producer);
+    if (rc != DLS_OK) {
+      dlspy_raise(c->st, rc, c->pycall);
+      return -1;
+    }
+    dls__ext_stream_ref(producer); /* Python code later in the call may drop the cache that holds it */
+    c->ordered[c->nordered++] = producer;
+  }
+  if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
+ * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
+int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {
+  dlspy_state *st = c->st;
+  if (dlspy_type_info(st, Py_TYPE(obj))->cai_skip)
+    return 0;
+  PyObject *d = NULL;
+  if (dlspy_getattr_opt(obj, st->s_cai, &d) < 0) {
+    /* torch raises for host tensors ("Can't get __cuda_array_interface__ on non-CUDA tensor"): the object may still
+     * be read another way. What it raised is kept as the cause of an "expected a tensor" refusal. */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return -1;
+    dlspy_call_note_cause(c);
+    return 0;
+  }
+  if (d == NULL)
+    return 0;
+  int rc = dlspy_cai_read(st, d, dls_cuda(0), c->pycall, DLSPY_ARG(c, index), out);
+  Py_DECREF(d);
+  if (rc != 0) {
+    dlspy_cai_clear(out);
+    return -1;
+  }
+  if (out->version < 3) {
+    PyObject *meth = NULL;
+    if (dlspy_getattr_opt(obj, st->s_dlpack, &meth) < 0) {
+      dlspy_cai_clear(out);
+      return -1;
+    }
+    if (meth != NULL) {
+      /* No stream to honour: the DLPack handshake orders it, and the interface is not read again. */
+      Py_DECREF(meth);
+      dlspy_type_skip_cai(st, Py_TYPE(obj));
+      dlspy_cai_clear(out);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The device of a tensor read through its array interface: its __dlpack_device__ if it has one (the interface
+ * names none), else the call's GPU, else rocm:0 on a machine with ROCm devices only, else cuda:0. */
+int dlspy_cai_device(dlspy_call *c, PyObject *obj, const DLDevice *call_dev, DLDevice *out) {
+  int rc = dlspy_dlpack_device(c->st, obj, c->pycall, out);
+  if (rc <= 0)
+    return rc;
+  DLDevice dflt = dlspy_default_device();
+  if (call_dev != NULL && (call_dev->device_type == kDLCUDA || call_dev->device_type == kDLROCM))
+    *out = *call_dev;
+  else
+    *out = dflt.device_type == kDLROCM ? dflt : dls_cuda(0);
+  return 0;
+}
+
+int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out) {
+  dlspy_state *st = c->st;
+  if (c->cur_api == &st->cupy && dlspy_same_device(c->cur_dev, home)) {
+    *out = c->cur_stream;
+    return 0;
+  }
+  void *native = NULL;
+  int rc = dlspy_cupy_native(st, home.device_id, &native);
+  if (rc != 0)
+    return rc;
+  /* As for any stream a provider names: nothing that cannot be a stream reaches the driver. */
+  uintptr_t v = (uintptr_t)native;
+  if ((v > DLS_STREAM_PER_THREAD && v < 4096) || (intptr_t)v < 0) {
+    char dev[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: CuPy's current stream of %s is %p, which cannot be a stream",
+                 c->pycall, dls_device_str(home, dev, sizeof dev), native);
+    return -1;
+  }
+  dls_stream_t h;
+  dls__stream *s;
+  if (dlspy_stream_lookup(st, home, native, c->pycall, &h, &s) != 0)
+    return -1;
+  dlspy_call_set_current(c, &st->cupy, home, s, h);
+  *out = s;
+  return 0;
+}
