@@ -80,7 +80,15 @@ if not ok:
     print(f"  shared objects {shared}, grafted {grafted}, GPU libraries {gpu}: want only dlstream/_dlstream.*.so")
 sys.exit(0 if ok else 1)
 EOF
-needed=$(unzip -p "$whl" 'dlstream/_dlstream.*.so' > "$work/ext.so" && readelf -d "$work/ext.so" |
+# The extension, out of the wheel with Python's zipfile (unzip is not on every machine).
+"$PYTHON" - "$whl" "$work/ext.so" <<'EOF' || fail "could not read the extension out of $whl"
+import re, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if re.fullmatch(r"dlstream/_dlstream\.[^/]*\.so", n))
+    with open(sys.argv[2], "wb") as f:
+        f.write(z.read(name))
+EOF
+needed=$(readelf -d "$work/ext.so" |
   sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 say "the extension needs: $needed(libcuda, libamdhip64, NVRTC and hipRTC are dlopened when first used)"
 for lib in $needed; do

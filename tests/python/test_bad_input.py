@@ -46,8 +46,8 @@ def test_empty_takes_what_numpy_takes(shape, want, no_leaks):
         assert t.shape == want == np.empty(shape, np.float32).shape
 
 
-@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""),
-                    reason="AddressSanitizer aborts on a 256 TiB malloc (allocator_may_return_null=0)")
+@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", "") or "tsan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer and ThreadSanitizer abort on a 256 TiB malloc (allocator_may_return_null=0)")
 def test_too_large_for_memory_is_a_memory_error(no_leaks):
     with pytest.raises(MemoryError, match="out of host memory"):
         dlstream.empty(2**45, "float64", device=CPU)
