@@ -181,23 +181,34 @@ def test_the_operator_runs_on_torchs_current_stream(ops, under_side):
 
 def test_inside_use_stream_the_operator_stays_on_torchs_stream(ops):
     """use_stream(s) chooses the stream of dlstream's own calls, not of a torch operator: with s held, the
-    operator still runs on torch's stream; the negative control, the kernel launched directly, waits on s."""
+    operator still runs on torch's stream. The negative control, the kernel launched directly under use_stream(s),
+    runs on s, and torch's stream then waits for it (the hazard rule: it wrote z, a torch tensor), so torch's stream
+    is not idle until the latch opens. (Reading z through torch while s is held would wait for the latch.)"""
     s = dlstream.Stream(DEV)
     kernel = dlstream.builtin_function("dls_axpy_f32", DEV)
     x = torch.ones(N, device="cuda")
     y, z = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda")
     kernel.launch(4, 256, N, 0.0, x, z)
     torch.cuda.synchronize()
-
-    def queue():
+    latch = dlstream.Latch(DEV)
+    latch.wait(s, timeout=TIMEOUT)
+    try:
         with dlstream.use_stream(s):
             ops.axpy_(1.0, x, y)
+        torch.cuda.current_stream().synchronize()
+        done = float(y[0].item())
+        with dlstream.use_stream(s):
             kernel.launch(4, 256, N, 1.0, x, z)
-
-    done, held = values_while_held(s, queue, y, z)
+        waiting = not torch.cuda.current_stream().query()
+    finally:
+        latch.open()
+        s.synchronize()
+        latch.check()
+        latch.close()
     s.close()
     assert done == 1.0, "the operator ran on torch's stream"
-    assert held == 0.0, "negative control: the direct launch waited on s"
+    assert waiting, "negative control: the direct launch ran on s, and torch's stream waits for it"
+    torch.cuda.synchronize()
     assert torch.equal(z, x)
 
 
