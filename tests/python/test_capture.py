@@ -118,14 +118,18 @@ def test_hundred_launches_in_one_capture(dev, no_leaks):
 @pytest.mark.parametrize("dev", BACKENDS)
 def test_deferred_release_pending_when_the_capture_starts(dev, no_leaks):
     """A borrowed array used on a held stream is released only after that stream passes; a capture begun
-    meanwhile never polls for it (on a GPU that would invalidate a global capture)."""
+    meanwhile never polls for it (on a GPU that would invalidate a global capture). The held stream only reads x
+    through the view: dlstream does not know the view is x (docs/semantics.md), so a write there would race with
+    the replay's read of x."""
     s, held = dlstream.Stream(dev), dlstream.Stream(dev)
     x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    z = tensor(dev, 0.0, held)
     s.synchronize()
+    held.synchronize()
     latch = dlstream.Latch(dev)
     latch.wait(held, timeout=20.0)
-    view = dlstream.from_dlpack(x)           # a borrowed view of x, used on the held stream
-    dlstream.axpy(0.0, view, view, stream=held)
+    view = dlstream.from_dlpack(x)           # a borrowed view of x, read on the held stream
+    dlstream.axpy(0.0, view, z, stream=held)
     view.close()
     assert dlstream._dlstream._deferred_pending() >= 1
     with dlstream.capture(s) as g:
@@ -137,7 +141,7 @@ def test_deferred_release_pending_when_the_capture_starts(dev, no_leaks):
     assert (host(y, s) == 70.0).all()
     latch.close()
     g.close()
-    x.close(), y.close(), held.close(), s.close()
+    x.close(), y.close(), z.close(), held.close(), s.close()
 
 
 @pytest.mark.parametrize("dev", BACKENDS)
