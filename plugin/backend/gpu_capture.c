@@ -95,10 +95,21 @@ dls_status_t dls__gpu_stream_begin_capture(const dls__backend *be, int dev, void
   const char *missing = dls__gpu_graph_missing(g);
   if (missing != NULL)
     return dls__gpu_no_graphs(g, "beginning a capture", missing);
-  DLS__GPU_CALL(g, dev, g->calls.capture_begin(stream, (unsigned)mode), "%s(stream=%p, mode=%d)",
-                g->names.capture_begin, stream, mode);
-  atomic_fetch_add_explicit(&dls__gpu_captures_open, 1, memory_order_release);
-  return DLS_OK;
+  /* Counted first: from here the other threads' calls take the lock, and the begin waits for those that hold it. */
+  atomic_fetch_add_explicit(&dls__gpu_captures_open, 1, memory_order_seq_cst);
+  dls__gpu_device *d;
+  dls__gpu_scope sc;
+  dls_status_t st = dls__gpu_enter(g, dev, &d, &sc);
+  dls__gpu_result r = DLS__GPU_OK;
+  if (st == DLS_OK) {
+    r = g->calls.capture_begin(stream, (unsigned)mode);
+    dls__gpu_leave(g, &sc);
+  }
+  if (st == DLS_OK && r == DLS__GPU_OK)
+    return DLS_OK;
+  atomic_fetch_sub_explicit(&dls__gpu_captures_open, 1, memory_order_release);
+  return st != DLS_OK ? st
+                      : dls__gpu_fail(g, r, dev, "%s(stream=%p, mode=%d)", g->names.capture_begin, stream, mode);
 }
 
 /* Ends the capture, instantiates it and drops the graph (the executable
