@@ -39,6 +39,14 @@ needs_cupy_cuda = pytest.mark.skipif(not CUPY_CUDA, reason="CuPy with CUDA is no
 
 CPU = "cpu"
 
+# Under ThreadSanitizer (scripts/run-tests.sh preloads it) JAX's XLA runs its own uninstrumented threads, whose
+# accesses TSan reports as races inside jaxlib (xla::cpu::ThunkEmitter), and it aborts the run: JAX's tests skip there.
+UNDER_TSAN = "tsan" in os.environ.get("LD_PRELOAD", "")
+JAX_UNDER_TSAN = "ThreadSanitizer is loaded: jaxlib's uninstrumented threads give false race reports"
+# A negative control runs a child with the hazard rule off, where work races by design: there the test, not
+# ThreadSanitizer, must notice (TSan would stop the child at the first race it sees).
+RULE_OFF = {"DLSTREAM_TEST_NO_HAZARDS": "1", "TSAN_OPTIONS": "report_bugs=0"}
+
 
 def fake_exchange():
     """tests/python/fake_exchange.c's module, or a skip saying why it is missing."""

@@ -68,12 +68,12 @@ def test_a_framework_stream_waits_for_a_read_on_another_stream_with_negative_con
     x on f. f must wait for the read (write after read): the read sees 1. With the rule off (the negative
     control, DLSTREAM_TEST_NO_HAZARDS=1) f's write lands first and the read sees 5."""
     import os
-    from conftest import run_python
+    from conftest import RULE_OFF, run_python
     tests = os.path.dirname(os.path.abspath(__file__))
     fx_dir = os.path.dirname(pytest.importorskip("_dls_fake_exchange").__file__)
     env = {"PYTHONPATH": os.pathsep.join([fx_dir, tests] + [p for p in __import__("sys").path if p])}
     if rule_off:
-        env["DLSTREAM_TEST_NO_HAZARDS"] = "1"
+        env.update(RULE_OFF)
     r = run_python(FRAMEWORK_WAR.format(tests=tests, rule_off=rule_off), env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     got = float(r.stdout.strip().splitlines()[-1])

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, held
+from conftest import CPU, JAX_UNDER_TSAN, UNDER_TSAN, held
 
+if UNDER_TSAN:
+    pytest.skip(JAX_UNDER_TSAN, allow_module_level=True)
 jax = pytest.importorskip("jax", reason="JAX is not installed (pip install jax): dlstream.jax needs it")
 jnp = pytest.importorskip("jax.numpy")
 dj = pytest.importorskip("dlstream.jax")

@@ -206,6 +206,9 @@ class Programs(RuleBasedStateMachine):
             self.graphs.append(cap.graph)
             clean(cap.replay, replay_on)
         clean(cap.close)
+        # Memory a graph uses but did not allocate must outlive its replays (docs/semantics.md, "Eager memory used
+        # in a capture"): the replay may still be running on another stream.
+        dlstream.synchronize(CPU)
         t.close()
 
     @rule(data=st.data())
