@@ -91,6 +91,29 @@ static void sync_stream(uint64_t id, void *obj) {
   }
 }
 
+/* The pool's idle streams: a pooled stream handed back (a closed handle, the end of a group or of a Python
+ * capture) may still run what it was given, such as a graph replay. A copy of the list is waited on outside the
+ * lock; a stream taken from the pool meanwhile is waited on too, which is harmless. */
+static dls_status_t sync_pool(dls__device *dev) {
+  enum { BATCH = 64 };
+  void *natives[BATCH];
+  dls_status_t first = DLS_OK;
+  for (size_t from = 0;; from += BATCH) {
+    pthread_mutex_lock(&dev->mu);
+    size_t n = 0;
+    for (size_t k = from; k < dev->stream_pool_n && n < BATCH; k++)
+      natives[n++] = dev->stream_pool[k];
+    pthread_mutex_unlock(&dev->mu);
+    for (size_t k = 0; k < n; k++) {
+      dls_status_t st = dev->be->stream_synchronize(dev->be, dev->id, natives[k]);
+      if (first == DLS_OK)
+        first = st;
+    }
+    if (n < BATCH)
+      return first;
+  }
+}
+
 dls_status_t dls_device_synchronize(DLDevice device) {
   static const char call[] = "dls_device_synchronize";
   DLS__ENTER(call);
@@ -105,6 +128,9 @@ dls_status_t dls_device_synchronize(DLDevice device) {
   for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
     if (dev->defaults[k] != NULL) /* only those in use: none is made just to be waited for */
       sync_stream(dls_stream_default(device, k).id, NULL);
+  dls_status_t pool = sync_pool(dev);
+  if (g_sync.status == DLS_OK)
+    g_sync.status = pool;
   dls_deferred_poll();
   return g_sync.status == DLS_OK ? DLS_OK : dls__fail_prefix(g_sync.status, "%s(device=%s)", call, dev->name);
 }
