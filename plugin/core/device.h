@@ -29,6 +29,7 @@ typedef struct dls__device {
   void **in_capture;   /* pooled native streams still in a capture they joined: pooled again once it is over */
   size_t in_capture_n, in_capture_cap;
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
+  struct dls__stream *live; /* stream objects alive on the device but its defaults (stream.c) */
 } dls__device;
 
 /* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */

@@ -19,7 +19,65 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->id = 0;
   atomic_init(&s->open_groups, 0);
   s->capture_unseen = kind == DLS__STREAM_FOREIGN && dev->be->stream_capture_status != NULL;
+  s->live_prev = NULL;
+  if (kind != DLS__STREAM_DEFAULT) {
+    pthread_mutex_lock(&dev->mu);
+    s->live_next = dev->live;
+    if (dev->live != NULL)
+      dev->live->live_prev = s;
+    dev->live = s;
+    pthread_mutex_unlock(&dev->mu);
+  } else {
+    s->live_next = NULL;
+  }
   return s;
+}
+
+/* Off the device's list, once no reference is left (dev->mu held). */
+static void live_remove(dls__stream *s) {
+  if (s->live_prev != NULL)
+    s->live_prev->live_next = s->live_next;
+  else
+    s->dev->live = s->live_next;
+  if (s->live_next != NULL)
+    s->live_next->live_prev = s->live_prev;
+}
+
+/* A reference unless the last one is already gone (the object is then on its way out). */
+static bool ref_if_alive(dls__stream *s) {
+  int n = atomic_load_explicit(&s->refs, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak_explicit(&s->refs, &n, n + 1, memory_order_acquire, memory_order_relaxed))
+      return true;
+  return false;
+}
+
+dls_status_t dls__stream_sync_live(dls__device *dev) {
+  /* The live streams, each held by a reference, waited on outside the lock. */
+  size_t n = 0;
+  pthread_mutex_lock(&dev->mu);
+  for (dls__stream *s = dev->live; s != NULL; s = s->live_next)
+    n++;
+  pthread_mutex_unlock(&dev->mu);
+  size_t cap = n + 16; /* streams made meanwhile need not be waited for; a few more fit anyway */
+  dls__stream **held = dls__malloc(cap * sizeof *held);
+  if (held == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory to list %zu streams", n);
+  size_t k = 0;
+  pthread_mutex_lock(&dev->mu);
+  for (dls__stream *s = dev->live; s != NULL && k < cap; s = s->live_next)
+    if (ref_if_alive(s))
+      held[k++] = s;
+  pthread_mutex_unlock(&dev->mu);
+  dls_status_t first = DLS_OK;
+  for (size_t i = 0; i < k; i++) {
+    uint64_t c;
+    if (first == DLS_OK && dls__stream_capture(held[i], &c) == DLS__CAPTURE_NONE)
+      first = dev->be->stream_synchronize(dev->be, dev->id, held[i]->native);
+    dls__stream_unref(held[i]);
+  }
+  dls__free(held);
+  return first;
 }
 
 /* Gives the object a handle; on failure releases it and returns the status. */
@@ -162,6 +220,9 @@ const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, 
 }
 
 void dls__stream_release(dls__stream *s) {
+  pthread_mutex_lock(&s->dev->mu);
+  live_remove(s);
+  pthread_mutex_unlock(&s->dev->mu);
   switch (s->kind) {
   case DLS__STREAM_OWNED:
     s->dev->be->stream_destroy(s->dev->be, s->dev->id, s->native);

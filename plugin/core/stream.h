@@ -16,7 +16,11 @@ struct dls__stream {
   _Atomic int open_groups; /* groups begun on it and not yet ended */
   bool capture_unseen;  /* foreign, on a backend that reports captures: it may be
                            capturing without dlstream knowing, so the driver is asked */
+  struct dls__stream *live_prev, *live_next; /* the device's live streams (dev->live, under dev->mu) */
 };
+/* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
+ * handle was closed may still run work it was given (dls_device_synchronize). First failure. */
+DLS__INTERNAL dls_status_t dls__stream_sync_live(dls__device *dev);
 
 /* Resolves a reserved default-stream handle (dls_stream_default). */
 DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,

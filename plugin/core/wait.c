@@ -3,6 +3,7 @@
  * device, then runs the releases that waited for it. Never across a capture's edge. */
 #include "core/capture.h"
 #include "core/deferred.h"
+#include "core/stream.h"
 #include "core/wait.h"
 
 dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
@@ -91,8 +92,7 @@ static void sync_stream(uint64_t id, void *obj) {
   }
 }
 
-/* The pool's idle streams: a pooled stream handed back (a closed handle, the end of a group or of a Python
- * capture) may still run what it was given, such as a graph replay. A copy of the list is waited on outside the
+/* The pool's idle streams: a pooled stream handed back (its object released) may still run what it was given. A copy of the list is waited on outside the
  * lock; a stream taken from the pool meanwhile is waited on too, which is harmless. */
 static dls_status_t sync_pool(dls__device *dev) {
   enum { BATCH = 64 };
@@ -128,9 +128,13 @@ dls_status_t dls_device_synchronize(DLDevice device) {
   for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
     if (dev->defaults[k] != NULL) /* only those in use: none is made just to be waited for */
       sync_stream(dls_stream_default(device, k).id, NULL);
-  dls_status_t pool = sync_pool(dev);
+  /* Streams whose handle is gone may still run what they were given: the live stream objects (held by buffers,
+   * latches or uses), then the pool's idle streams. */
+  dls_status_t more = g_sync.status == DLS_OK ? dls__stream_sync_live(dev) : DLS_OK;
+  if (more == DLS_OK && g_sync.status == DLS_OK)
+    more = sync_pool(dev);
   if (g_sync.status == DLS_OK)
-    g_sync.status = pool;
+    g_sync.status = more;
   dls_deferred_poll();
   return g_sync.status == DLS_OK ? DLS_OK : dls__fail_prefix(g_sync.status, "%s(device=%s)", call, dev->name);
 }

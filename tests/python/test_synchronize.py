@@ -91,3 +91,21 @@ def test_framework_streams_wrapped_for_calls_are_dropped_not_waited_on(fx, no_le
     side.synchronize()                   # the framework's own wait (here: the Stream it came from)
     assert y.sum() == 8.0
     side.close()
+
+
+
+def test_synchronize_waits_for_a_pooled_stream_handed_back(no_leaks):
+    """A stream closed with work still queued still runs it (a Python capture's own stream after the capture is
+    closed, with its replay, is one): synchronize waits for stream objects without a handle and for the pool's
+    streams too. Before, it waited for live handles only and returned before the record below had completed."""
+    s = dlstream.Stream.acquire(CPU)
+    latch = held(s)
+    dlstream.spin(0.05, stream=s)
+    e = s.record()
+    s.close()  # handed back to the pool with its work queued
+    assert not e.query(), "negative control: held"
+    latch.open()
+    dlstream.synchronize(CPU)
+    assert e.query(), "synchronize returned before the pooled stream handed back ran"
+    e.close()
+    latch.close()
