@@ -92,8 +92,9 @@ static void sync_stream(uint64_t id, void *obj) {
   }
 }
 
-/* The pool's idle streams: a pooled stream handed back (its object released) may still run what it was given. A copy of the list is waited on outside the
- * lock; a stream taken from the pool meanwhile is waited on too, which is harmless. */
+/* The pool's idle streams: a pooled stream handed back (its object released) may still run what it was given.
+ * A copy of the list is waited on outside the lock (a stream taken from the pool meanwhile is waited on too,
+ * which is harmless); one still in a capture it joined is skipped, as a wait would invalidate the capture. */
 static dls_status_t sync_pool(dls__device *dev) {
   enum { BATCH = 64 };
   void *natives[BATCH];
@@ -105,6 +106,11 @@ static dls_status_t sync_pool(dls__device *dev) {
       natives[n++] = dev->stream_pool[k];
     pthread_mutex_unlock(&dev->mu);
     for (size_t k = 0; k < n; k++) {
+      int status = DLS__CAPTURE_NONE;
+      uint64_t id;
+      if (dev->be->stream_capture_status != NULL &&
+          (dls__capture_status_call(dev, natives[k], &status, &id) != DLS_OK || status != DLS__CAPTURE_NONE))
+        continue;
       dls_status_t st = dev->be->stream_synchronize(dev->be, dev->id, natives[k]);
       if (first == DLS_OK)
         first = st;
