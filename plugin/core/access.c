@@ -5,10 +5,12 @@
  * last writer and for every reader on another stream since that write.
  *
  * The parties are the allocation stream (a borrowed buffer's producer: its
- * first writer) and one use entry per other stream (and capture). An entry's
- * pooled event is recorded after each of its uses, so a later crossing
- * waits on it (and a free waits on all of them, below); the allocation
- * stream records nothing, and a crossing to it records an event on it then
+ * first writer) and one use entry per other stream (and capture). After a
+ * piece of work, one event is recorded on its stream for all its buffers:
+ * the stream's mark for eager entries (stream.h; a later record covers more
+ * work, never less), an entry's own pooled event in a capture. A later
+ * crossing waits on it, and a free on all of them (below). The allocation
+ * stream records nothing: a crossing to it records an event on it then
  * (every piece of its work queued so far: conservative, never wrong).
  * Hazards are kept per capture: uses in a capture are ordered among the
  * streams of that capture, eager ones among eager streams.
@@ -56,8 +58,11 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, i
     b->uses = p;
     b->cap = cap;
   }
-  void *ev; /* from the use stream's device: a record must be made in its context */
-  DLS__TRY(dls__event_pool_get(s->dev, &ev));
+  void *ev = NULL; /* from the use stream's device: a record must be made in its context */
+  if (in_cap != 0)
+    DLS__TRY(dls__event_pool_get(s->dev, &ev));
+  else
+    DLS__TRY(dls__stream_mark(s, &(void *){NULL}));
   dls__use *u = &b->uses[b->nuses];
   u->stream = s;
   u->event = ev;
@@ -83,7 +88,7 @@ dls_status_t dls__use_refresh(dls__use *u) {
     return DLS_OK;
   }
   dls__device *ud = u->stream->dev;
-  DLS__TRY(ud->be->event_record(ud->be, ud->id, u->event, u->stream->native));
+  DLS__TRY(ud->be->event_record(ud->be, ud->id, dls__use_event(u), u->stream->native));
   u->stale = false;
   u->recorded = true;
   return DLS_OK;
@@ -117,7 +122,7 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, int k) {
   if (!u->recorded && !u->stale)
     return DLS_OK; /* its work was never queued (the launch failed): nothing to wait for */
   DLS__TRY(dls__use_refresh(u));
-  return s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, u->event);
+  return s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, dls__use_event(u));
 }
 
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
@@ -162,18 +167,6 @@ static void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
 
 /* ---- the accesses of one piece of work ---- */
 
-void dls__access_add(dls__accesses *x, dls__buffer *b, int mode) {
-  for (int i = 0; i < x->n; i++) {
-    if (x->a[i].b == b) {
-      x->a[i].mode |= (uint8_t)mode;
-      return;
-    }
-  }
-  x->a[x->n].b = b;
-  x->a[x->n].mode = (uint8_t)mode;
-  x->n++;
-}
-
 /* Sorts the accesses by buffer address: an insertion sort, as a piece of
  * work names a handful of buffers (qsort cost 150 instructions for two). */
 static void sort_by_address(dls__access *a, int n) {
@@ -204,6 +197,11 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     dls__spin_lock(&x->a[i].b->mu);
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
+    /* The common case: the allocation stream is the only party, and the use is on it (nothing to wait for). */
+    if (DLS__LIKELY(b->nuses == 0 && b->cap_id == x->cap && dls__same_stream(b->stream, s))) {
+      x->a[i].party = ALLOC;
+      continue;
+    }
     int me = party_of(b, s, x->cap);
     dls_status_t st = order_use(b, s, x->cap, me, x->a[i].mode);
     /* The entry a use needs is made before the work is queued, so noting
@@ -220,24 +218,45 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
 }
 
 dls_status_t dls__access_end(dls__accesses *x, bool queued) {
+  if (DLS__UNLIKELY(!queued)) {
+    unlock_all(x, x->n);
+    return DLS_OK;
+  }
   dls_status_t first = DLS_OK;
-  for (int i = 0; queued && i < x->n; i++) {
+  void *marked = NULL; /* a stream mark this piece of work recorded already, and how that went */
+  dls_status_t marked_st = DLS_OK;
+  for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
     int me = x->a[i].party;
+    if (DLS__LIKELY(me == ALLOC && b->nuses == 0)) {
+      /* The allocation stream, the only party: its role is all there is to note. */
+      b->alloc_role = x->a[i].mode & DLS_ACCESS_WRITE ? DLS__ROLE_WRITER : b->alloc_role | DLS__ROLE_READER;
+      dls__spin_unlock(&b->mu);
+      continue;
+    }
     if (me != ALLOC) {
       /* Re-recording moves the marker past this use; the earlier uses on
        * the same stream are before it in stream order. A failed record is
        * made again before anything waits on it (dls__use_refresh). */
       dls__use *u = &b->uses[me];
-      dls_status_t st = x->s->dev->be->event_record(x->s->dev->be, x->s->dev->id, u->event, x->s->native);
+      void *ev = dls__use_event(u);
+      dls_status_t st = marked_st;
+      if (ev != marked) {
+        const dls__backend *be = x->s->dev->be;
+        st = be->event_record(be, x->s->dev->id, ev, x->s->native);
+      }
+      if (u->event == NULL) {
+        marked = ev;
+        marked_st = st;
+      }
       u->stale = st != DLS_OK;
       u->recorded |= st == DLS_OK;
       if (st != DLS_OK && first == DLS_OK)
         first = st;
     }
     note_use(b, x->cap, me, x->a[i].mode);
+    dls__spin_unlock(&b->mu);
   }
-  unlock_all(x, x->n);
   return first;
 }
 
@@ -275,7 +294,7 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
   dls_status_t st = k == NONE ? use_entry(b, s, cap, &k) : DLS_OK;
   if (st == DLS_OK) {
     dls__use *u = &b->uses[k];
-    st = s->dev->be->event_record(s->dev->be, s->dev->id, u->event, s->native);
+    st = s->dev->be->event_record(s->dev->be, s->dev->id, dls__use_event(u), s->native);
     u->stale = st != DLS_OK;
     u->recorded |= st == DLS_OK;
   }
@@ -309,7 +328,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     dls__use *u = &b->uses[me];
     u->exports--;
     dls__device *d = consumer->dev;
-    u->stale = d->be->event_record(d->be, d->id, u->event, consumer->native) != DLS_OK;
+    u->stale = d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
     note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
   }
@@ -330,10 +349,32 @@ static bool uses_complete(dls__buffer *b) {
     int done = 0;
     dls__device *ud = b->uses[i].stream->dev;
     complete =
-        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, b->uses[i].event, &done) == DLS_OK && done;
+        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK &&
+        done;
   }
   dls__relaxed_leave(&r);
   return complete;
+}
+
+/* What a release that waits later waits on for an eager use: its stream's
+ * mark may be recorded again by later work (waiting on more, for longer),
+ * so an event of its own is recorded on that stream now (conservative);
+ * when none can be (the stream captures now, or the record fails), the
+ * mark itself, kept with a reference to its stream. */
+static dls__marker eager_marker(const dls__use *u) {
+  dls__stream *s = u->stream;
+  dls__device *d = s->dev;
+  uint64_t cap;
+  void *ev;
+  if (u->event != NULL)
+    return (dls__marker){d, u->event, NULL};
+  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE && dls__event_pool_get(d, &ev) == DLS_OK) {
+    if (d->be->event_record(d->be, d->id, ev, s->native) == DLS_OK)
+      return (dls__marker){d, ev, NULL};
+    dls__event_pool_put(d, ev);
+  }
+  dls__stream_ref(s);
+  return (dls__marker){d, dls__use_event(u), s};
 }
 
 /* Sorts a buffer's use events: eager ones first (to wait on), captured ones
@@ -342,9 +383,9 @@ static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
   int n = 0, k = b->nuses;
   *out_cap = 0;
   for (int i = 0; i < b->nuses; i++) {
-    dls__marker m = {b->uses[i].stream->dev, b->uses[i].event};
+    dls__marker m = {b->uses[i].stream->dev, b->uses[i].event, NULL};
     if (b->uses[i].cap_id == 0) {
-      marks[n++] = m;
+      marks[n++] = eager_marker(&b->uses[i]);
     } else {
       marks[--k] = m;
       *out_cap = b->uses[i].cap_id;
@@ -353,8 +394,11 @@ static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
   return n;
 }
 
-/* Returns a use's event to its device's pool. */
-static void use_done(const dls__use *u) { dls__event_pool_put_after(u->stream->dev, u->event, u->cap_id); }
+/* Returns a use's own event to its device's pool (an eager use's is its stream's mark). */
+static void use_done(const dls__use *u) {
+  if (u->event != NULL)
+    dls__event_pool_put_after(u->stream->dev, u->event, u->cap_id);
+}
 
 /* Hands the use events to the deferred queue, which runs `release` once the
  * eager ones completed and capture `cap` is over. A borrowed buffer's entry
@@ -368,7 +412,7 @@ static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, 
   if (marks == NULL) {
     for (int i = 0; i < b->nuses; i++) {
       if (b->uses[i].cap_id == 0)
-        dls__event_wait(b->uses[i].stream->dev, b->uses[i].event);
+        dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
       use_done(&b->uses[i]);
     }
     dls__deferred_entry_free(d);
@@ -418,7 +462,7 @@ static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
     return;
   for (int i = 0; i < b->nuses; i++) {
     if (b->uses[i].cap_id == 0)
-      dls__event_wait(b->uses[i].stream->dev, b->uses[i].event);
+      dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
     use_done(&b->uses[i]);
   }
   dls__mem_free(s->dev, ptr, s);
@@ -455,7 +499,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   bool ordered = true;
   for (int i = 0; i < b->nuses; i++)
     if (b->uses[i].cap_id == b->cap_id)
-      ordered &= dev->be->stream_wait_event(dev->be, dev->id, a->native, b->uses[i].event) == DLS_OK;
+      ordered &= dev->be->stream_wait_event(dev->be, dev->id, a->native, dls__use_event(&b->uses[i])) == DLS_OK;
   if (!ordered && b->ptr != NULL) {
     if (b->cap_id == 0) {
       free_unordered(b, b->ptr, a);

@@ -21,7 +21,17 @@ typedef struct dls__accesses {
   dls__access a[DLS_MAX_ARGS + 2];
 } dls__accesses;
 /* Adds a buffer (once; a buffer read and written is written). */
-DLS__INTERNAL void dls__access_add(dls__accesses *x, dls__buffer *b, int mode);
+static inline void dls__access_add(dls__accesses *x, dls__buffer *b, int mode) {
+  for (int i = 0; i < x->n; i++) {
+    if (x->a[i].b == b) {
+      x->a[i].mode |= (uint8_t)mode;
+      return;
+    }
+  }
+  x->a[x->n].b = b;
+  x->a[x->n].mode = (uint8_t)mode;
+  x->n++;
+}
 /* Before the work is queued on `s`: locks the buffers and makes `s` wait,
  * on the device, for what each access must follow (a read: the last writer
  * on another stream; a write: that writer and every reader since). On

@@ -51,8 +51,12 @@ void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int 
 }
 
 static void deferred_finish(dls__deferred *d) {
-  for (int i = 0; i < d->nevents; i++)
-    dls__event_pool_put(d->marks[i].dev, d->marks[i].event);
+  for (int i = 0; i < d->nevents; i++) {
+    if (d->marks[i].keep != NULL)
+      dls__stream_unref(d->marks[i].keep);
+    else
+      dls__event_pool_put(d->marks[i].dev, d->marks[i].event);
+  }
   if (d->marks != d->marks_inline)
     dls__free(d->marks);
   if (d->release)
@@ -93,7 +97,7 @@ void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id) {
     (void)dev->be->event_destroy(dev->be, dev->id, event);
     return;
   }
-  d->marks_inline[0] = (dls__marker){dev, event};
+  d->marks_inline[0] = (dls__marker){dev, event, NULL};
   dls__deferred_enqueue(d, d->marks_inline, 0, 1, cap_id, NULL, NULL);
 }
 

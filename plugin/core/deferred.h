@@ -5,10 +5,13 @@
 
 #include "core/device.h"
 
-/* A pooled event and the device whose pool it returns to. */
+/* A pooled event and the device whose pool it returns to; or, with `keep`,
+ * a stream's mark (stream.h), which stays the stream's: the entry holds a
+ * reference to the stream instead, let go of when it is done. */
 typedef struct dls__marker {
   dls__device *dev;
   void *event;
+  struct dls__stream *keep;
 } dls__marker;
 /* Deferred releases. An entry is made first (NULL when out of memory), so
  * that whoever must defer a release later (a borrowed buffer makes its entry

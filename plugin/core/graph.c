@@ -63,7 +63,7 @@ dls__stream *dls__graph_release_output(dls__graph *gr, dls__device *dev, void *p
     bool ordered = true;
     for (int i = 0; i < nuses; i++)
       if (uses[i].cap_id == 0)
-        ordered &= dev->be->stream_wait_event(dev->be, dev->id, last->native, uses[i].event) == DLS_OK;
+        ordered &= dev->be->stream_wait_event(dev->be, dev->id, last->native, dls__use_event(&uses[i])) == DLS_OK;
     if (launches > 0 && !ordered)
       later = last; /* the caller frees it once the eager uses completed */
     else if (launches > 0)

@@ -19,6 +19,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->id = 0;
   atomic_init(&s->open_groups, 0);
   s->capture_unseen = kind == DLS__STREAM_FOREIGN && dev->be->stream_capture_status != NULL;
+  atomic_init(&s->mark, NULL);
   s->live_prev = NULL;
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
@@ -219,6 +220,18 @@ const char *dls__stream_describe(const dls__stream *s, uint64_t cap, char *buf, 
   return buf;
 }
 
+dls_status_t dls__stream_mark_make(dls__stream *s, void **out_event) {
+  void *ev;
+  DLS__TRY(dls__event_pool_get(s->dev, &ev));
+  void *none = NULL;
+  if (!atomic_compare_exchange_strong_explicit(&s->mark, &none, ev, memory_order_acq_rel, memory_order_acquire)) {
+    dls__event_pool_put(s->dev, ev); /* another thread made it first */
+    ev = none;
+  }
+  *out_event = ev;
+  return DLS_OK;
+}
+
 void dls__stream_release(dls__stream *s) {
   pthread_mutex_lock(&s->dev->mu);
   live_remove(s);
@@ -233,6 +246,9 @@ void dls__stream_release(dls__stream *s) {
   default: /* foreign: the native stream is not ours */
     break;
   }
+  void *mark = atomic_load_explicit(&s->mark, memory_order_acquire);
+  if (mark != NULL) /* recorded eagerly only: reusable at once */
+    dls__event_pool_put(s->dev, mark);
   dls__obj_free(DLS__OBJ_STREAM, s);
 }
 
@@ -395,6 +411,9 @@ dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
 
 static void drop_stream_objects(dls__device *dev) {
   for (int k = 0; k < 3; k++) {
+    void *mark = dev->defaults[k] != NULL ? atomic_load_explicit(&dev->defaults[k]->mark, memory_order_acquire) : NULL;
+    if (mark != NULL)
+      (void)dev->be->event_destroy(dev->be, dev->id, mark);
     dls__free(dev->defaults[k]);
     dev->defaults[k] = NULL;
   }

@@ -16,11 +16,22 @@ struct dls__stream {
   _Atomic int open_groups; /* groups begun on it and not yet ended */
   bool capture_unseen;  /* foreign, on a backend that reports captures: it may be
                            capturing without dlstream knowing, so the driver is asked */
+  _Atomic(void *) mark; /* a pooled event of its device, recorded after each eager piece of work that uses a
+                           buffer on it (access.c), made at the first such use: every eager use entry on the
+                           stream waits on it (one record per piece of work, whatever the number of buffers) */
   struct dls__stream *live_prev, *live_next; /* the device's live streams (dev->live, under dev->mu) */
 };
 /* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
  * handle was closed may still run work it was given (dls_device_synchronize). First failure. */
 DLS__INTERNAL dls_status_t dls__stream_sync_live(dls__device *dev);
+
+/* The stream's mark (made on first use; DLS_ERR_OUT_OF_MEMORY or the
+ * driver's error when no event could be had). */
+DLS__INTERNAL dls_status_t dls__stream_mark_make(dls__stream *s, void **out_event);
+static inline dls_status_t dls__stream_mark(dls__stream *s, void **out_event) {
+  *out_event = atomic_load_explicit(&s->mark, memory_order_acquire);
+  return DLS__LIKELY(*out_event != NULL) ? DLS_OK : dls__stream_mark_make(s, out_event);
+}
 
 /* Resolves a reserved default-stream handle (dls_stream_default). */
 DLS__INTERNAL dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, const char *arg,

@@ -15,7 +15,8 @@
 /* A stream's use of a buffer (one entry per stream and capture). */
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
-  void *event;         /* pooled native event, recorded after the latest use */
+  void *event;         /* in a capture: its own pooled event, recorded after the latest use; eager: NULL, as
+                          the stream's mark is recorded after each use, until the release gives it its own */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
   uint8_t role;        /* DLS__ROLE_* */
   bool stale;          /* the latest record failed: record it again before ordering on it */
@@ -25,5 +26,12 @@ typedef struct dls__use {
 } dls__use;
 
 #define DLS__USES_INLINE 4
+
+/* The event recorded after a use's latest work: its own, or its stream's
+ * mark (which a later use of any buffer on that stream may record again:
+ * waiting on it then waits for more, never for less). */
+static inline void *dls__use_event(const dls__use *u) {
+  return u->event != NULL ? u->event : atomic_load_explicit(&u->stream->mark, memory_order_acquire);
+}
 
 #endif /* DLSTREAM_CORE_USE_H */
