@@ -324,13 +324,21 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     if (b->uses[k].exports > 0 && dls__same_stream(b->uses[k].stream, consumer))
       me = k;
   if (me >= 0 && b->uses[me].exports > 0) {
-    /* What the consumer queued while it held the export: its last write. */
+    /* What the consumer queued while it held the export: its last write.
+     * Other streams may have used the buffer meanwhile (they waited for the
+     * consumer): it becomes the last writer only once it waited for them in
+     * turn; where it cannot (its capture state changed), it is one more
+     * writer and the others keep their roles. */
     dls__use *u = &b->uses[me];
     u->exports--;
     dls__device *d = consumer->dev;
+    bool ordered = cap == u->cap_id && order_use(b, consumer, cap, me, DLS_ACCESS_WRITE) == DLS_OK;
     u->stale = d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
-    note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
+    if (ordered)
+      note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
+    else
+      u->role = DLS__ROLE_WRITER;
   }
   dls__spin_unlock(&b->mu);
 }
