@@ -75,6 +75,8 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
   atomic_init(&gr->refs, 1);
   pthread_mutex_init(&gr->mu, NULL);
   gr->outs = outs;
+  gr->uses = uses;
+  gr->uses_drop = uses_drop;
   gr->id = dls__table_add(&dls__graph_table, gr);
   if (gr->id == 0) {
     pthread_mutex_destroy(&gr->mu);
@@ -85,8 +87,6 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
       uses_drop(uses);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
-  gr->uses = uses;
-  gr->uses_drop = uses_drop;
   atomic_fetch_add(&dls__graphs_live, 1);
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
