@@ -37,7 +37,9 @@ DLS_EXTERN_C_BEGIN
  * stream). Until dls_stream_end_capture, work queued on it is recorded. */
 DLS_API dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mode);
 /* Ends the capture begun on `stream` and makes it replayable. Owned by
- * caller: dls_graph_destroy(). DLS_ERR_STATE when the capture was
+ * caller: dls_graph_destroy(). The graph keeps a reference on every buffer
+ * the capture's work used and did not allocate until it is destroyed (that
+ * memory outlives its replays). DLS_ERR_STATE when the capture was
  * invalidated or a stream that joined it has not rejoined `stream`. */
 DLS_API dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph);
 /* Ends the capture dlstream began on `stream` and drops what it recorded, open
@@ -50,7 +52,10 @@ DLS_API dls_status_t dls_stream_discard_capture(dls_stream_t stream);
 /* The capture state of a stream, including captures dlstream did not begin. */
 DLS_API dls_status_t dls_stream_capture_status(dls_stream_t stream, dls_capture_status_t *out_status);
 /* Queues one replay of the graph on `stream` (a stream of the graph's device).
- * Replays on one stream run one after another; the host does not wait. */
+ * Replays on one stream run one after another; the host does not wait. The
+ * replay is one piece of work under the hazard rule on the memory its
+ * capture used and did not allocate: `stream` first waits, on the device,
+ * for the uses on other streams it must follow, and later uses wait for it. */
 DLS_API dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream);
 /* Destroys the graph once its queued replays have run (the host does not
  * wait); temporaries the capture left alive are freed after the last replay.

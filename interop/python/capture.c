@@ -308,7 +308,9 @@ static PyType_Slot capture_slots[] = {
      "open, an invalidated capture), the capture is discarded: no capture outlives its block.\n\n"
      "Work in a capture is recorded, not run: nothing inside the block may wait for it on the host. Memory "
      "dlstream.empty allocates inside the block and closes inside it exists only during a replay; memory still open "
-     "at the end is the graph's output, valid after each replay (see docs/semantics.md)."},
+     "at the end is the graph's output, valid after each replay. Tensors and arrays the block used but did not "
+     "allocate are kept by the graph until it is closed, and each replay is ordered with their uses on other streams "
+     "as any dlstream call is (see docs/semantics.md)."},
     {Py_tp_new, capture_tp_new},
     {Py_tp_dealloc, capture_dealloc},
     {Py_tp_traverse, capture_traverse},

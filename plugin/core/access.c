@@ -47,6 +47,8 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, i
       return DLS_OK;
     }
   }
+  if (DLS__UNLIKELY(in_cap != 0 && in_cap != b->cap_id))
+    DLS__TRY(dls__buffer_hold_for_capture(b, in_cap)); /* memory a capture uses: its graph keeps it (below) */
   if (b->nuses == b->cap) {
     int cap = b->cap * 2;
     dls__use *p = dls__malloc((size_t)cap * sizeof *p);
@@ -597,4 +599,36 @@ void dls__buffer_release(dls__buffer *b) {
     dls__mem_free(b->dev, b->ptr, a);
   dls__stream_unref(a);
   dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
+/* ---- memory a capture used and did not allocate: its graph's replays (core/replay.c) use it ---- */
+
+static void drop_held(void *obj) { dls__buffer_unref(obj); }
+
+dls_status_t dls__buffer_hold_for_capture(dls__buffer *b, uint64_t cap) {
+  if (atomic_load_explicit(&b->refs, memory_order_acquire) == 0)
+    return DLS_OK; /* its release marks a use: nothing to keep */
+  dls__buffer_ref(b);
+  bool kept = false;
+  dls_status_t st = dls__capture_keep(cap, b, drop_held, b->cap_id, &kept);
+  if (!kept)
+    dls__buffer_unref(b); /* the caller's reference remains */
+  return st;
+}
+
+int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap) {
+  /* A write in the capture left its writer's role on one of the capture's entries (a later write there moves
+   * it, never clears it); a read only, readers. A use that was never queued left none. */
+  int mode = 0;
+  dls__spin_lock(&b->mu);
+  for (int k = 0; k < b->nuses; k++) {
+    if (b->uses[k].cap_id != cap)
+      continue;
+    if (b->uses[k].role & DLS__ROLE_WRITER)
+      mode |= DLS_ACCESS_WRITE;
+    if (b->uses[k].role & DLS__ROLE_READER)
+      mode |= DLS_ACCESS_READ;
+  }
+  dls__spin_unlock(&b->mu);
+  return mode;
 }

@@ -55,6 +55,15 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
+/* ---- memory a capture used and did not allocate (core/replay.c) ---- */
+
+/* A use in own capture `cap` of memory it did not allocate: the capture keeps a reference (dls__capture_keep),
+ * which its graph takes over, so the memory outlives the graph's replays. Out of host memory: nothing kept,
+ * the use fails. b->mu held. */
+DLS__INTERNAL dls_status_t dls__buffer_hold_for_capture(dls__buffer *b, uint64_t cap);
+/* How the work of capture `cap` (over) used the buffer, for the hazard rule: DLS_ACCESS_WRITE set when some
+ * of it wrote, DLS_ACCESS_READ when some read (since its last write); 0 when none was queued. */
+DLS__INTERNAL int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap);
 /* The last reference is gone (dls__buffer_unref): frees or releases the
  * memory once every recorded use has passed, on a stream, a deferred queue,
  * or with its graph; drops the record. */

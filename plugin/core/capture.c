@@ -58,7 +58,12 @@ static void unlink_capture(dls__capture *c) {
   atomic_fetch_sub(&c->dev->captures, 1);
 }
 
+/* Frees a capture record; what it still holds is dropped (a drop may free a buffer, so an own capture's record
+ * is never freed under g_mu; a foreign one holds nothing). */
 static void capture_free(dls__capture *c) {
+  for (int i = 0; i < c->nholds; i++)
+    c->holds[i].drop(c->holds[i].obj);
+  dls__free(c->holds);
   dls__stream_unref(c->origin);
   dls__free(c->allocs);
   dls__free(c);
@@ -277,18 +282,26 @@ void dls__graph_destroy_call(dls__device *dev, void *graph) {
 
 /* ---- memory allocated in a capture ---- */
 
+/* Array `p` of `n` elements of `size` bytes (capacity *cap), with room for
+ * one more: `p` itself, or grown (doubled, from 8). NULL when out of host
+ * memory: `p` is unchanged. */
+static void *room_for_one(void *p, int n, int *cap, size_t size) {
+  if (n < *cap)
+    return p;
+  int more = *cap ? 2 * *cap : 8;
+  void *q = dls__realloc(p, (size_t)more * size);
+  if (q != NULL)
+    *cap = more;
+  return q;
+}
+
 void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   if (c != NULL && c->own) {
-    if (c->nallocs == c->cap_allocs) {
-      int n = c->cap_allocs ? 2 * c->cap_allocs : 8;
-      dls__capture_alloc *p = dls__realloc(c->allocs, (size_t)n * sizeof *p);
-      if (p != NULL) {
-        c->allocs = p;
-        c->cap_allocs = n;
-      }
-    }
+    void *p = room_for_one(c->allocs, c->nallocs, &c->cap_allocs, sizeof *c->allocs);
+    if (p != NULL)
+      c->allocs = p;
     /* Out of memory: the buffer stays unknown to the graph, whose replays
      * then keep its memory until the graph is destroyed. */
     if (c->nallocs < c->cap_allocs)
@@ -319,6 +332,40 @@ void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner) {
     }
   }
   pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- memory a capture uses but did not allocate ---- */
+
+dls_status_t dls__capture_keep(uint64_t id, void *obj, void (*drop)(void *obj), uint64_t obj_cap, bool *out_kept) {
+  *out_kept = false;
+  dls_status_t st = DLS_OK;
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = known(id);
+  /* Memory of another capture still underway is that capture's (a replay could not use it); kept, it could also
+   * tie two graphs that hold each other. */
+  if (c != NULL && c->own && (obj_cap == 0 || known(obj_cap) == NULL)) {
+    void *p = room_for_one(c->holds, c->nholds, &c->cap_holds, sizeof *c->holds);
+    if (p != NULL) {
+      c->holds = p;
+      c->holds[c->nholds++] = (dls__capture_hold){obj, drop};
+      *out_kept = true;
+    } else {
+      st = dls__fail(DLS_ERR_OUT_OF_MEMORY,
+                     "out of host memory for capture %" PRIu64 "'s record of the memory its work uses", id);
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return st;
+}
+
+dls__capture_hold *dls__capture_take_holds(dls__capture *c, int *out_n) {
+  pthread_mutex_lock(&g_mu);
+  dls__capture_hold *h = c->holds;
+  *out_n = c->nholds;
+  c->holds = NULL;
+  c->nholds = c->cap_holds = 0;
+  pthread_mutex_unlock(&g_mu);
+  return h;
 }
 
 /* ---- public API ---- */

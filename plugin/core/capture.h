@@ -53,6 +53,22 @@ DLS__INTERNAL void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner
 DLS__INTERNAL void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner);
 DLS__INTERNAL void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner);
 
+/* ---- memory an own capture uses but did not allocate (its graph's replays are uses of it) ---- */
+
+/* An object an own capture's work used, held (a reference the caller took) until the capture's end hands it to
+ * the graph, or dropped through `drop` when the capture is discarded. The capture names no buffer: it keeps
+ * what it is given, as for its allocations. */
+typedef struct dls__capture_hold {
+  void *obj;
+  void (*drop)(void *obj);
+} dls__capture_hold;
+/* Keeps `obj` (with the caller's reference) while capture `id` is an own capture underway and `obj_cap` (the
+ * capture that allocated the memory, 0: none) is not one underway: *out_kept then says it was kept, and the
+ * reference is the capture's. Otherwise nothing is kept (the caller drops its reference). Out of host memory:
+ * DLS_ERR_OUT_OF_MEMORY, nothing kept. */
+DLS__INTERNAL dls_status_t dls__capture_keep(uint64_t id, void *obj, void (*drop)(void *obj), uint64_t obj_cap,
+                                             bool *out_kept);
+
 /* ---- polling and pool calls beside captures ---- */
 
 /* Driver queries dlstream makes on its own initiative run in relaxed capture
@@ -112,6 +128,8 @@ typedef struct dls__capture {
   dls__stream *origin;   /* ref held */
   dls__capture_alloc *allocs; /* own: memory allocated in it and not freed in it */
   int nallocs, cap_allocs;
+  dls__capture_hold *holds; /* own: what its work used and did not allocate (dls__capture_hold) */
+  int nholds, cap_holds;
   struct dls__capture *next;
 } dls__capture;
 
@@ -122,7 +140,10 @@ DLS__INTERNAL uint64_t dls__capture_own_on(const dls__stream *s);
  * stays known until dls__capture_forget: until the driver has ended it, its
  * streams are still in it (a pooled branch must not be handed out meanwhile). */
 DLS__INTERNAL dls__capture *dls__capture_claim(dls__stream *s, bool this_object);
-/* A claimed capture the driver has ended: forgotten and freed. */
+/* Takes what a claimed capture holds (dls__capture_hold): the caller owns the array (dls__free) and the
+ * references. A hold made after this is dropped when the capture is forgotten. */
+DLS__INTERNAL dls__capture_hold *dls__capture_take_holds(dls__capture *c, int *out_n);
+/* A claimed capture the driver has ended: forgotten and freed (what it still holds is dropped). */
 DLS__INTERNAL void dls__capture_forget(dls__capture *c);
 /* Ends a claimed capture: an own one is ended on its stream and what it
  * recorded is dropped (a failed end ends it too); a foreign one is only

@@ -1,32 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Graphs: what a capture dlstream began makes when it ends (or drops when it
- * is discarded), their replays, and the memory they own (outputs: allocated
- * in the capture and not freed in it). */
+ * is discarded), their native replays, and the memory they own (outputs:
+ * allocated in the capture and not freed in it). A capture's end and a
+ * replay as work under the hazard rule are core/replay.c's. */
 #include <stdlib.h>
 
 #include "core/capture.h"
 #include "core/graph.h"
-#include "core/group.h"
-
-#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(&dls__graph_table, dls__graph, var, handle, call, arg)
-
-/* A graph output: memory a capture allocated and did not free. */
-typedef struct dls__graph_out {
-  void *ptr;
-  uint64_t freed_at; /* the launch count when dlstream freed it, or UINT64_MAX */
-} dls__graph_out;
-
-struct dls__graph {
-  dls__device *dev;
-  void *native;
-  _Atomic int refs;     /* the handle + buffers whose memory it owns */
-  pthread_mutex_t mu;   /* last, launches, outs */
-  dls__stream *last;    /* the stream of the latest replay (ref held), NULL before the first */
-  uint64_t launches;
-  dls__graph_out *outs;
-  int nouts;
-  uint64_t id;
-};
 
 static void graph_unref(dls__graph *gr) {
   if (atomic_fetch_sub_explicit(&gr->refs, 1, memory_order_acq_rel) != 1)
@@ -37,6 +17,8 @@ static void graph_unref(dls__graph *gr) {
     if (gr->outs[i].freed_at != gr->launches)
       dls__mem_free(dev, gr->outs[i].ptr, gr->last);
   dls__graph_destroy_call(dev, gr->native);
+  if (gr->uses != NULL)
+    gr->uses_drop(gr->uses); /* after the replays queued: each is a use of that memory */
   atomic_fetch_sub(&dls__graphs_live, 1);
   if (gr->last != NULL)
     dls__stream_unref(gr->last);
@@ -75,9 +57,8 @@ dls__stream *dls__graph_release_output(dls__graph *gr, dls__device *dev, void *p
   return later;
 }
 
-/* ---- public API ---- */
-
-static dls_status_t graph_publish(dls__capture *c, void *native, const char *call, dls_graph_t *out) {
+dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void (*uses_drop)(void *),
+                                const char *call, dls_graph_t *out) {
   dls__device *dev = c->dev;
   dls__graph *gr = dls__calloc(1, sizeof *gr);
   dls__graph_out *outs = c->nallocs > 0 ? dls__calloc((size_t)c->nallocs, sizeof *outs) : NULL;
@@ -85,6 +66,8 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
     dls__free(gr);
     dls__free(outs);
     dls__graph_destroy_call(dev, native);
+    if (uses != NULL)
+      uses_drop(uses);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
   }
   gr->dev = dev;
@@ -92,12 +75,16 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   atomic_init(&gr->refs, 1);
   pthread_mutex_init(&gr->mu, NULL);
   gr->outs = outs;
+  gr->uses = uses;
+  gr->uses_drop = uses_drop;
   gr->id = dls__table_add(&dls__graph_table, gr);
   if (gr->id == 0) {
     pthread_mutex_destroy(&gr->mu);
     dls__free(gr);
     dls__free(outs);
     dls__graph_destroy_call(dev, native);
+    if (uses != NULL)
+      uses_drop(uses);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   atomic_fetch_add(&dls__graphs_live, 1);
@@ -116,42 +103,21 @@ static dls_status_t graph_publish(dls__capture *c, void *native, const char *cal
   return DLS_OK;
 }
 
-dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph) {
-  static const char call[] = "dls_stream_end_capture";
-  DLS__ENTER(call);
-  DLS__OUT(call, out_graph);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  /* A group begun in the capture has branches that have not rejoined: the
-   * driver would fail the end and drop the capture. Refused first, so the
-   * group can end and the capture go on. */
-  uint64_t mine_id = dls__capture_own_on(s);
-  int open = mine_id != 0 ? dls__groups_open_in_capture(mine_id) : 0;
-  if (open > 0) {
-    char d[128];
-    return dls__fail(DLS_ERR_STATE,
-                     "%s: %s: %d group(s) begun in the capture are still open, so their branches have not rejoined "
-                     "it; end them first (nothing changed: the capture goes on)",
-                     call, dls__stream_describe(s, mine_id, d, sizeof d), open);
+dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s) {
+  dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
+  if (st != DLS_OK)
+    return st;
+  gr->launches++;
+  if (gr->last != s) {
+    dls__stream_ref(s);
+    if (gr->last != NULL)
+      dls__stream_unref(gr->last);
+    gr->last = s;
   }
-  dls__capture *c = dls__capture_claim(s, false);
-  if (c == NULL) {
-    uint64_t id;
-    char d[128];
-    int status = dls__stream_capture(s, &id);
-    return dls__fail(DLS_ERR_STATE, "%s: %s has no capture begun by dls_stream_begin_capture%s", call,
-                     dls__stream_describe(s, id, d, sizeof d),
-                     status == DLS__CAPTURE_ACTIVE ? " (its capture was begun elsewhere: end it there)" : "");
-  }
-  void *native = NULL;
-  dls_status_t st = dls__capture_end_call(s->dev, s->native, &native);
-  if (st == DLS_OK)
-    st = graph_publish(c, native, call, out_graph);
-  else /* the backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin */
-    st = dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-  dls__capture_forget(c);
-  dls_deferred_poll(); /* releases that waited for the capture to be over */
-  return st;
+  return DLS_OK;
 }
+
+/* ---- public API (dls_stream_end_capture and dls_graph_launch: core/replay.c) ---- */
 
 dls_status_t dls_stream_discard_capture(dls_stream_t stream) {
   static const char call[] = "dls_stream_discard_capture";
@@ -168,41 +134,6 @@ dls_status_t dls_stream_discard_capture(dls_stream_t stream) {
   }
   dls__capture_end_dropping(c);
   dls_deferred_poll(); /* releases that waited for the capture to be over */
-  return DLS_OK;
-}
-
-dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
-  static const char call[] = "dls_graph_launch";
-  DLS__ENTER(call);
-  DLS__GET_GRAPH(gr, graph, call, "graph");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (s->dev != gr->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
-                     s->dev->name);
-  uint64_t id;
-  if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
-    char d[128];
-    return dls__fail(DLS_ERR_STATE, "%s: %s is capturing; replaying a graph inside a capture is not supported", call,
-                     dls__stream_describe(s, id, d, sizeof d));
-  }
-  if (dls__stream_legacy(s) && dls__capture_on_device(s->dev))
-    return dls__fail(DLS_ERR_STATE, "%s: a capture is underway on %s, so its legacy stream may not be used", call,
-                     s->dev->name);
-  pthread_mutex_lock(&gr->mu);
-  dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
-  if (st == DLS_OK) {
-    gr->launches++;
-    if (gr->last != s) {
-      dls__stream_ref(s);
-      if (gr->last != NULL)
-        dls__stream_unref(gr->last);
-      gr->last = s;
-    }
-  }
-  pthread_mutex_unlock(&gr->mu);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-  dls_deferred_poll();
   return DLS_OK;
 }
 

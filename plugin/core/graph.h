@@ -1,12 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Graphs: what a capture's end makes, their replays, and the memory they own. */
+/* Graphs: what a capture's end makes, their native replays, and the memory they own. */
 #ifndef DLSTREAM_CORE_GRAPH_H
 #define DLSTREAM_CORE_GRAPH_H
 
+#include "core/capture.h"
 #include "core/use.h"
 
-typedef struct dls__graph dls__graph;
+#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(&dls__graph_table, dls__graph, var, handle, call, arg)
 
+/* A graph output: memory a capture allocated and did not free. */
+typedef struct dls__graph_out {
+  void *ptr;
+  uint64_t freed_at; /* the launch count when dlstream freed it, or UINT64_MAX */
+} dls__graph_out;
+
+typedef struct dls__graph {
+  dls__device *dev;
+  void *native;
+  _Atomic int refs;     /* the handle + buffers whose memory it owns */
+  pthread_mutex_t mu;   /* last, launches, outs; a replay's declaration of `uses` */
+  dls__stream *last;    /* the stream of the latest replay (ref held), NULL before the first */
+  uint64_t launches;
+  dls__graph_out *outs;
+  int nouts;
+  uint64_t id;
+  void *uses;           /* what each replay uses besides its own memory (core/replay.c), NULL: nothing */
+  void (*uses_drop)(void *uses); /* drops `uses` with the graph */
+} dls__graph;
+
+/* Makes the graph of claimed capture `c`, ended by the driver into `native`: it owns the memory `c` allocated
+ * and did not free, and steals `uses` (dropped through `uses_drop` with the graph, or now on failure, when
+ * `native` is destroyed too). */
+DLS__INTERNAL dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void (*uses_drop)(void *),
+                                              const char *call, dls_graph_t *out);
+/* Queues one replay of `gr` on eager stream `s` (gr->mu held) and notes it as the latest. */
+DLS__INTERNAL dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s);
 /* Frees a graph output after the capture, its buffer gone (memory `ptr` on
  * `dev`, the buffer's `uses`): stream-ordered after the graph's last replay
  * and the buffer's eager uses; drops the buffer's reference on `gr`. Returns

@@ -199,3 +199,84 @@ Test(fault, graph_outputs_balance_the_allocation_count_replayed_or_not, .fini = 
     capture_finish(g, b, s, base, when);
   }
 }
+
+/* The first element of b, read on s. */
+static float first_of(dls_buffer_t b, dls_stream_t s) {
+  float v = 0.0f;
+  OK(dls_buffer_read(b, 0, &v, sizeof v, s));
+  OK(dls_stream_synchronize(s));
+  return v;
+}
+
+/* Every point of a capture's end whose work used eager memory (b): a
+ * failure leaves no graph, the memory usable and no native object behind;
+ * out of memory for the record of that memory says so. */
+Test(fault, capture_end_failing_at_any_point_keeps_nothing, .fini = dlst_fini) {
+  int recorded = 0;
+  for (uint64_t n = 1;; n++) {
+    int64_t base[DLS_FAULT_OBJECT_KINDS];
+    dls_stream_t s;
+    dls_buffer_t b;
+    dls_graph_t g = {0};
+    float two = 2.0f;
+    capture_begin(base, &s, &b); /* the graph fills b with 1 */
+    dls_fault_arm(n, DLS_OK);
+    dls_status_t st = dls_stream_end_capture(s, &g);
+    dls_fault_disarm();
+    bool reached = dls_fault_injected() != 0;
+    if (st != DLS_OK) {
+      cr_assert_eq(g.id, 0, "point %llu: a failed end leaves no graph handle", (unsigned long long)n);
+      cr_assert(strstr(dls_last_error(), "dls_stream_end_capture") != NULL, "point %llu: %s", (unsigned long long)n,
+                dls_last_error());
+      recorded += strstr(dls_last_error(), "out of host memory for the graph's record of the 1 buffer(s)") != NULL;
+      OK(dls_fill(s, dls_arg_buffer(b), 64, 4, &two));
+      cr_assert_eq(first_of(b, s), 2.0f, "point %llu: eager work on b after the failed end", (unsigned long long)n);
+    } else {
+      OK(dls_graph_launch(g, s));
+      cr_assert_eq(first_of(b, s), 1.0f, "point %llu: the replay", (unsigned long long)n);
+    }
+    capture_finish(g, b, s, base, dls_fault_last());
+    if (!reached)
+      break; /* past the last point */
+  }
+  cr_assert_gt(recorded, 0, "no end failed for want of memory for its record of b");
+}
+
+/* Every point of a replay on a stream that never used the graph's memory
+ * (its waits, its use's record, the launch): a failure names the call and,
+ * unless it came after the replay was queued, replays nothing; the next
+ * replay is ordered as ever (an eager read on another stream waits for it). */
+Test(fault, replay_failing_at_any_point_replays_nothing, .fini = dlst_fini) {
+  int failed = 0;
+  for (uint64_t n = 1;; n++) {
+    dls_stream_t s, r;
+    dls_buffer_t b;
+    dls_graph_t g;
+    float zero = 0.0f;
+    capture_begin(NULL, &s, &b); /* the graph fills b with 1 */
+    OK(dls_stream_end_capture(s, &g));
+    OK(dls_fill(s, dls_arg_buffer(b), 64, 4, &zero)); /* eager: b = 0 */
+    OK(dls_stream_create(dls_cpu(), NULL, &r));
+    dls_fault_arm(n, DLS_OK);
+    dls_status_t st = dls_graph_launch(g, r);
+    dls_fault_disarm();
+    bool reached = dls_fault_injected() != 0;
+    if (st != DLS_OK) {
+      failed++;
+      cr_assert(strstr(dls_last_error(), "dls_graph_launch") != NULL, "point %llu: %s", (unsigned long long)n,
+                dls_last_error());
+      bool queued = strstr(dls_last_error(), "after the replay") != NULL;
+      OK(dls_stream_synchronize(r));
+      cr_assert_eq(first_of(b, s), queued ? 1.0f : 0.0f, "point %llu (%s): %s", (unsigned long long)n,
+                   dls_fault_last(), queued ? "the replay was queued" : "nothing was replayed");
+      OK(dls_fill(s, dls_arg_buffer(b), 64, 4, &zero));
+      OK(dls_graph_launch(g, r));
+    }
+    cr_assert_eq(first_of(b, s), 1.0f, "point %llu: an eager read on s after the replay on r", (unsigned long long)n);
+    OK(dls_stream_destroy(r));
+    capture_finish(g, b, s, NULL, NULL);
+    if (!reached)
+      break; /* past the last point */
+  }
+  cr_assert_gt(failed, 0, "no replay point was failed");
+}

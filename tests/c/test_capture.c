@@ -386,20 +386,25 @@ BACKEND_TEST(capture, deferred_release_pending_at_capture_start) {
 }
 
 /* An eager buffer freed while its stream captures is freed once the
- * capture is over (never inside it). */
+ * capture is over (never inside it); one the capture used is kept by the
+ * capture, then by its graph, whose replays use it. */
 BACKEND_TEST(capture, eager_buffer_freed_during_a_capture_is_freed_after_it) {
   DLDevice d = dlst_device(*backend_type);
   dls_stream_t s;
   OK(dls_stream_create(d, NULL, &s));
-  dls_buffer_t x = filled(s, 1.0f), y = filled(s, 0.0f);
+  dls_buffer_t x = filled(s, 1.0f), y = filled(s, 0.0f), z = filled(s, 2.0f);
   OK(dls_stream_synchronize(s));
   OK(dls_stream_begin_capture(s, DLS_CAPTURE_GLOBAL));
   OK(dls_axpy_f32(s, N, 1.0f, dls_arg_buffer(x), dls_arg_buffer(y)));
-  OK(dls_buffer_free(x));
+  OK(dls_buffer_free(z));
   cr_assert_eq(dls_deferred_pending(), 1, "the free waits for the capture to be over");
+  OK(dls_buffer_free(x));
+  cr_assert_eq(dls_deferred_pending(), 1, "the capture keeps what it used");
   dls_graph_t g;
   OK(dls_stream_end_capture(s, &g));
   cr_assert_eq(dls_deferred_pending(), 0);
+  OK(dls_graph_launch(g, s));
+  expect_buffer(y, s, 1.0f, "a replay after x's handle was freed");
   OK(dls_graph_destroy(g));
   OK(dls_buffer_free(y));
   OK(dls_stream_synchronize(s));

@@ -2,8 +2,11 @@
 /* The hazard rule, one test per kind (read after write, write after read,
  * write after write) and per kind of memory (owned, borrowed, exported):
  * stream A is held by a latch while it uses the memory, stream B uses it
- * after; B must wait. Each runs again with DLSTREAM_TEST_NO_HAZARDS=1 (the
- * rule off), which must give the wrong answer: the test can fail. */
+ * after; B must wait. Either use may be a graph's replay (a graph captured
+ * on another stream, replayed on A or B): a replay is one piece of work on
+ * the memory its capture used. Each runs again with
+ * DLSTREAM_TEST_NO_HAZARDS=1 (the rule off), which must give the wrong
+ * answer: the test can fail. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -13,6 +16,7 @@ TestSuite(hazard, .fini = dlst_fini);
 enum { N = 256 };
 enum { OWN, BORROWED, EXPORTED };
 enum { RAW, WAR, WAW };
+enum { EAGER, A_REPLAYS, B_REPLAYS }; /* whose use is a graph's replay */
 
 typedef struct scene {
   DLDevice d;
@@ -99,27 +103,41 @@ static float memory_value(scene *sc) {
   return v;
 }
 
+/* A's part of a hazard (`a`), or B's, queued on `s`: RAW: A writes 7, B
+ * reads; WAR: A reads, B writes 9; WAW: A writes 5, B writes 9. */
+static void part(scene *sc, dls_stream_t s, int hazard, bool a) {
+  if (hazard == WAW || (hazard == RAW) == a)
+    fill_value(s, arg(sc, s, true), hazard == RAW ? 7.0f : a ? 5.0f : 9.0f);
+  else
+    copy(s, dls_arg_buffer(sc->out), arg(sc, s, false));
+}
+
+/* A graph of that part, captured on c. */
+static dls_graph_t captured(scene *sc, int hazard, bool a) {
+  dls_graph_t g;
+  OK(dls_stream_begin_capture(sc->c, DLS_CAPTURE_GLOBAL));
+  part(sc, sc->c, hazard, a);
+  OK(dls_stream_end_capture(sc->c, &g));
+  return g;
+}
+
+static void play(scene *sc, dls_stream_t s, int hazard, bool a, dls_graph_t g) {
+  if (g.id != 0)
+    OK(dls_graph_launch(g, s));
+  else
+    part(sc, s, hazard, a);
+}
+
 /* One hazard: A (held) uses the memory, then B. Returns what the program
  * observes: RAW what B read, WAR what A read, WAW the value left. */
-static float run(DLDeviceType t, int kind, int hazard, bool rule) {
+static float run(DLDeviceType t, int kind, int hazard, bool rule, int replays) {
   scene sc = open_scene(t, kind);
+  dls_graph_t g = replays == EAGER ? (dls_graph_t){0} : captured(&sc, hazard, replays == A_REPLAYS);
   dls_latch_t latch;
   OK(dls_latch_create(sc.d, &latch));
   OK(dls_latch_wait(latch, sc.a, 10ull * 1000 * 1000 * 1000));
-  switch (hazard) {
-  case RAW:
-    fill_value(sc.a, arg(&sc, sc.a, true), 7.0f);      /* A writes 7 */
-    copy(sc.b, dls_arg_buffer(sc.out), arg(&sc, sc.b, false)); /* B reads: must see 7 */
-    break;
-  case WAR:
-    copy(sc.a, dls_arg_buffer(sc.out), arg(&sc, sc.a, false)); /* A reads: must see 1 */
-    fill_value(sc.b, arg(&sc, sc.b, true), 9.0f);      /* B overwrites */
-    break;
-  default:
-    fill_value(sc.a, arg(&sc, sc.a, true), 5.0f);      /* A writes 5 */
-    fill_value(sc.b, arg(&sc, sc.b, true), 9.0f);      /* B writes 9: must be last */
-    break;
-  }
+  play(&sc, sc.a, hazard, true, replays == A_REPLAYS ? g : (dls_graph_t){0});
+  play(&sc, sc.b, hazard, false, replays == B_REPLAYS ? g : (dls_graph_t){0});
   int idle = 1;
   OK(dls_stream_query(sc.b, &idle));
   if (!rule)
@@ -131,15 +149,17 @@ static float run(DLDeviceType t, int kind, int hazard, bool rule) {
   OK(dls_stream_synchronize(sc.b));
   OK(dls_latch_status(latch));
   OK(dls_latch_destroy(latch));
+  OK(dls_graph_destroy(g));
   float got = hazard == WAW ? memory_value(&sc) : first_value(&sc, sc.out);
   close_scene(&sc);
   return got;
 }
 
 /* Runs a hazard with the rule on, then off (the negative control). */
-static void check(DLDeviceType t, int kind, int hazard, float right, float wrong) {
-  float on = run(t, kind, hazard, true);
-  cr_assert_float_eq(on, right, 0, "kind %d hazard %d: got %g, wanted %g", kind, hazard, on, right);
+static void check_replayed(DLDeviceType t, int kind, int hazard, int replays, float right, float wrong) {
+  float on = run(t, kind, hazard, true, replays);
+  cr_assert_float_eq(on, right, 0, "kind %d hazard %d replays %d: got %g, wanted %g", kind, hazard, replays, on,
+                     right);
 #if defined(__SANITIZE_THREAD__)
   /* With the rule off the kernels race on purpose: ThreadSanitizer would (rightly) stop the suite. The plain and
    * ASan builds run the negative control. */
@@ -147,11 +167,15 @@ static void check(DLDeviceType t, int kind, int hazard, float right, float wrong
 #endif
   setenv("DLSTREAM_TEST_NO_HAZARDS", "1", 1);
   OK(dls_shutdown()); /* the switch is read when the runtime starts */
-  float off = run(t, kind, hazard, false);
+  float off = run(t, kind, hazard, false, replays);
   unsetenv("DLSTREAM_TEST_NO_HAZARDS");
   OK(dls_shutdown());
-  cr_assert_float_eq(off, wrong, 0, "negative control (kind %d hazard %d, rule off): got %g, wanted %g", kind,
-                     hazard, off, wrong);
+  cr_assert_float_eq(off, wrong, 0, "negative control (kind %d hazard %d replays %d, rule off): got %g, wanted %g",
+                     kind, hazard, replays, off, wrong);
+}
+
+static void check(DLDeviceType t, int kind, int hazard, float right, float wrong) {
+  check_replayed(t, kind, hazard, EAGER, right, wrong);
 }
 
 BACKEND_TEST(hazard, read_after_write_on_owned_memory) { check(*backend_type, OWN, RAW, 7.0f, 1.0f); }
@@ -163,3 +187,41 @@ BACKEND_TEST(hazard, write_after_write_on_borrowed_memory) { check(*backend_type
 BACKEND_TEST(hazard, read_after_an_exports_consumer_wrote) { check(*backend_type, EXPORTED, RAW, 7.0f, 1.0f); }
 BACKEND_TEST(hazard, write_after_an_exports_consumer_read) { check(*backend_type, EXPORTED, WAR, 1.0f, 9.0f); }
 BACKEND_TEST(hazard, write_after_an_exports_consumer_wrote) { check(*backend_type, EXPORTED, WAW, 9.0f, 5.0f); }
+
+/* A graph's replay (on A or on B) in place of eager work: its capture used memory it did not allocate. */
+BACKEND_TEST(hazard, a_replay_reads_after_an_eager_write) {
+  check_replayed(*backend_type, OWN, RAW, B_REPLAYS, 7.0f, 1.0f);
+}
+BACKEND_TEST(hazard, an_eager_read_after_a_replay_wrote) {
+  check_replayed(*backend_type, OWN, RAW, A_REPLAYS, 7.0f, 1.0f);
+}
+BACKEND_TEST(hazard, a_replay_writes_after_an_eager_read) {
+  check_replayed(*backend_type, OWN, WAR, B_REPLAYS, 1.0f, 9.0f);
+}
+BACKEND_TEST(hazard, an_eager_write_after_a_replay_read) {
+  check_replayed(*backend_type, OWN, WAR, A_REPLAYS, 1.0f, 9.0f);
+}
+BACKEND_TEST(hazard, a_replay_writes_after_an_eager_write) {
+  check_replayed(*backend_type, OWN, WAW, B_REPLAYS, 9.0f, 5.0f);
+}
+BACKEND_TEST(hazard, an_eager_write_after_a_replay_wrote) {
+  check_replayed(*backend_type, OWN, WAW, A_REPLAYS, 9.0f, 5.0f);
+}
+BACKEND_TEST(hazard, a_replay_reads_borrowed_memory_after_an_eager_write) {
+  check_replayed(*backend_type, BORROWED, RAW, B_REPLAYS, 7.0f, 1.0f);
+}
+BACKEND_TEST(hazard, an_eager_read_of_borrowed_memory_after_a_replay_wrote) {
+  check_replayed(*backend_type, BORROWED, RAW, A_REPLAYS, 7.0f, 1.0f);
+}
+BACKEND_TEST(hazard, a_replay_writes_borrowed_memory_after_an_eager_read) {
+  check_replayed(*backend_type, BORROWED, WAR, B_REPLAYS, 1.0f, 9.0f);
+}
+BACKEND_TEST(hazard, an_eager_write_of_borrowed_memory_after_a_replay_read) {
+  check_replayed(*backend_type, BORROWED, WAR, A_REPLAYS, 1.0f, 9.0f);
+}
+BACKEND_TEST(hazard, a_replay_writes_borrowed_memory_after_an_eager_write) {
+  check_replayed(*backend_type, BORROWED, WAW, B_REPLAYS, 9.0f, 5.0f);
+}
+BACKEND_TEST(hazard, an_eager_write_of_borrowed_memory_after_a_replay_wrote) {
+  check_replayed(*backend_type, BORROWED, WAW, A_REPLAYS, 9.0f, 5.0f);
+}

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hazard rule against a sequential model: hypothesis writes random programs of dlstream calls on dlstream's
-own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors) spread over
+own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors, and graphs:
+one of those calls captured on a stream and replayed on any, later, even after its tensors were closed) spread over
 2 to 4 streams (on 2 CPU devices when the CPU backend offers them), with latches holding random streams at random
 moments so that work really runs out of program order unless dlstream orders it. Every check reads every tensor
 and compares it with the same program run one call at a time in NumPy.
@@ -36,6 +37,7 @@ def devices():
 
 class Programs(RuleBasedStateMachine):
     tensors = Bundle("tensors")
+    graphs = Bundle("graphs")
 
     @initialize(nstreams=st.integers(2, 4))
     def start(self, nstreams):
@@ -45,6 +47,7 @@ class Programs(RuleBasedStateMachine):
         self.live = {}       # id -> (Tensor, model array, stream index)
         self.next_id = 0
         self.axpy = {d: dlstream.builtin_function("dls_axpy_f32", d) for d in devs}
+        self.graphs = {}     # id -> (capture, device, what one replay does to the model), or None
 
     def _stream(self, i, t=None):
         """A stream of the tensor's device (a launch may not mix devices)."""
@@ -105,6 +108,49 @@ class Programs(RuleBasedStateMachine):
         if k in self.live:
             self.live.pop(k)[0].close()
 
+    @rule(target=graphs, op=st.sampled_from(["fill", "axpy", "copy"]), x=tensors, y=tensors, si=st.integers(0, 3),
+          a=st.integers(-2, 2), ri=st.integers(0, 3), now=st.integers(0, 2))
+    def capture(self, op, x, y, si, a, ri, now):
+        """Captures one call on a stream (its tensors are eager memory the graph keeps), and replays it `now` times
+        on a stream; a replay repeats it."""
+        k = len(self.graphs)
+        self.graphs[k] = None
+        if x not in self.live or y not in self.live or (op == "copy" and x == y):
+            return k
+        (tx, mx), (ty, my) = self.live[x], self.live[y]
+        if not (isinstance(tx, dlstream.Tensor) and isinstance(ty, dlstream.Tensor)) or tx.device != ty.device:
+            return k  # another framework's tensor would tie the capture to its eager stream (refused)
+        s = self._stream(si, ty)
+        with dlstream.capture(s) as g:
+            if op == "fill":
+                dlstream.fill(ty, float(a))
+            elif op == "axpy":
+                dlstream.axpy(float(a), tx, ty)
+            else:
+                dlstream.copy(ty, tx)
+        if op == "fill":
+            def effect(my=my, a=a):
+                my[:] = a
+        elif op == "axpy":
+            def effect(mx=mx, my=my, a=a):
+                my[:] = my + np.float32(a) * mx  # x may be y: read before written
+        else:
+            def effect(mx=mx, my=my):
+                my[:] = mx
+        self.graphs[k] = (g, str(ty.device), effect)
+        self.replay(k, ri, now)
+        return k
+
+    @rule(k=graphs, si=st.integers(0, 3), times=st.integers(1, 2))
+    def replay(self, k, si, times):
+        if self.graphs.get(k) is None:
+            return
+        g, dev, effect = self.graphs[k]
+        s = next(x for x in self.streams[si % len(self.streams):] + self.streams if x.device == dev)
+        for _ in range(times):
+            g.replay(stream=s)
+            effect()  # the model keeps a closed tensor's array: the graph still uses its memory
+
     @precondition(lambda self: len(self.latches) < len(self.streams) - 1)
     @rule(si=st.integers(0, 3))
     def hold(self, si):
@@ -137,6 +183,9 @@ class Programs(RuleBasedStateMachine):
 
     def teardown(self):
         self.check()
+        for g in self.graphs.values():
+            if g is not None:
+                g[0].close()
         for t, _ in self.live.values():
             t.close()
         for s in self.streams:
@@ -227,6 +276,7 @@ class TorchPrograms(Programs):
         self.live = {}
         self.next_id = 0
         self.axpy = {"cuda:0": dlstream.builtin_function("dls_axpy_f32", "cuda:0")}
+        self.graphs = {}
 
     @rule(target=Programs.tensors, v=st.integers(-3, 3))
     def new_torch(self, v):
@@ -263,6 +313,9 @@ class TorchPrograms(Programs):
 
     def teardown(self):
         self.check()
+        for g in self.graphs.values():
+            if g is not None:
+                g[0].close()
         for t, _ in self.live.values():
             if not isinstance(t, torch.Tensor):
                 t.close()

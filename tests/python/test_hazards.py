@@ -78,3 +78,93 @@ def test_a_framework_stream_waits_for_a_read_on_another_stream_with_negative_con
     assert r.returncode == 0, r.stderr[-3000:]
     got = float(r.stdout.strip().splitlines()[-1])
     assert got == (5.0 if rule_off else 1.0), f"rule {'off' if rule_off else 'on'}: the read saw {got}"
+
+
+REPLAY = """
+import numpy as np, dlstream
+c, e, r = dlstream.Stream("cpu"), dlstream.Stream("cpu"), dlstream.Stream("cpu")
+t = dlstream.empty(8, "float32", device="cpu", stream=c)
+out = dlstream.empty(8, "float32", device="cpu", stream=c)
+dlstream.fill(t, 1.0)
+dlstream.fill(out, 0.0)
+c.synchronize()
+replay_first, graph_writes, eager_writes = {replay_first}, {graph_writes}, {eager_writes}
+with dlstream.capture(c) as g:          # eager memory used in a capture: the graph keeps it, replays use it
+    if graph_writes:
+        dlstream.fill(t, 5.0)
+    else:
+        dlstream.copy(out, t)
+first, later = (r, e) if replay_first else (e, r)
+latch = dlstream.Latch("cpu")
+latch.wait(first, timeout=30.0)
+for step in (0, 1):
+    if (step == 0) == replay_first:
+        g.replay(stream=r)
+    elif eager_writes:
+        dlstream.fill(t, 7.0 if step == 0 else 9.0, stream=e)
+    else:
+        dlstream.copy(out, t, stream=e)
+held = later.query() is False
+if {rule_off}:
+    later.synchronize()                 # rule off: nothing holds the later stream, so it runs first
+latch.open()
+first.synchronize(); later.synchronize()
+got = np.empty(8, np.float32)
+dlstream.copy(got, t if graph_writes and eager_writes else out, stream=c); c.synchronize()
+print(held, float(got[0]))
+"""
+
+# (replay first, graph writes, eager writes): the value seen with the rule, and with it off.
+REPLAY_HAZARDS = {
+    "a replay reads after an eager write (RAW)": ((False, False, True), 7.0, 1.0),
+    "an eager read after a replay wrote (RAW)": ((True, True, False), 5.0, 1.0),
+    "a replay writes after an eager read (WAR)": ((False, True, False), 1.0, 5.0),
+    "an eager write after a replay read (WAR)": ((True, False, True), 1.0, 9.0),
+    "a replay writes after an eager write (WAW)": ((False, True, True), 5.0, 7.0),
+    "an eager write after a replay wrote (WAW)": ((True, True, True), 9.0, 5.0),
+}
+
+
+@pytest.mark.parametrize("rule_off", [False, True])
+@pytest.mark.parametrize("hazard", list(REPLAY_HAZARDS))
+def test_a_graph_replay_is_ordered_with_eager_uses_with_negative_control(hazard, rule_off):
+    """A dlstream.capture of a fill or copy of an eager tensor t, replayed on r, against eager work on e: the one
+    held by a latch goes first, the later one must wait (it is still queued when the latch opens) and the value is
+    the sequential program's. With the rule off (DLSTREAM_TEST_NO_HAZARDS=1, the negative control) the later one
+    runs first and the value is wrong."""
+    from conftest import RULE_OFF, run_python
+    (replay_first, graph_writes, eager_writes), right, wrong = REPLAY_HAZARDS[hazard]
+    code = REPLAY.format(replay_first=replay_first, graph_writes=graph_writes, eager_writes=eager_writes,
+                         rule_off=rule_off)
+    r = run_python(code, env=RULE_OFF if rule_off else None, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    held, got = r.stdout.strip().splitlines()[-1].split()
+    assert float(got) == (wrong if rule_off else right), f"{hazard}, rule {'off' if rule_off else 'on'}: saw {got}"
+    if not rule_off:
+        assert held == "True", f"{hazard}: the later stream did not wait behind the latch"
+
+
+def test_a_graph_keeps_what_its_capture_read_until_it_is_closed(no_leaks):
+    """A NumPy array a capture reads is kept by the graph (not by the caller): it outlives every replay, and goes
+    with the graph."""
+    import weakref
+    s = dlstream.Stream(CPU)
+    out = dlstream.empty(8, "float32", device=CPU, stream=s)
+    x = np.full(8, 3.0, np.float32)
+    gone = weakref.ref(x)
+    with dlstream.capture(s) as g:
+        dlstream.copy(out, x)
+    del x
+    settle()
+    assert gone() is not None, "the graph keeps the array its capture read"
+    g.replay()
+    got = np.zeros(8, np.float32)
+    dlstream.copy(got, out, stream=s)
+    s.synchronize()
+    assert (got == 3.0).all()
+    g.close()
+    settle()
+    assert gone() is None, "the array goes with the graph"
+    out.close()
+    s.close()
+    settle()
