@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Aliases: memory a buffer exported through DLPack and that comes back through an import (a tensor import, a view,
+ * dls_buffer_borrow) joins the exported buffer's hazard state. What an alias is besides its ordering: a partial
+ * overlap, the import's deleter, the original's lifetime, CPU devices, the registry after a release. The hazard
+ * kinds across an alias, with their negative controls, are in test_hazard.c. */
+#include <stdatomic.h>
+
+#include "common.h"
+
+TestSuite(alias, .fini = dlst_fini);
+
+enum { N = 256 };
+
+static DLDevice cpu_async(void) {
+  DLDevice d = dlst_device(kDLCPU);
+  dlst_need_async(d);
+  return d;
+}
+
+/* Gives a stream that should be waiting a fair chance to run ahead if it is not (a bounded number of yields): a
+ * broken rule then shows as a wrong value nearly always. A pass never depends on it. */
+static void let_run(dls_stream_t s) {
+  int idle = 0;
+  for (int i = 0; i < 2000 && !idle; i++) {
+    sched_yield();
+    OK(dls_stream_query(s, &idle));
+  }
+}
+
+static dls_tensor_t own_tensor(dls_stream_t s, float v) {
+  int64_t shape[1] = {N};
+  dls_tensor_t t;
+  OK(dls_tensor_empty(s, 1, shape, (DLDataType){kDLFloat, 32, 1}, &t));
+  OK(dls_fill(s, dls_arg_tensor(t), N, 4, &v));
+  return t;
+}
+
+/* Element `i` of what `src` holds, read on `s` through a copy (a tensor or a buffer). */
+static float value_at(dls_stream_t s, dls_arg_t src, int i) {
+  dls_buffer_t out;
+  OK(dls_buffer_alloc(s, N * sizeof(float), &out));
+  dls_copy_desc_t d = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(s, dls_arg_buffer(out), src, &d));
+  float v[N];
+  OK(dls_buffer_read(out, 0, v, sizeof v, s));
+  OK(dls_stream_synchronize(s));
+  OK(dls_buffer_free(out));
+  return v[i];
+}
+
+/* Host memory of 2N floats: a view of its first N floats is exported; a view of floats [N/2, 3N/2) only partly
+ * overlaps it. A (held) writes 7 through the exported view, B copies the partial view: with the rule B waits and
+ * sees 7 in its first half; with the rule off (the negative control) B runs first and sees the 1 it held. */
+static float partial_overlap(bool rule) {
+  DLDevice d = cpu_async();
+  dls_stream_t a, b;
+  OK(dls_stream_create(d, NULL, &a));
+  OK(dls_stream_create(d, NULL, &b));
+  float *host = malloc(2 * N * sizeof(float));
+  for (int i = 0; i < 2 * N; i++)
+    host[i] = 1.0f;
+  int64_t shape[1] = {N};
+  DLTensor first = {host, d, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  DLTensor middle = {host + N / 2, d, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  dls_tensor_t v1, part;
+  OK(dls_tensor_view(&first, 0, a, &v1));
+  DLManagedTensorVersioned *m;
+  OK(dls_tensor_export_versioned(v1, (dls_stream_t){0}, &m));
+  OK(dls_tensor_view(&middle, 0, b, &part)); /* bytes past the export's: an alias of the whole export */
+  dls_latch_t l;
+  OK(dls_latch_create(d, &l));
+  OK(dls_latch_wait(l, a, DLST_LATCH_TIMEOUT_NS));
+  float seven = 7.0f;
+  OK(dls_fill(a, dls_arg_tensor(v1), N, 4, &seven));
+  dls_buffer_t out;
+  OK(dls_buffer_alloc(b, N * sizeof(float), &out));
+  /* N floats of the partial view: a built-in's bounds are the view's own bytes, not the export's. */
+  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(b, dls_arg_buffer(out), dls_arg_tensor_in(part), &cd));
+  if (!rule)
+    OK(dls_stream_synchronize(b));
+  let_run(b);
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(a));
+  OK(dls_stream_synchronize(b));
+  OK(dls_latch_status(l));
+  float v[N];
+  OK(dls_buffer_read(out, 0, v, sizeof v, b));
+  OK(dls_stream_synchronize(b));
+  cr_assert_eq(v[N - 1], 1.0f, "past the export's bytes: %g", v[N - 1]);
+  m->deleter(m);
+  OK(dls_tensor_release(part));
+  OK(dls_tensor_release(v1));
+  OK(dls_buffer_free(out));
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(a));
+  OK(dls_stream_destroy(b));
+  dls_deferred_poll();
+  OK(dls_device_synchronize(d));
+  dls_deferred_poll();
+  free(host);
+  return v[0];
+}
+
+Test(alias, an_import_that_partly_overlaps_an_export_is_ordered_against_all_of_it) {
+  cr_assert_eq(partial_overlap(true), 7.0f, "B read before A's write through the exported view");
+#if !defined(__SANITIZE_THREAD__) /* the rule off races on purpose */
+  setenv("DLSTREAM_TEST_NO_HAZARDS", "1", 1);
+  OK(dls_shutdown());
+  float off = partial_overlap(false);
+  unsetenv("DLSTREAM_TEST_NO_HAZARDS");
+  OK(dls_shutdown());
+  cr_assert_eq(off, 1.0f, "negative control (rule off): B read %g, wanted 1", off);
+#endif
+}
+
+static atomic_int g_deleted;
+
+typedef struct wrapper {
+  DLManagedTensorVersioned m;
+  int64_t shape[1];
+} wrapper;
+
+static void count_deleter(DLManagedTensorVersioned *self) {
+  atomic_fetch_add(&g_deleted, 1);
+  free(self->manager_ctx);
+}
+
+/* Another producer's managed tensor over `data` (as NumPy hands out one over memory it got from dlstream). */
+static DLManagedTensorVersioned *wrap(void *data, DLDevice d) {
+  wrapper *w = calloc(1, sizeof *w);
+  w->shape[0] = N;
+  w->m.version = (DLPackVersion){1, 1};
+  w->m.manager_ctx = w;
+  w->m.deleter = count_deleter;
+  w->m.dl_tensor = (DLTensor){data, d, 1, {kDLFloat, 32, 1}, w->shape, NULL, 0};
+  return &w->m;
+}
+
+Test(alias, an_alias_runs_its_imports_deleter_once_when_it_goes_and_keeps_the_original_alive) {
+  DLDevice d = dlst_device(kDLCPU);
+  dls_stream_t s;
+  OK(dls_stream_create(d, NULL, &s));
+  dls_tensor_t t = own_tensor(s, 2.0f);
+  DLManagedTensorVersioned *m;
+  OK(dls_tensor_export_versioned(t, (dls_stream_t){0}, &m));
+  atomic_store(&g_deleted, 0);
+  dls_tensor_t alias;
+  OK(dls_tensor_import_versioned(wrap(m->dl_tensor.data, d), s, &alias));
+  m->deleter(m);
+  OK(dls_tensor_release(t)); /* the alias holds the original's memory now */
+  float three = 3.0f;
+  OK(dls_fill(s, dls_arg_tensor(alias), N, 4, &three));
+  cr_assert_eq(value_at(s, dls_arg_tensor_in(alias), N - 1), 3.0f);
+  cr_assert_eq(atomic_load(&g_deleted), 0, "the import's deleter ran while the alias lives");
+  OK(dls_tensor_release(alias));
+  OK(dls_stream_synchronize(s));
+  dls_deferred_poll();
+  cr_assert_eq(atomic_load(&g_deleted), 1, "the import's deleter ran %d times", atomic_load(&g_deleted));
+  OK(dls_stream_destroy(s));
+}
+
+Test(alias, a_view_of_an_export_shares_the_original_and_is_ordered_after_its_pending_write) {
+  DLDevice d = cpu_async();
+  dls_stream_t a, b;
+  OK(dls_stream_create(d, NULL, &a));
+  OK(dls_stream_create(d, NULL, &b));
+  dls_tensor_t t = own_tensor(a, 1.0f);
+  DLManagedTensor *m;
+  OK(dls_tensor_export_legacy(t, (dls_stream_t){0}, &m));
+  dls_latch_t l;
+  OK(dls_latch_create(d, &l));
+  OK(dls_latch_wait(l, a, DLST_LATCH_TIMEOUT_NS));
+  float seven = 7.0f;
+  OK(dls_fill(a, dls_arg_tensor(t), N, 4, &seven));
+  dls_tensor_t view; /* produced on b, which knows nothing of a: the alias still follows a's write */
+  OK(dls_tensor_view(&m->dl_tensor, DLS_TENSOR_READ_ONLY, b, &view));
+  dls_buffer_t out;
+  OK(dls_buffer_alloc(b, N * sizeof(float), &out));
+  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(b, dls_arg_buffer(out), dls_arg_tensor_in(view), &cd));
+  let_run(b);
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(b));
+  OK(dls_latch_status(l));
+  float v[N];
+  OK(dls_buffer_read(out, 0, v, sizeof v, b));
+  OK(dls_stream_synchronize(b));
+  cr_assert_eq(v[0], 7.0f, "the view read %g before the original's write", v[0]);
+  m->deleter(m);
+  OK(dls_tensor_release(view));
+  OK(dls_tensor_release(t));
+  OK(dls_buffer_free(out));
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(a));
+  OK(dls_stream_destroy(b));
+}
+
+Test(alias, memory_of_a_released_buffer_is_no_alias) {
+  DLDevice d = dlst_device(kDLCPU);
+  dls_stream_t s;
+  OK(dls_stream_create(d, NULL, &s));
+  dls_tensor_t t = own_tensor(s, 1.0f);
+  DLManagedTensorVersioned *m;
+  OK(dls_tensor_export_versioned(t, (dls_stream_t){0}, &m));
+  m->deleter(m);
+  OK(dls_tensor_release(t));
+  OK(dls_stream_synchronize(s));
+  dls_deferred_poll();
+  /* The registry let go of t with its memory: a new buffer (often at the same address) borrowed again is looked
+   * up, and AddressSanitizer sees any touch of t's record. */
+  dls_buffer_t u, borrowed;
+  OK(dls_buffer_alloc(s, N * sizeof(float), &u));
+  void *p;
+  OK(dls_buffer_ptr(u, &p));
+  OK(dls_buffer_borrow(d, p, N * sizeof(float), s, NULL, NULL, &borrowed));
+  float two = 2.0f;
+  OK(dls_fill(s, dls_arg_buffer(borrowed), N, 4, &two));
+  cr_assert_eq(value_at(s, dls_arg_buffer_in(u), 0), 2.0f);
+  OK(dls_buffer_free(borrowed));
+  OK(dls_buffer_free(u));
+  OK(dls_stream_destroy(s));
+}
+
+static void two_cpu_devices(void) { setenv("DLSTREAM_CPU_DEVICES", "2", 1); }
+
+/* NumPy says cpu:0 for every host array: an import of cpu:1 memory lands on cpu:1, where its buffer lives. */
+Test(alias, an_import_of_another_cpu_devices_export_is_its_alias_on_that_device, .init = two_cpu_devices) {
+  DLDevice d1 = dls_device(kDLCPU, 1);
+  dlst_need_async(d1);
+  dls_stream_t s1;
+  OK(dls_stream_create(d1, NULL, &s1));
+  dls_tensor_t t = own_tensor(s1, 4.0f);
+  DLManagedTensorVersioned *m;
+  OK(dls_tensor_export_versioned(t, (dls_stream_t){0}, &m));
+  m->dl_tensor.device = dls_device(kDLCPU, 0);
+  dls_tensor_t alias;
+  OK(dls_tensor_import_versioned(m, (dls_stream_t){0}, &alias));
+  const DLTensor *dl;
+  OK(dls_tensor_dltensor(alias, &dl));
+  cr_assert_eq(dl->device.device_id, 1, "the alias is on cpu:%d", (int)dl->device.device_id);
+  dls_latch_t l;
+  OK(dls_latch_create(d1, &l));
+  OK(dls_latch_wait(l, s1, DLST_LATCH_TIMEOUT_NS));
+  float seven = 7.0f;
+  OK(dls_fill(s1, dls_arg_tensor(t), N, 4, &seven));
+  dls_stream_t s2;
+  OK(dls_stream_create(d1, NULL, &s2));
+  dls_buffer_t out;
+  OK(dls_buffer_alloc(s2, N * sizeof(float), &out));
+  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(s2, dls_arg_buffer(out), dls_arg_tensor_in(alias), &cd));
+  let_run(s2);
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(s1));
+  OK(dls_latch_status(l));
+  float v[N];
+  OK(dls_buffer_read(out, 0, v, sizeof v, s2));
+  OK(dls_stream_synchronize(s2));
+  cr_assert_eq(v[0], 7.0f, "the alias read %g before the original's write", v[0]);
+  OK(dls_tensor_release(alias));
+  OK(dls_tensor_release(t));
+  OK(dls_buffer_free(out));
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(s1));
+  OK(dls_stream_destroy(s2));
+  unsetenv("DLSTREAM_CPU_DEVICES");
+}
