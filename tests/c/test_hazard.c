@@ -78,6 +78,7 @@ static scene open_scene(DLDeviceType t, int kind) {
   if (kind >= EXPORTED) {
     OK(dls_tensor_empty(sc.c, 1, shape, (DLDataType){kDLFloat, 32, 1}, &sc.view)); /* own, exported to a consumer on a */
     fill_value(sc.c, dls_arg_tensor(sc.view), 1.0f);
+    OK(dls_stream_synchronize(sc.c)); /* with the rule off nothing else would wait for this fill */
     OK(dls_tensor_export_versioned(sc.view, kind == EXPORTED ? sc.a : (dls_stream_t){0}, &sc.export));
   }
   if (kind == ALIAS) {
