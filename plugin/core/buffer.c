@@ -116,6 +116,40 @@ dls_status_t dls__buffer_exported(dls__buffer *b) {
   return DLS_OK;
 }
 
+/* Marks the work queued so far on `s` as one that `b`'s release waits for; out of memory for the mark, waits for
+ * `s` here rather than release early. A stream capturing now cannot mark its eager work: skipped. */
+static void mark_stream(dls__buffer *b, dls__stream *s) {
+  uint64_t cap = 0;
+  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE)
+    return;
+  if (dls__buffer_mark(b, s) != DLS_OK)
+    (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
+}
+
+/* An alias's release (the import's deleter) waits, as any borrowed buffer's, for the streams that used the memory:
+ * its uses went to the exported buffer, so it waits for every stream that used that buffer (conservative), on the
+ * work they queued so far. Eager uses only: the exported buffer's own release keeps its memory for a graph. Its use
+ * entries are only ever appended while it lives, so they are walked by index, one at a time under its lock. */
+static void mark_alias_uses(dls__buffer *b) {
+  dls__buffer *of = b->alias;
+  for (int i = -1;; i++) { /* -1: the allocation stream, which records no use entry */
+    dls__spin_lock(&of->mu);
+    bool more = i < of->nuses;
+    dls__stream *s = NULL;
+    if (i < 0 ? of->cap_id == 0 : more && of->uses[i].cap_id == 0) {
+      s = i < 0 ? of->stream : of->uses[i].stream;
+      dls__stream_ref(s);
+    }
+    dls__spin_unlock(&of->mu);
+    if (!more)
+      return;
+    if (s != NULL) {
+      mark_stream(b, s);
+      dls__stream_unref(s);
+    }
+  }
+}
+
 void dls__buffer_unref(dls__buffer *b) {
   /* Holding the only reference, no one else can add one (a reference comes
    * from a holder or from the live handle): no locked instruction needed.
@@ -127,6 +161,8 @@ void dls__buffer_unref(dls__buffer *b) {
     if (DLS__UNLIKELY(atomic_load_explicit(&b->exported, memory_order_relaxed)))
       dls__exported_remove(b, (uintptr_t)b->ptr);
     dls__buffer *alias = b->alias;
+    if (DLS__UNLIKELY(alias != NULL) && b->release != NULL)
+      mark_alias_uses(b);
     dls__buffer_release(b);
     if (DLS__UNLIKELY(alias != NULL))
       dls__buffer_unref(alias);

@@ -38,7 +38,8 @@ struct dls__buffer {
 DLS__INTERNAL dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out);
 /* A new borrowed buffer (no handle; refs = 1). release is NOT called on failure. When the memory lies in (or
  * overlaps) a buffer that was exported (exported.c) on the same memory, the new buffer is its alias: its uses join
- * that buffer's hazard state, and the producer's work queued so far counts as a write of it (ordered now). */
+ * that buffer's hazard state, the producer's work queued so far counts as a write of it (ordered now), and its
+ * release waits for every stream that used that buffer (marked when the alias's last reference goes). */
 DLS__INTERNAL dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                               dls_release_fn release, void *user_data, dls__buffer **out);
 DLS__INTERNAL void dls__buffer_ref(dls__buffer *b);

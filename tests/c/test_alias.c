@@ -27,6 +27,24 @@ static void let_run(dls_stream_t s) {
   }
 }
 
+/* Streams a and b of d, and a tensor of N floats allocated on a, set to v and exported to no stream (NumPy's way). */
+typedef struct scene {
+  dls_stream_t a, b;
+  dls_tensor_t t;
+  DLManagedTensorVersioned *m;
+} scene;
+
+static dls_tensor_t own_tensor(dls_stream_t s, float v);
+
+static scene exported_scene(DLDevice d, float v) {
+  scene sc;
+  OK(dls_stream_create(d, NULL, &sc.a));
+  OK(dls_stream_create(d, NULL, &sc.b));
+  sc.t = own_tensor(sc.a, v);
+  OK(dls_tensor_export_versioned(sc.t, (dls_stream_t){0}, &sc.m));
+  return sc;
+}
+
 static dls_tensor_t own_tensor(dls_stream_t s, float v) {
   int64_t shape[1] = {N};
   dls_tensor_t t;
@@ -48,6 +66,32 @@ static float value_at(dls_stream_t s, dls_arg_t src, int i) {
   return v[i];
 }
 
+static dls_latch_t hold(DLDevice d, dls_stream_t s) {
+  dls_latch_t l;
+  OK(dls_latch_create(d, &l));
+  OK(dls_latch_wait(l, s, DLST_LATCH_TIMEOUT_NS));
+  return l;
+}
+
+/* B copies `src` into v (all N floats) while A is held by `l`; A's latch opens once B had its chance to run ahead
+ * (or once B finished: `b_first`, the negative control's order). */
+static void copy_while_held(dls_stream_t a, dls_stream_t b, dls_latch_t l, dls_arg_t src, bool b_first, float *v) {
+  dls_buffer_t out;
+  OK(dls_buffer_alloc(b, N * sizeof(float), &out));
+  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
+  OK(dls_copy_strided(b, dls_arg_buffer(out), src, &cd));
+  if (b_first)
+    OK(dls_stream_synchronize(b));
+  let_run(b);
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(a));
+  OK(dls_latch_status(l));
+  OK(dls_buffer_read(out, 0, v, N * sizeof(float), b));
+  OK(dls_stream_synchronize(b));
+  OK(dls_buffer_free(out));
+  OK(dls_latch_destroy(l));
+}
+
 /* Host memory of 2N floats: a view of its first N floats is exported; a view of floats [N/2, 3N/2) only partly
  * overlaps it. A (held) writes 7 through the exported view, B copies the partial view: with the rule B waits and
  * sees 7 in its first half; with the rule off (the negative control) B runs first and sees the 1 it held. */
@@ -67,32 +111,15 @@ static float partial_overlap(bool rule) {
   DLManagedTensorVersioned *m;
   OK(dls_tensor_export_versioned(v1, (dls_stream_t){0}, &m));
   OK(dls_tensor_view(&middle, 0, b, &part)); /* bytes past the export's: an alias of the whole export */
-  dls_latch_t l;
-  OK(dls_latch_create(d, &l));
-  OK(dls_latch_wait(l, a, DLST_LATCH_TIMEOUT_NS));
-  float seven = 7.0f;
+  dls_latch_t l = hold(d, a);
+  float seven = 7.0f, v[N];
   OK(dls_fill(a, dls_arg_tensor(v1), N, 4, &seven));
-  dls_buffer_t out;
-  OK(dls_buffer_alloc(b, N * sizeof(float), &out));
   /* N floats of the partial view: a built-in's bounds are the view's own bytes, not the export's. */
-  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
-  OK(dls_copy_strided(b, dls_arg_buffer(out), dls_arg_tensor_in(part), &cd));
-  if (!rule)
-    OK(dls_stream_synchronize(b));
-  let_run(b);
-  OK(dls_latch_open(l));
-  OK(dls_stream_synchronize(a));
-  OK(dls_stream_synchronize(b));
-  OK(dls_latch_status(l));
-  float v[N];
-  OK(dls_buffer_read(out, 0, v, sizeof v, b));
-  OK(dls_stream_synchronize(b));
+  copy_while_held(a, b, l, dls_arg_tensor_in(part), !rule, v);
   cr_assert_eq(v[N - 1], 1.0f, "past the export's bytes: %g", v[N - 1]);
   m->deleter(m);
   OK(dls_tensor_release(part));
   OK(dls_tensor_release(v1));
-  OK(dls_buffer_free(out));
-  OK(dls_latch_destroy(l));
   OK(dls_stream_destroy(a));
   OK(dls_stream_destroy(b));
   dls_deferred_poll();
@@ -137,63 +164,48 @@ static DLManagedTensorVersioned *wrap(void *data, DLDevice d) {
   return &w->m;
 }
 
-Test(alias, an_alias_runs_its_imports_deleter_once_when_it_goes_and_keeps_the_original_alive) {
-  DLDevice d = dlst_device(kDLCPU);
-  dls_stream_t s;
-  OK(dls_stream_create(d, NULL, &s));
-  dls_tensor_t t = own_tensor(s, 2.0f);
-  DLManagedTensorVersioned *m;
-  OK(dls_tensor_export_versioned(t, (dls_stream_t){0}, &m));
+Test(alias, an_alias_runs_its_imports_deleter_once_after_its_uses_and_keeps_the_original_alive) {
+  DLDevice d = cpu_async();
+  scene sc = exported_scene(d, 2.0f);
   atomic_store(&g_deleted, 0);
   dls_tensor_t alias;
-  OK(dls_tensor_import_versioned(wrap(m->dl_tensor.data, d), s, &alias));
-  m->deleter(m);
-  OK(dls_tensor_release(t)); /* the alias holds the original's memory now */
+  OK(dls_tensor_import_versioned(wrap(sc.m->dl_tensor.data, d), sc.a, &alias));
+  sc.m->deleter(sc.m);
+  OK(dls_tensor_release(sc.t)); /* the alias holds the original's memory now */
   float three = 3.0f;
-  OK(dls_fill(s, dls_arg_tensor(alias), N, 4, &three));
-  cr_assert_eq(value_at(s, dls_arg_tensor_in(alias), N - 1), 3.0f);
-  cr_assert_eq(atomic_load(&g_deleted), 0, "the import's deleter ran while the alias lives");
+  OK(dls_fill(sc.a, dls_arg_tensor(alias), N, 4, &three));
+  cr_assert_eq(value_at(sc.a, dls_arg_tensor_in(alias), N - 1), 3.0f);
+  dls_latch_t l = hold(d, sc.b);
+  float four = 4.0f;
+  OK(dls_fill(sc.b, dls_arg_tensor(alias), N, 4, &four));
   OK(dls_tensor_release(alias));
-  OK(dls_stream_synchronize(s));
+  dls_deferred_poll();
+  cr_assert_eq(atomic_load(&g_deleted), 0, "the import's deleter ran while b, which used the alias, is held");
+  OK(dls_latch_open(l));
+  OK(dls_stream_synchronize(sc.b));
+  OK(dls_latch_status(l));
   dls_deferred_poll();
   cr_assert_eq(atomic_load(&g_deleted), 1, "the import's deleter ran %d times", atomic_load(&g_deleted));
-  OK(dls_stream_destroy(s));
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(sc.a));
+  OK(dls_stream_destroy(sc.b));
 }
 
 Test(alias, a_view_of_an_export_shares_the_original_and_is_ordered_after_its_pending_write) {
   DLDevice d = cpu_async();
-  dls_stream_t a, b;
-  OK(dls_stream_create(d, NULL, &a));
-  OK(dls_stream_create(d, NULL, &b));
-  dls_tensor_t t = own_tensor(a, 1.0f);
-  DLManagedTensor *m;
-  OK(dls_tensor_export_legacy(t, (dls_stream_t){0}, &m));
-  dls_latch_t l;
-  OK(dls_latch_create(d, &l));
-  OK(dls_latch_wait(l, a, DLST_LATCH_TIMEOUT_NS));
-  float seven = 7.0f;
-  OK(dls_fill(a, dls_arg_tensor(t), N, 4, &seven));
+  scene sc = exported_scene(d, 1.0f);
+  dls_latch_t l = hold(d, sc.a);
+  float seven = 7.0f, v[N];
+  OK(dls_fill(sc.a, dls_arg_tensor(sc.t), N, 4, &seven));
   dls_tensor_t view; /* produced on b, which knows nothing of a: the alias still follows a's write */
-  OK(dls_tensor_view(&m->dl_tensor, DLS_TENSOR_READ_ONLY, b, &view));
-  dls_buffer_t out;
-  OK(dls_buffer_alloc(b, N * sizeof(float), &out));
-  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
-  OK(dls_copy_strided(b, dls_arg_buffer(out), dls_arg_tensor_in(view), &cd));
-  let_run(b);
-  OK(dls_latch_open(l));
-  OK(dls_stream_synchronize(b));
-  OK(dls_latch_status(l));
-  float v[N];
-  OK(dls_buffer_read(out, 0, v, sizeof v, b));
-  OK(dls_stream_synchronize(b));
+  OK(dls_tensor_view(&sc.m->dl_tensor, DLS_TENSOR_READ_ONLY, sc.b, &view));
+  copy_while_held(sc.a, sc.b, l, dls_arg_tensor_in(view), false, v);
   cr_assert_eq(v[0], 7.0f, "the view read %g before the original's write", v[0]);
-  m->deleter(m);
+  sc.m->deleter(sc.m);
   OK(dls_tensor_release(view));
-  OK(dls_tensor_release(t));
-  OK(dls_buffer_free(out));
-  OK(dls_latch_destroy(l));
-  OK(dls_stream_destroy(a));
-  OK(dls_stream_destroy(b));
+  OK(dls_tensor_release(sc.t));
+  OK(dls_stream_destroy(sc.a));
+  OK(dls_stream_destroy(sc.b));
 }
 
 Test(alias, memory_of_a_released_buffer_is_no_alias) {
@@ -239,29 +251,15 @@ Test(alias, an_import_of_another_cpu_devices_export_is_its_alias_on_that_device,
   const DLTensor *dl;
   OK(dls_tensor_dltensor(alias, &dl));
   cr_assert_eq(dl->device.device_id, 1, "the alias is on cpu:%d", (int)dl->device.device_id);
-  dls_latch_t l;
-  OK(dls_latch_create(d1, &l));
-  OK(dls_latch_wait(l, s1, DLST_LATCH_TIMEOUT_NS));
-  float seven = 7.0f;
+  dls_latch_t l = hold(d1, s1);
+  float seven = 7.0f, v[N];
   OK(dls_fill(s1, dls_arg_tensor(t), N, 4, &seven));
   dls_stream_t s2;
   OK(dls_stream_create(d1, NULL, &s2));
-  dls_buffer_t out;
-  OK(dls_buffer_alloc(s2, N * sizeof(float), &out));
-  dls_copy_desc_t cd = {.ndim = 1, .elem_size = 4, .shape = {N}, .dst_strides = {1}, .src_strides = {1}};
-  OK(dls_copy_strided(s2, dls_arg_buffer(out), dls_arg_tensor_in(alias), &cd));
-  let_run(s2);
-  OK(dls_latch_open(l));
-  OK(dls_stream_synchronize(s1));
-  OK(dls_latch_status(l));
-  float v[N];
-  OK(dls_buffer_read(out, 0, v, sizeof v, s2));
-  OK(dls_stream_synchronize(s2));
+  copy_while_held(s1, s2, l, dls_arg_tensor_in(alias), false, v);
   cr_assert_eq(v[0], 7.0f, "the alias read %g before the original's write", v[0]);
   OK(dls_tensor_release(alias));
   OK(dls_tensor_release(t));
-  OK(dls_buffer_free(out));
-  OK(dls_latch_destroy(l));
   OK(dls_stream_destroy(s1));
   OK(dls_stream_destroy(s2));
   unsetenv("DLSTREAM_CPU_DEVICES");

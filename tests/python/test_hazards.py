@@ -98,10 +98,8 @@ def value(t):
 
 def run(hazard):
     a, b = dlstream.Stream(dev), dlstream.Stream(dev)
-    t = dlstream.empty(4096, "float32", device=dev, stream=a)
-    out = dlstream.empty(4096, "float32", device=dev, stream=b)
-    dlstream.fill(t, 1.0)
-    dlstream.fill(out, 0.0)
+    t, out = (dlstream.empty(4096, "float32", device=dev, stream=s) for s in (a, b))
+    dlstream.fill(t, 1.0), dlstream.fill(out, 0.0)
     alias = round_trip(t)
     dlstream.synchronize()
     latch = dlstream.Latch(dev)
