@@ -116,11 +116,15 @@ dls_status_t dls__buffer_exported(dls__buffer *b) {
   return DLS_OK;
 }
 
-/* Marks the work queued so far on `s` as one that `b`'s release waits for; out of memory for the mark, waits for
- * `s` here rather than release early. A stream capturing now cannot mark its eager work: skipped. */
+/* Marks the work queued so far on `s` as one that `b`'s release waits for (nothing when `s` is idle); out of
+ * memory for the mark, waits for `s` here rather than release early. A stream capturing now cannot mark its eager
+ * work: skipped. */
 static void mark_stream(dls__buffer *b, dls__stream *s) {
   uint64_t cap = 0;
-  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE)
+  int idle = 0;
+  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE ||
+      (dls__capture_polling_allowed() &&
+       s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, &idle) == DLS_OK && idle))
     return;
   if (dls__buffer_mark(b, s) != DLS_OK)
     (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
