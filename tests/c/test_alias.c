@@ -3,6 +3,7 @@
  * dls_buffer_borrow) joins the exported buffer's hazard state. What an alias is besides its ordering: a partial
  * overlap, the import's deleter, the original's lifetime, CPU devices, the registry after a release. The hazard
  * kinds across an alias, with their negative controls, are in test_hazard.c. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "common.h"
@@ -263,4 +264,40 @@ Test(alias, an_import_of_another_cpu_devices_export_is_its_alias_on_that_device,
   OK(dls_stream_destroy(s1));
   OK(dls_stream_destroy(s2));
   unsetenv("DLSTREAM_CPU_DEVICES");
+}
+
+/* Threads that export, import back, borrow the exported bytes and let go, all at once: the registry's entries
+ * come and go while others look them up (ThreadSanitizer watches the lookups against the last references). */
+static void *churn(void *arg) {
+  dls_stream_t s = *(dls_stream_t *)arg;
+  for (int i = 0; i < 200; i++) {
+    dls_tensor_t t = own_tensor(s, (float)i), alias;
+    DLManagedTensorVersioned *m;
+    OK(dls_tensor_export_versioned(t, (dls_stream_t){0}, &m));
+    dls_buffer_t b;
+    OK(dls_buffer_borrow(dls_cpu(), m->dl_tensor.data, 16, s, NULL, NULL, &b));
+    OK(dls_tensor_import_versioned(m, s, &alias));
+    OK(dls_tensor_release(t));
+    float one = 1.0f;
+    OK(dls_fill(s, dls_arg_tensor(alias), N, 4, &one));
+    OK(dls_buffer_free(b));
+    OK(dls_tensor_release(alias)); /* the last reference: out of the registry */
+  }
+  return NULL;
+}
+
+Test(alias, exports_imports_and_releases_on_several_threads) {
+  enum { T = 4 };
+  pthread_t th[T];
+  dls_stream_t s[T];
+  for (int i = 0; i < T; i++)
+    OK(dls_stream_create(dls_cpu(), NULL, &s[i]));
+  for (int i = 0; i < T; i++)
+    cr_assert_eq(pthread_create(&th[i], NULL, churn, &s[i]), 0);
+  for (int i = 0; i < T; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < T; i++) {
+    OK(dls_stream_synchronize(s[i]));
+    OK(dls_stream_destroy(s[i]));
+  }
 }
