@@ -6,7 +6,6 @@
 #include "core/buffer.h"
 #include "core/capture.h"
 #include "core/device.h"
-#include "core/exported.h"
 #include "core/stream.h"
 #include "core/tables.h"
 #include "core/wait.h"
@@ -120,10 +119,6 @@ dls_status_t dls__ext_stream_query_relaxed(dls_stream_t stream, DLDevice device,
 /* ---- staged host arrays and peer copies ---- */
 
 void dls__ext_buffer_ref(dls__buffer *b) { dls__buffer_ref(b); }
-
-dls__buffer *dls__ext_alias_find_slow(DLDevice home, const void *ptr, size_t nbytes) {
-  return dls__exported_find(home, (uintptr_t)ptr, nbytes); /* the registry's owners are buffers */
-}
 
 dls_status_t dls__ext_stage_in(dls__stream *s, const void *host, size_t span, dls__buffer **out_tmp, void **out_dev) {
   *out_dev = NULL;
