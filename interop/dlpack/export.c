@@ -99,15 +99,18 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for the export of a %d-dimensional tensor", call,
                      (int)ndim);
-  if (cs != NULL) {
+  /* Its bytes may come back through an import: the registry makes that
+   * import an alias of this buffer rather than another buffer. */
+  st = dls__buffer_exported(t->buf);
+  if (st == DLS_OK && cs != NULL) {
     /* The consumer may write: it is ordered as a writer now, every other
      * stream's use waits for it while it holds the export, and its entry,
      * made now, lets the deleter record its last use without memory. */
     st = dls__buffer_export_begin(t->buf, cs);
-    if (st != DLS_OK) {
-      dls__free(e);
-      return dls__fail_prefix(st, "%s(tensor=%#llx)", call, (unsigned long long)tensor.id);
-    }
+  }
+  if (st != DLS_OK) {
+    dls__free(e);
+    return dls__fail_prefix(st, "%s(tensor=%#llx)", call, (unsigned long long)tensor.id);
   }
 
   DLTensor *dl = legacy ? &e->m.l.dl_tensor : &e->m.v.dl_tensor;

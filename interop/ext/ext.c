@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The extension's entries on tensors and launches: what a tensor handle holds, DLPack validation of a view, and the
- * launches of typed arguments and of values (ext.h says what each may do). */
+/* The extension's entries on tensors and launches: what a tensor handle holds, DLPack validation of a view, the
+ * buffer a framework tensor aliases, and the launches of typed arguments and of values (ext.h says what each may
+ * do). */
 #include "core/builtin_args.h"
 #include "core/device.h"
+#include "core/exported.h"
 #include "core/launch.h"
 #include "core/module.h"
 #include "core/stream.h"
@@ -55,6 +57,10 @@ dls_status_t dls__ext_dlpack_check(const DLTensor *t, uint64_t flags, const char
 }
 
 bool dls__ext_home_slow(DLDevice device, DLDevice *out_home) { return dls__dlpack_home(device, out_home); }
+
+dls__buffer *dls__ext_alias_find_slow(DLDevice home, const void *ptr, size_t nbytes) {
+  return dls__exported_find(home, (uintptr_t)ptr, nbytes); /* the registry's owners are buffers */
+}
 
 /* ---- launches ---- */
 

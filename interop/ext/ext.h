@@ -103,6 +103,24 @@ void dls__buffer_unref(dls__buffer *b);
  * what the use must follow (the hazard rule); without, work already queued is only noted. */
 dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 
+/* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
+ * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that
+ * buffer's hazard state. The registry's entry count, 0 while nothing was exported (read inline). */
+extern _Atomic size_t dls__exported_n;
+/* The buffer whose exported memory holds [ptr, ptr + nbytes) on `home` (dls__ext_home of the tensor's device),
+ * failing that the lowest one overlapping it (conservative: the whole buffer); CPU devices are one memory, so a
+ * CPU buffer of any device matches a CPU `home`. NULL when none does, or nbytes is 0. Holds: drop it with
+ * dls__buffer_unref. A use of the tensor on stream s is then dls__buffer_access(found, s, mode, true) before the
+ * work (with the framework's own ordering, not instead of it), which orders it against every use of the original
+ * and of its other aliases. Costs one relaxed atomic load while no buffer was exported; a lookup under a lock
+ * (a binary search) otherwise. */
+dls__buffer *dls__ext_alias_find_slow(DLDevice home, const void *ptr, size_t nbytes);
+static inline dls__buffer *dls__ext_alias_find(DLDevice home, const void *ptr, size_t nbytes) {
+  if (atomic_load_explicit(&dls__exported_n, memory_order_relaxed) == 0)
+    return NULL;
+  return dls__ext_alias_find_slow(home, ptr, nbytes);
+}
+
 /* Host bytes [host, host + span) staged for work on `s`: a stream-ordered temporary allocated on `s` (holds: drop
  * it with dls__buffer_unref once the work is queued) and the copy in queued; *out_dev is the temporary's address. */
 dls_status_t dls__ext_stage_in(dls__stream *s, const void *host, size_t span, dls__buffer **out_tmp, void **out_dev);

@@ -6,6 +6,7 @@
 #include "core/buffer.h"
 #include "core/capture.h"
 #include "core/deferred.h"
+#include "core/exported.h"
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
@@ -28,6 +29,8 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->nuses = 0;
   b->cap = DLS__USES_INLINE;
   atomic_init(&b->refs, 1);
+  atomic_init(&b->exported, false);
+  b->alias = NULL;
   b->id = 0;
   b->cap_id = 0;
   b->graph = NULL;
@@ -57,6 +60,20 @@ static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer
 
 dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) { return buffer_alloc(s, size, out); }
 
+/* Borrowed memory inside a buffer that left through an export is that buffer's memory again (a tensor exported to
+ * NumPy or torch and imported back): `b` becomes its alias, so uses of either order against uses of the other. A
+ * range that only partly overlaps joins the whole buffer it overlaps (conservative). The producer's work queued so
+ * far may have written the memory, as for any borrowed buffer's first writer: it is ordered as a write now. */
+static dls_status_t join_exported(dls__buffer *b, dls__stream *producer) {
+  dls__buffer *of = dls__exported_find(b->dev->device, (uintptr_t)b->ptr, b->size);
+  if (of == NULL)
+    return DLS_OK;
+  b->alias = of; /* the reference find took */
+  if (producer->native == (void *)UINTPTR_MAX)
+    return DLS_OK; /* memory no stream produced */
+  return dls__buffer_access(of, producer, DLS_ACCESS_WRITE, true);
+}
+
 dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                 dls_release_fn release, void *user_data, dls__buffer **out) {
   /* The entry a deferred release will need: made now, so that releasing
@@ -77,18 +94,83 @@ dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__s
   b->release_unordered = dev->device.device_type == kDLCPU;
   b->release = release;
   b->user_data = user_data;
+  if (DLS__UNLIKELY(!dls__exported_none()) && size > 0) {
+    dls_status_t st = join_exported(b, producer);
+    if (st != DLS_OK) {
+      b->release = NULL; /* failure: the caller keeps ownership */
+      dls__buffer_unref(b);
+      return st;
+    }
+  }
   *out = b;
   return DLS_OK;
 }
 
 void dls__buffer_ref(dls__buffer *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed); }
 
+dls_status_t dls__buffer_exported(dls__buffer *b) {
+  if (atomic_load_explicit(&b->exported, memory_order_relaxed))
+    return DLS_OK;
+  DLS__TRY(dls__exported_add(b->dev->device, (uintptr_t)b->ptr, b->size, b, &b->refs));
+  atomic_store_explicit(&b->exported, true, memory_order_relaxed);
+  return DLS_OK;
+}
+
+/* Marks the work queued so far on `s` as one that `b`'s release waits for (nothing when `s` is idle); out of
+ * memory for the mark, waits for `s` here rather than release early. A stream capturing now cannot mark its eager
+ * work: skipped. */
+static void mark_stream(dls__buffer *b, dls__stream *s) {
+  uint64_t cap = 0;
+  int idle = 0;
+  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE ||
+      (dls__capture_polling_allowed() &&
+       s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, &idle) == DLS_OK && idle))
+    return;
+  if (dls__buffer_mark(b, s) != DLS_OK)
+    (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
+}
+
+/* An alias's release (the import's deleter) waits, as any borrowed buffer's, for the streams that used the memory:
+ * its uses went to the exported buffer, so it waits for every stream that used that buffer (conservative), on the
+ * work they queued so far. Eager uses only: the exported buffer's own release keeps its memory for a graph. Its use
+ * entries are only ever appended while it lives, so they are walked by index, one at a time under its lock. */
+static void mark_alias_uses(dls__buffer *b) {
+  dls__buffer *of = b->alias;
+  for (int i = -1;; i++) { /* -1: the allocation stream, which records no use entry */
+    dls__spin_lock(&of->mu);
+    bool more = i < of->nuses;
+    dls__stream *s = NULL;
+    if (i < 0 ? of->cap_id == 0 : more && of->uses[i].cap_id == 0) {
+      s = i < 0 ? of->stream : of->uses[i].stream;
+      dls__stream_ref(s);
+    }
+    dls__spin_unlock(&of->mu);
+    if (!more)
+      return;
+    if (s != NULL) {
+      mark_stream(b, s);
+      dls__stream_unref(s);
+    }
+  }
+}
+
 void dls__buffer_unref(dls__buffer *b) {
   /* Holding the only reference, no one else can add one (a reference comes
-   * from a holder or from the live handle): no locked instruction needed. */
-  if (atomic_load_explicit(&b->refs, memory_order_acquire) == 1 ||
-      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+   * from a holder or from the live handle): no locked instruction needed.
+   * The registry of exported memory adds references without holding one,
+   * but only while the count is above 0: an exported buffer counts down. */
+  if ((atomic_load_explicit(&b->refs, memory_order_acquire) == 1 &&
+       !atomic_load_explicit(&b->exported, memory_order_relaxed)) ||
+      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+    if (DLS__UNLIKELY(atomic_load_explicit(&b->exported, memory_order_relaxed)))
+      dls__exported_remove(b, (uintptr_t)b->ptr);
+    dls__buffer *alias = b->alias;
+    if (DLS__UNLIKELY(alias != NULL) && b->release != NULL)
+      mark_alias_uses(b);
     dls__buffer_release(b);
+    if (DLS__UNLIKELY(alias != NULL))
+      dls__buffer_unref(alias);
+  }
 }
 
 /* ---- public API ---- */
@@ -128,7 +210,9 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: memory is on %s but the producer stream is on %s", call, dev->name,
                      s->dev->name);
   dls__buffer *b = NULL;
-  DLS__TRY(dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b));
+  st = dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(ptr=%p, size=%zu)", call, ptr, size);
   b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
     st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
@@ -164,7 +248,7 @@ dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls
   if (s->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
                      s->dev->name);
-  dls_status_t st = dls__buffer_access(b, s, (int)access, false);
+  dls_status_t st = dls__buffer_access(dls__buffer_hazards(b), s, (int)access, false);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 

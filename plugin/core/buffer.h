@@ -23,7 +23,10 @@ struct dls__buffer {
   dls__use uses_inline[DLS__USES_INLINE];
   dls__use *uses;       /* uses_inline or heap */
   int nuses, cap;
-  _Atomic int refs;     /* handle + tensors + exports */
+  _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
+  _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */
+  struct dls__buffer *alias; /* borrowed memory that lies in an exported buffer: that buffer (ref held), whose
+                                hazard state its uses share (dls__buffer_hazards); NULL otherwise */
   uint64_t id;          /* its handle, 0 if none */
   uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
   struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
@@ -33,10 +36,20 @@ struct dls__buffer {
 
 /* A new owned buffer allocated on `s` (no handle; refs = 1). */
 DLS__INTERNAL dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out);
-/* A new borrowed buffer (no handle; refs = 1). release is NOT called on failure. */
+/* A new borrowed buffer (no handle; refs = 1). release is NOT called on failure. When the memory lies in (or
+ * overlaps) a buffer that was exported (exported.c) on the same memory, the new buffer is its alias: its uses join
+ * that buffer's hazard state, the producer's work queued so far counts as a write of it (ordered now), and its
+ * release waits for every stream that used that buffer (marked when the alias's last reference goes). */
 DLS__INTERNAL dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__stream *producer,
                                               dls_release_fn release, void *user_data, dls__buffer **out);
 DLS__INTERNAL void dls__buffer_ref(dls__buffer *b);
+/* The buffer whose hazard state a use of `b` joins: `b`, or the exported buffer an alias lies in. */
+static inline dls__buffer *dls__buffer_hazards(dls__buffer *b) {
+  return DLS__UNLIKELY(b->alias != NULL) ? b->alias : b;
+}
+/* Enters `b` in the registry of exported memory (at its first export; later ones find it there), so that imports
+ * of its bytes become its aliases. The caller holds a reference. Fails only out of host memory. */
+DLS__INTERNAL dls_status_t dls__buffer_exported(dls__buffer *b);
 /* Drops a reference; the last one frees / releases in stream order. */
 DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
 

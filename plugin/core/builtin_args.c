@@ -37,9 +37,10 @@ static dls_status_t mem_resolve(const char *call, const char *name, size_t i, co
     dls__tensor *t = dls__hold_get(held, &dls__tensor_table, a->v.tensor.id, call, name, &st);
     if (t == NULL)
       return st;
+    const dls__buffer *m = t->mem != NULL ? t->mem : t->buf; /* an alias import: its own bytes */
     char *base = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
-    int64_t start = base == NULL ? 0 : (int64_t)(base - (char *)t->buf->ptr);
-    *out = (mem_arg){base, -start, (int64_t)t->buf->size - start, base != NULL};
+    int64_t start = base == NULL ? 0 : (int64_t)(base - (char *)m->ptr);
+    *out = (mem_arg){base, -start, (int64_t)m->size - start, base != NULL};
   } else if (a->kind == DLS_ARG_PTR) {
     bool known = ext != NULL && ext[i].lo <= ext[i].hi;
     *out = (mem_arg){a->v.ptr, known ? ext[i].lo : 0, known ? ext[i].hi : 0, known};

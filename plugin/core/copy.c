@@ -30,7 +30,7 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
     return DLS_OK;
   char *dev_ptr = (char *)b->ptr + offset;
   dls__accesses acc = {.n = 0};
-  dls__access_add(&acc, b, to_device ? DLS_ACCESS_WRITE : DLS_ACCESS_READ);
+  dls__access_add(&acc, dls__buffer_hazards(b), to_device ? DLS_ACCESS_WRITE : DLS_ACCESS_READ);
   dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
@@ -83,8 +83,8 @@ dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_o
   if (size == 0)
     return DLS_OK;
   dls__accesses acc = {.n = 0};
-  dls__access_add(&acc, d, DLS_ACCESS_WRITE);
-  dls__access_add(&acc, sb, DLS_ACCESS_READ);
+  dls__access_add(&acc, dls__buffer_hazards(d), DLS_ACCESS_WRITE);
+  dls__access_add(&acc, dls__buffer_hazards(sb), DLS_ACCESS_READ);
   dls_status_t st = dls__access_begin(&acc, s);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);

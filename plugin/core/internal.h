@@ -12,6 +12,7 @@
 #include "core/capture.h"
 #include "core/deferred.h"
 #include "core/device.h"
+#include "core/exported.h"
 #include "core/graph.h"
 #include "core/group.h"
 #include "core/kinds.h"

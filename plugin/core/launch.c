@@ -78,6 +78,7 @@ static dls_status_t resolve_arg(const char *call, const dls__function *fn, const
       return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(args[%zu]): buffer is on %s but the stream is on %s", call, i,
                        b->dev->name, s->dev->name);
     *out_ptr = b->ptr;
+    b = dls__buffer_hazards(b); /* a tensor's buffer is its hazard state already */
     break;
   case DLS_ARG_TENSOR:
   case DLS_ARG_TENSOR_IN: {

@@ -24,8 +24,11 @@ dls_status_t dls__tensor_new(dls__buffer *buf, const DLTensor *meta, uint64_t fl
     shape = t->dims_heap;
     strides = t->dims_heap + ndim;
   }
-  t->buf = buf;
+  t->buf = dls__buffer_hazards(buf);
+  t->mem = t->buf != buf ? buf : NULL;
   t->dl = *meta;
+  if (DLS__UNLIKELY(t->mem != NULL && t->mem->dev != t->buf->dev))
+    t->dl.device = t->buf->dev->device; /* one memory on two CPU devices: the exported buffer's */
   t->flags = flags;
   if (ndim > 0)
     memcpy(shape, meta->shape, (size_t)ndim * sizeof *shape);
@@ -69,7 +72,7 @@ dls_status_t dls_tensor_release(dls_tensor_t tensor) {
 
 void dls__tensor_drop(void *obj) {
   dls__tensor *t = obj;
-  dls__buffer_unref(t->buf);
+  dls__buffer_unref(t->mem != NULL ? t->mem : t->buf);
   dls__free(t->dims_heap);
   dls__free(t);
 }

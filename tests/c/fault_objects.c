@@ -195,7 +195,8 @@ static dls_status_t sc_import_legacy_and_view(fx *x) {
   return fx_release_all(x);
 }
 
-/* Export to a consumer stream, import the export back, export legacy too. */
+/* Export to a consumer stream, import the export back, export legacy too, and borrow its bytes again (the imports
+ * are aliases of the exported tensor's buffer). */
 static dls_status_t sc_export_roundtrip(fx *x) {
   OWNED(x, s);
   POOLED(x, c);
@@ -214,6 +215,13 @@ static dls_status_t sc_export_roundtrip(fx *x) {
   STEP(x, dls_axpy_f32(*c, N, 1.0f, dls_arg_tensor_in(*back), dls_arg_tensor(*back)));
   STEP(x, fx_read_back(*c, out, ml->dl_tensor.data, N * sizeof(float)));
   EXPECT(x, fx_all_equal(out, N, 8.0f));
+  dls_buffer_t *alias = fx_buffer(x); /* the export's bytes borrowed again: an alias of t's buffer too */
+  STEP(x, dls_buffer_borrow(x->d, ml->dl_tensor.data, N * sizeof(float), *c, NULL, NULL, alias));
+  float six = 6.0f;
+  STEP(x, dls_fill(*s, dls_arg_tensor(*t), N, 4, &six));          /* after c's uses: one hazard state */
+  STEP(x, dls_buffer_read(*alias, 0, out, N * sizeof(float), *c)); /* after s's fill */
+  STEP(x, dls_stream_synchronize(*c));
+  EXPECT(x, fx_all_equal(out, N, 6.0f));
   DROP(x, dls_tensor_release, *back);
   return fx_release_all(x);
 }

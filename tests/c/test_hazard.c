@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The hazard rule, one test per kind (read after write, write after read,
- * write after write) and per kind of memory (owned, borrowed, exported):
- * stream A is held by a latch while it uses the memory, stream B uses it
- * after; B must wait. Either use may be a graph's replay (a graph captured
- * on another stream, replayed on A or B): a replay is one piece of work on
- * the memory its capture used. Each runs again with
- * DLSTREAM_TEST_NO_HAZARDS=1 (the rule off), which must give the wrong
- * answer: the test can fail. */
+ * write after write) and per kind of memory (owned, borrowed, exported, and
+ * an export imported back: an alias of the original): stream A is held by a
+ * latch while it uses the memory, stream B uses it after; B must wait.
+ * Either use may be a graph's replay (a graph captured on another stream,
+ * replayed on A or B): a replay is one piece of work on the memory its
+ * capture used. Each runs again with DLSTREAM_TEST_NO_HAZARDS=1 (the rule
+ * off), which must give the wrong answer: the test can fail. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -14,7 +14,9 @@
 TestSuite(hazard, .fini = dlst_fini);
 
 enum { N = 256 };
-enum { OWN, BORROWED, EXPORTED };
+/* ALIAS: A uses the original tensor, B its export imported back (dls_tensor_import_versioned); ALIAS_BUFFER: A
+ * uses a buffer borrowed over the exported bytes (dls_buffer_borrow), B the original tensor. */
+enum { OWN, BORROWED, EXPORTED, ALIAS, ALIAS_BUFFER };
 enum { RAW, WAR, WAW };
 enum { EAGER, A_REPLAYS, B_REPLAYS }; /* whose use is a graph's replay */
 
@@ -23,7 +25,9 @@ typedef struct scene {
   dls_stream_t a, b, c; /* a: held by the latch; b: the later user; c: allocates */
   dls_buffer_t mem;     /* the memory (owned, or what the view borrows) */
   dls_tensor_t view;    /* BORROWED: a view of mem produced on c; EXPORTED: mem's tensor */
-  DLManagedTensorVersioned *export; /* EXPORTED: handed to a consumer on a */
+  DLManagedTensorVersioned *export; /* EXPORTED: handed to a consumer on a; ALIAS_BUFFER: to no stream */
+  dls_tensor_t alias;   /* ALIAS: the export imported back */
+  dls_buffer_t alias_buf; /* ALIAS_BUFFER: the exported bytes borrowed */
   dls_buffer_t out;     /* what a read copies into (on the reader's stream) */
   char *ptr;
   int kind;
@@ -51,7 +55,10 @@ static dls_arg_t arg(scene *sc, dls_stream_t s, bool write) {
     return dls_arg_ptr(sc->export->dl_tensor.data);
   if (sc->kind == OWN)
     return write ? dls_arg_buffer(sc->mem) : dls_arg_buffer_in(sc->mem);
-  return write ? dls_arg_tensor(sc->view) : dls_arg_tensor_in(sc->view);
+  if (sc->kind == ALIAS_BUFFER && s.id == sc->a.id)
+    return write ? dls_arg_buffer(sc->alias_buf) : dls_arg_buffer_in(sc->alias_buf);
+  dls_tensor_t t = sc->kind == ALIAS && s.id == sc->b.id ? sc->alias : sc->view;
+  return write ? dls_arg_tensor(t) : dls_arg_tensor_in(t);
 }
 
 static scene open_scene(DLDeviceType t, int kind) {
@@ -72,17 +79,26 @@ static scene open_scene(DLDeviceType t, int kind) {
   DLTensor dl = {sc.ptr, sc.d, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
   if (kind == BORROWED)
     OK(dls_tensor_view(&dl, 0, sc.c, &sc.view)); /* produced on c: a's first use waits for c */
-  if (kind == EXPORTED) {
+  if (kind >= EXPORTED) {
     OK(dls_tensor_empty(sc.c, 1, shape, (DLDataType){kDLFloat, 32, 1}, &sc.view)); /* own, exported to a consumer on a */
     fill_value(sc.c, dls_arg_tensor(sc.view), 1.0f);
-    OK(dls_tensor_export_versioned(sc.view, sc.a, &sc.export));
+    OK(dls_stream_synchronize(sc.c)); /* with the rule off nothing else would wait for this fill */
+    OK(dls_tensor_export_versioned(sc.view, kind == EXPORTED ? sc.a : (dls_stream_t){0}, &sc.export));
   }
+  if (kind == ALIAS) {
+    OK(dls_tensor_import_versioned(sc.export, sc.c, &sc.alias)); /* steals it: the alias's release deletes it */
+    sc.export = NULL;
+  }
+  if (kind == ALIAS_BUFFER)
+    OK(dls_buffer_borrow(sc.d, sc.export->dl_tensor.data, N * sizeof(float), sc.c, NULL, NULL, &sc.alias_buf));
   return sc;
 }
 
 static void close_scene(scene *sc) {
   if (sc->export != NULL)
     sc->export->deleter(sc->export);
+  OK(dls_tensor_release(sc->alias));
+  OK(dls_buffer_free(sc->alias_buf));
   OK(dls_tensor_release(sc->view));
   OK(dls_buffer_free(sc->mem));
   OK(dls_buffer_free(sc->out));
@@ -93,7 +109,7 @@ static void close_scene(scene *sc) {
 
 /* The memory's value as the program wrote it last (an export's: its tensor). */
 static float memory_value(scene *sc) {
-  if (sc->kind != EXPORTED)
+  if (sc->kind < EXPORTED)
     return first_value(sc, sc->mem);
   dls_buffer_t tmp;
   OK(dls_buffer_alloc(sc->c, N * sizeof(float), &tmp));
@@ -138,8 +154,11 @@ static float run(DLDeviceType t, int kind, int hazard, bool rule, int replays) {
   OK(dls_latch_wait(latch, sc.a, 10ull * 1000 * 1000 * 1000));
   play(&sc, sc.a, hazard, true, replays == A_REPLAYS ? g : (dls_graph_t){0});
   play(&sc, sc.b, hazard, false, replays == B_REPLAYS ? g : (dls_graph_t){0});
-  int idle = 1;
-  OK(dls_stream_query(sc.b, &idle));
+  int idle = 0;
+  for (int i = 0; i < 2000 && !idle; i++) { /* a fair chance for B to run ahead if the rule let it (bounded) */
+    sched_yield();
+    OK(dls_stream_query(sc.b, &idle));
+  }
   if (!rule)
     OK(dls_stream_synchronize(sc.b)); /* without the rule B runs ahead while A is held: let it finish first */
   else
@@ -225,3 +244,9 @@ BACKEND_TEST(hazard, a_replay_writes_borrowed_memory_after_an_eager_write) {
 BACKEND_TEST(hazard, an_eager_write_of_borrowed_memory_after_a_replay_wrote) {
   check_replayed(*backend_type, BORROWED, WAW, A_REPLAYS, 9.0f, 5.0f);
 }
+BACKEND_TEST(hazard, alias_read_after_the_original_was_written) { check(*backend_type, ALIAS, RAW, 7.0f, 1.0f); }
+BACKEND_TEST(hazard, alias_write_after_the_original_was_read) { check(*backend_type, ALIAS, WAR, 1.0f, 9.0f); }
+BACKEND_TEST(hazard, alias_write_after_the_original_was_written) { check(*backend_type, ALIAS, WAW, 9.0f, 5.0f); }
+BACKEND_TEST(hazard, read_after_a_borrowed_alias_wrote) { check(*backend_type, ALIAS_BUFFER, RAW, 7.0f, 1.0f); }
+BACKEND_TEST(hazard, write_after_a_borrowed_alias_read) { check(*backend_type, ALIAS_BUFFER, WAR, 1.0f, 9.0f); }
+BACKEND_TEST(hazard, write_after_a_borrowed_alias_wrote) { check(*backend_type, ALIAS_BUFFER, WAW, 9.0f, 5.0f); }

@@ -119,8 +119,8 @@ def test_hundred_launches_in_one_capture(dev, no_leaks):
 def test_deferred_release_pending_when_the_capture_starts(dev, no_leaks):
     """A borrowed array used on a held stream is released only after that stream passes; a capture begun
     meanwhile never polls for it (on a GPU that would invalidate a global capture). The held stream only reads x
-    through the view: dlstream does not know the view is x (docs/semantics.md), so a write there would race with
-    the replay's read of x."""
+    through the view (an alias of x): a write there would race with the replay's read of x, as eager uses and
+    captured ones are not ordered against each other (docs/semantics.md)."""
     s, held = dlstream.Stream(dev), dlstream.Stream(dev)
     x, y = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
     z = tensor(dev, 0.0, held)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hazard rule against a sequential model: hypothesis writes random programs of dlstream calls on dlstream's
-own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors, and graphs:
-one of those calls captured on a stream and replayed on any, later, even after its tensors were closed) spread over
+own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors, graphs:
+one of those calls captured on a stream and replayed on any, later, even after its tensors were closed, and round
+trips: a tensor exported to NumPy or torch and imported back, an alias of its memory) spread over
 2 to 4 streams (on 2 CPU devices when the CPU backend offers them), with latches holding random streams at random
 moments so that work really runs out of program order unless dlstream orders it. Every check reads every tensor
 and compares it with the same program run one call at a time in NumPy.
@@ -9,8 +10,7 @@ and compares it with the same program run one call at a time in NumPy.
 DLSTREAM_HAZARD_PROGRAMS sets how many programs (CI: 2000). The negative control runs the same machine with the
 rule off (DLSTREAM_TEST_NO_HAZARDS=1, in a child process): hypothesis must then find a mismatch.
 
-Out of the model: aliases (a tensor exported to NumPy and imported back is another buffer to dlstream) and raw
-pointers, which dlstream does not order (docs/semantics.md)."""
+Out of the model: raw pointers, which dlstream does not order (docs/semantics.md)."""
 import os
 import sys
 
@@ -20,7 +20,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (scripts/deps.sh installs it)")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, precondition, rule  # noqa: E402
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, multiple, precondition, rule  # noqa: E402
 
 import dlstream  # noqa: E402
 
@@ -28,6 +28,20 @@ N = 16
 PROGRAMS = int(os.environ.get("DLSTREAM_HAZARD_PROGRAMS", "300"))
 if "tsan" in os.environ.get("LD_PRELOAD", ""):  # ThreadSanitizer looks for races, not breadth, at 5-15x the time
     PROGRAMS = min(PROGRAMS, 200)
+
+
+def _torch_cpu():
+    if os.environ.get("DLSTREAM_HAZARD_TORCH", "1") != "1":
+        return None
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+# The round trip goes through NumPy, and through torch too where torch is installed (its CPU tensors).
+VIAS = ["numpy"] + (["torch"] if _torch_cpu() is not None else [])
 
 
 def devices():
@@ -100,6 +114,8 @@ class Programs(RuleBasedStateMachine):
         if dst not in self.live or src not in self.live or dst == src:
             return
         (td, md), (ts, ms) = self.live[dst], self.live[src]
+        if md is ms:
+            return  # a tensor and its alias: one memory
         dlstream.copy(td, ts, stream=self._stream(si, td))  # across devices too: a peer copy
         md[:] = ms
 
@@ -150,6 +166,24 @@ class Programs(RuleBasedStateMachine):
         for _ in range(times):
             g.replay(stream=s)
             effect()  # the model keeps a closed tensor's array: the graph still uses its memory
+
+    def _alias(self, alias, m):
+        """A new tensor of the program that shares the model array `m`: a write through either writes both."""
+        k = self.next_id
+        self.next_id += 1
+        self.live[k] = (alias, m)
+        return k
+
+    @rule(target=tensors, k=tensors, via=st.sampled_from(VIAS))
+    def round_trip(self, k, via):
+        """Exports a tensor to NumPy (or torch) and imports the result back: the same memory as another tensor,
+        whose uses dlstream orders against the original's."""
+        if k not in self.live:
+            return multiple()
+        t, m = self.live[k]
+        self._open_all()  # the export to the host waits, on the host, for the tensor's uses: no latch may hold one
+        host = np.from_dlpack(t) if via == "numpy" else _torch_cpu().from_dlpack(t)
+        return self._alias(dlstream.from_dlpack(host), m)
 
     @precondition(lambda self: len(self.latches) < len(self.streams) - 1)
     @rule(si=st.integers(0, 3))
@@ -296,6 +330,15 @@ class TorchPrograms(Programs):
 
     def _stream(self, i, t=None):
         return self.streams[i % len(self.streams)]
+
+    @rule(target=Programs.tensors, k=Programs.tensors)
+    def round_trip(self, k):
+        """Through torch on the GPU: torch's current stream is the export's consumer (no host wait), and torch's
+        tensor comes back as an alias of the dlstream tensor."""
+        if k not in self.live or isinstance(self.live[k][0], torch.Tensor):
+            return multiple()
+        t, m = self.live[k]
+        return self._alias(dlstream.from_dlpack(torch.from_dlpack(t)), m)
 
     @rule(k=Programs.tensors)
     def close(self, k):

@@ -168,3 +168,82 @@ def test_a_graph_keeps_what_its_capture_read_until_it_is_closed(no_leaks):
     out.close()
     s.close()
     settle()
+
+
+ALIAS = """
+import os, numpy as np, dlstream
+via, dev, rule_off = {via!r}, {dev!r}, {rule_off}
+if via.startswith("torch"):
+    import torch
+
+
+def round_trip(t):
+    # The tensor leaves through DLPack and comes back: dlstream sees an import of its own exported memory.
+    return dlstream.from_dlpack(np.from_dlpack(t) if via == "numpy" else torch.from_dlpack(t))
+
+
+def value(t):
+    return float(np.from_dlpack(t)[0]) if dev == "cpu" else float(torch.from_dlpack(t).cpu()[0])
+
+
+def run(hazard):
+    a, b = dlstream.Stream(dev), dlstream.Stream(dev)
+    t, out = (dlstream.empty(4096, "float32", device=dev, stream=s) for s in (a, b))
+    dlstream.fill(t, 1.0), dlstream.fill(out, 0.0)
+    alias = round_trip(t)
+    dlstream.synchronize()
+    latch = dlstream.Latch(dev)
+    latch.wait(a, timeout=30.0)
+    if hazard == "raw":
+        dlstream.fill(t, 7.0, stream=a)         # A writes the original, behind the latch
+        dlstream.copy(out, alias, stream=b)     # B reads the alias: it must wait for A
+    elif hazard == "war":
+        dlstream.copy(out, t, stream=a)         # A reads the original
+        dlstream.fill(alias, 9.0, stream=b)     # B overwrites it through the alias: after A's read
+    else:
+        dlstream.fill(t, 5.0, stream=a)         # A writes the original
+        dlstream.fill(alias, 9.0, stream=b)     # B writes the alias: B's write must be the last
+    for _ in range(2000):                       # a fair chance for B to run ahead if it may (bounded: a pass
+        if b.query():                           # never depends on it)
+            break
+        os.sched_yield()
+    if rule_off:
+        b.synchronize()                         # rule off: nothing holds B, so it runs first
+    latch.open()
+    a.synchronize(); b.synchronize()
+    return value(t if hazard == "waw" else out)
+
+
+print(" ".join(str(run(h)) for h in ("raw", "war", "waw")))
+"""
+
+
+def _alias_via(via):
+    """The device and the skip reason (None: it runs) of a round trip through `via`."""
+    from conftest import TORCH_CUDA, torch
+    if via == "numpy":
+        return "cpu", None
+    if torch is None:
+        return None, "torch is not installed (the round trip through torch)"
+    if via == "torch-cuda" and not TORCH_CUDA:
+        return None, "needs torch with CUDA and a CUDA device (the round trip through torch on the GPU)"
+    return ("cuda:0" if via == "torch-cuda" else "cpu"), None
+
+
+@pytest.mark.parametrize("via", ["numpy", "torch-cpu", "torch-cuda"])
+@pytest.mark.parametrize("rule_off", [False, True])
+def test_an_export_imported_back_is_ordered_against_the_original_with_negative_control(via, rule_off):
+    """t exported (to NumPy or torch) and imported back is an alias: one buffer's hazard state. A (held by a latch)
+    uses the original, B the alias; read after write, write after read and write after write each give the
+    sequential answer (7, 1, 9). With the rule off (the negative control, DLSTREAM_TEST_NO_HAZARDS=1) B runs first
+    and each gives the other answer (1, 9, 5)."""
+    from conftest import RULE_OFF, run_python
+    dev, why = _alias_via(via)
+    if why:
+        pytest.skip(why)
+    r = run_python(ALIAS.format(via=via, dev=dev, rule_off=rule_off), env=dict(RULE_OFF) if rule_off else None,
+                   timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = [float(v) for v in r.stdout.strip().splitlines()[-1].split()]
+    want = [1.0, 9.0, 5.0] if rule_off else [7.0, 1.0, 9.0]
+    assert got == want, f"rule {'off' if rule_off else 'on'} via {via}: (raw, war, waw) = {got}, wanted {want}"
