@@ -250,3 +250,44 @@ BACKEND_TEST(hazard, alias_write_after_the_original_was_written) { check(*backen
 BACKEND_TEST(hazard, read_after_a_borrowed_alias_wrote) { check(*backend_type, ALIAS_BUFFER, RAW, 7.0f, 1.0f); }
 BACKEND_TEST(hazard, write_after_a_borrowed_alias_read) { check(*backend_type, ALIAS_BUFFER, WAR, 1.0f, 9.0f); }
 BACKEND_TEST(hazard, write_after_a_borrowed_alias_wrote) { check(*backend_type, ALIAS_BUFFER, WAW, 9.0f, 5.0f); }
+
+/* A write while an export is held (B, waiting for the consumer A), then the export's end: the consumer becomes
+ * the last writer only after B's write, so a read on C still waits for B (it used to wait for A only). */
+static float write_during_export(DLDeviceType t, bool rule) {
+  scene sc = open_scene(t, EXPORTED);
+  dls_latch_t latch;
+  OK(dls_latch_create(sc.d, &latch));
+  OK(dls_latch_wait(latch, sc.b, 10ull * 1000 * 1000 * 1000));
+  fill_value(sc.b, dls_arg_tensor(sc.view), 7.0f); /* held behind the latch */
+  sc.export->deleter(sc.export);                    /* the consumer lets go */
+  sc.export = NULL;
+  copy(sc.c, dls_arg_buffer(sc.out), dls_arg_tensor_in(sc.view)); /* must see 7 */
+  int idle = 0;
+  for (int i = 0; i < 2000 && !idle; i++) {
+    sched_yield();
+    OK(dls_stream_query(sc.c, &idle));
+  }
+  if (!rule)
+    OK(dls_stream_synchronize(sc.c));
+  else
+    cr_assert_eq(idle, 0, "the read did not wait behind the write held by the latch");
+  OK(dls_latch_open(latch));
+  OK(dls_stream_synchronize(sc.b));
+  OK(dls_stream_synchronize(sc.c));
+  OK(dls_latch_destroy(latch));
+  float got = first_value(&sc, sc.out);
+  close_scene(&sc);
+  return got;
+}
+
+BACKEND_TEST(hazard, a_write_while_an_export_is_held_outlives_its_end) {
+  cr_assert_float_eq(write_during_export(*backend_type, true), 7.0f, 0);
+#if !defined(__SANITIZE_THREAD__)
+  setenv("DLSTREAM_TEST_NO_HAZARDS", "1", 1);
+  OK(dls_shutdown());
+  float off = write_during_export(*backend_type, false);
+  unsetenv("DLSTREAM_TEST_NO_HAZARDS");
+  OK(dls_shutdown());
+  cr_assert_float_eq(off, 1.0f, 0, "negative control (rule off): got %g", off);
+#endif
+}
