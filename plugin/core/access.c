@@ -296,9 +296,11 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
   dls_status_t st = k == NONE ? use_entry(b, s, cap, &k) : DLS_OK;
   if (st == DLS_OK) {
     dls__use *u = &b->uses[k];
-    st = s->dev->be->event_record(s->dev->be, s->dev->id, dls__use_event(u), s->native);
-    u->stale = st != DLS_OK;
-    u->recorded |= st == DLS_OK;
+    /* A failed record leaves the use stale: the release records it again
+     * (dls__use_refresh) before anything waits on it, and only if that
+     * fails too does it wait for the stream on the host. */
+    u->stale = s->dev->be->event_record(s->dev->be, s->dev->id, dls__use_event(u), s->native) != DLS_OK;
+    u->recorded |= !u->stale;
   }
   dls__spin_unlock(&b->mu);
   return st;

@@ -50,7 +50,9 @@ DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, in
 DLS__INTERNAL dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer);
 DLS__INTERNAL void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer);
 /* Marks the work queued on `s` so far, any stream (the allocation stream
- * too), as one the buffer's release waits for. */
+ * too), as one the buffer's release waits for. Fails only when no use entry
+ * could be made; a failed record leaves the use stale, recorded again by the
+ * release (which waits on the host only if that fails too). */
 DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
