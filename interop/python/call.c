@@ -12,13 +12,18 @@
 #include "streamarg.h"
 #include "tensortypes.h"
 
+const dlspy_call_desc dlspy_call_plain = {NULL, 0, false};
+
 const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
-  if (c->names != NULL && index >= 0) {
+  const char *const *names = c->desc->names;
+  if (c->searching) /* the stream search names an argument by its place in the table */
+    index -= c->desc->base;
+  else if (names != NULL && index >= 0) {
     int i = 0;
-    while (c->names[i] != NULL && i < index)
+    while (names[i] != NULL && i < index)
       i++;
-    if (i == index && c->names[i] != NULL)
-      return c->names[i];
+    if (i == index && names[i] != NULL)
+      return names[i];
   }
   snprintf(buf, size, "args[%d]", index);
   return buf;
@@ -105,12 +110,12 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;
-  dlspy_cai_clear(&c->first_cai);
+  dlspy_cai_clear(&c->cai);
+  c->cai_index = -1;
   Py_CLEAR(c->cause);
   if (c->cur_ref != NULL)
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
-  c->first_obj = NULL;
   if (s == NULL)
     return 0;
   /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait

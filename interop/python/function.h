@@ -8,16 +8,15 @@
 /* Arguments whose last scalar a Function remembers (see FunctionObject). */
 #define MEMO_ARGS 16
 
-/* The shape of the last launch that ran on an exchange-API framework's current stream with nothing to order,
- * keep or stage: which arguments were that framework's tensors, and that every other one was a remembered
- * scalar. A call of the same shape needs only the tensors' data pointers and the framework's current stream
- * (launchplan.c). */
+/* The decision the general path made for the last launch that ran on an exchange-API framework's current stream
+ * with nothing to order, keep or stage, kept as the table it had: which arguments were that framework's tensors
+ * (on the call's fast device: dlspy_call.fast), and that every other one was a remembered scalar. A call whose
+ * table the read pass finds the same is launched from it without converting again (launchplan.c). */
 typedef struct dlspy_launch_plan {
-  PyTypeObject *type;             /* the tensors' type (strong); NULL: no plan */
-  const DLPackExchangeAPI *api;   /* its exchange API */
-  DLDevice dev;                   /* the device the framework names for the tensors (the Function's) */
-  DLDevice home;                  /* the same as dlstream names it */
+  dlspy_last_type last;           /* the tensors' type (a strong reference; NULL: no plan), its exchange API, the
+                                     device the framework names for them and the Function's device */
   uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
+  uint64_t scalars;               /* bit i: argument i is the scalar memo_obj[i] (i < n) */
   int n;                          /* the kernel's argument count */
   bool builtin;                   /* a built-in: its arguments are checked at each launch */
 } dlspy_launch_plan;
@@ -42,15 +41,19 @@ typedef struct FunctionObject {
   DLDevice device;
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
+  uint64_t ptrslots; /* bit i: argument i may be a tensor (a 'p' or 'cp' of the signature; every one without) */
   bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
   bool builtin_signature; /* the signature a built-in carries (the user gave none) */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];
 } FunctionObject;
 
-/* Runs launch(grid, block, *args) (no keywords) by f's plan. Returns 0 when it ran, -1 with an exception, 1 when
- * the call does not have the plan's shape (nothing raised, nothing done: the general path takes it). */
-int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs);
+/* launch(grid, block, *args) of a call without keywords with the plan's grid, block and argument count (`uargs`,
+ * its `n`): reads it into `c` (the read pass, seeded with the plan's type) and, when its table has the plan's shape
+ * (dlspy_plan_fits), launches it by the plan. Returns 0 when it ran, -1 with an exception, 1 when it is not the
+ * plan's or the function's handle is stale (nothing raised, nothing queued; `c` read, not held: the general path
+ * goes on from it). */
+int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n);
 /* After the general path queued a launch without keywords: makes the plan of its shape when it has one.
  * `taken`: bit i set when argument i was a tensor of the call's fast type (dlspy_call_fast_arg). */
 void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
@@ -62,5 +65,23 @@ void dlspy_plan_clear(FunctionObject *f);
 bool dlspy_equal_value(PyObject *o, PyObject *memo);
 /* Whether `o` stands for the remembered `memo`: the same object (the common case, inline), or an equal value. */
 static inline bool dlspy_same_value(PyObject *o, PyObject *memo) { return o == memo || dlspy_equal_value(o, memo); }
+
+/* Whether a call without keywords of the plan's argument count (`uargs`), as the read pass left it in `c`, has the
+ * shape of f's plan: the read pass's common case decided (the plan's type on the plan's device: c->last is f's
+ * plan), the plan's tensors are the call's fast ones, and every other argument is the scalar the plan remembers.
+ * Fills in c->params for the scalars (the read pass did for the tensors). Nothing is read here: the plan is a
+ * decision over the call's table. */
+static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, PyObject *const *uargs) {
+  const dlspy_launch_plan *p = &f->plan;
+  if (!c->by_last || c->fast != p->tensors)
+    return false;
+  for (uint64_t m = p->scalars; m != 0; m &= m - 1) {
+    int i = __builtin_ctzll(m); /* < MEMO_ARGS: the plan has no scalar past them */
+    if (!dlspy_same_value(uargs[i], f->memo_obj[i]))
+      return false;
+    c->params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
+  }
+  return true;
+}
 
 #endif

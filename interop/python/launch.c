@@ -28,6 +28,7 @@ static const char *sig_name(uint8_t k) {
 /* "p, p, u64, f32" or a sequence of tokens. */
 static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, FunctionObject *f) {
   f->nsig = -1;
+  f->ptrslots = ~(uint64_t)0;
   if (obj == NULL || obj == Py_None)
     return 0;
   PyObject *parts;
@@ -78,6 +79,10 @@ static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, F
     f->sig[i] = kind;
   }
   f->nsig = (int)n;
+  f->ptrslots = 0;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (f->sig[i] == SIG_P || f->sig[i] == SIG_CP)
+      f->ptrslots |= (uint64_t)1 << i;
   Py_DECREF(parts);
   return 0;
 }
@@ -333,18 +338,12 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
   return 0;
 }
 
-/* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No
- * Python object and no dlstream handle is made per call when the tensors'
- * type offers the DLPack C exchange API and the stream is the framework's. */
-static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+/* The general way of launch(grid, block, *args, stream=None, shared_mem=0): `c` has read the arguments already when
+ * `read` (a call the plan was tried on: no keywords, the plan's grid and block and count). */
+static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                dlspy_call *c, bool read) {
   static const char pycall[] = "Function.launch";
   dlspy_state *st = f->st;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames == NULL) {
-    int rc = dlspy_plan_launch(f, args, nargs);
-    if (rc <= 0)
-      return rc == 0 ? Py_NewRef(Py_None) : NULL;
-  }
   PyObject *stream = NULL, *shared = NULL;
   if (kwnames != NULL) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
@@ -377,25 +376,28 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
       return NULL;
     cfg.shared_mem_bytes = (uint32_t)v;
   }
-  dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
-    return NULL;
+  if (!read) {
+    dlspy_call_init(c, st, pycall, &dlspy_call_plain, f->ptrslots);
+    if (dlspy_call_read(c, stream, &f->device, uargs, n) != 0)
+      return NULL;
+  }
+  dlspy_call_hold(c); /* from here on Python code may run */
   /* What a read-only refusal suggests: a signature, 'cp' in the user's own, or nothing (a built-in writes it). */
-  c.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
-  c.writer = f->name;
+  c->hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
+  c->writer = f->name;
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
   if (f->builtin) { /* its arguments are checked: pointers need their extents */
     for (Py_ssize_t i = 0; i < n; i++)
       extents[i] = (dls__ext_extent){1, 0};
-    c.extents = extents;
+    c->extents = extents;
   }
   uint64_t taken = 0;
-  bool ok = launch_args(f, &c, uargs, n, argv, &taken) == 0;
+  bool ok = launch_args(f, c, uargs, n, argv, &taken) == 0;
   if (ok) {
     dls__function *fn = dls__ext_function(f->handle);
-    dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c.s, &cfg, argv, (size_t)n,
-                                                   c.extents ? dls__ext_extents(c.extents) : NULL)
+    dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c->s, &cfg, argv, (size_t)n,
+                                                   c->extents ? dls__ext_extents(c->extents) : NULL)
                                  : dls__ext_function_stale(f->handle, pycall);
     if (fn == NULL && (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module))))
       dlspy_raisef(st, rc, "%s: the function's module was closed", pycall);
@@ -404,10 +406,27 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
     ok = rc == DLS_OK;
   }
   if (ok && kwnames == NULL)
-    dlspy_plan_note(f, &c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
-  if (dlspy_call_end(&c, ok) != 0 || !ok)
+    dlspy_plan_note(f, c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
+  if (dlspy_call_end(c, ok) != 0 || !ok)
     return NULL;
   Py_RETURN_NONE;
+}
+
+/* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No Python object and no dlstream handle is
+ * made per call when the tensors' type offers the DLPack C exchange API and the stream is the framework's. A call
+ * that may have the plan's shape (no keywords, the plan's grid, block and count) is read first and launched by the
+ * plan when its table is the plan's; else the general way goes on from that read. */
+static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  const dlspy_launch_plan *p = &f->plan;
+  dlspy_call c;
+  if (kwnames != NULL || p->last.type == NULL || nargs - 2 != p->n || !dlspy_same_value(args[0], f->memo_grid) ||
+      !dlspy_same_value(args[1], f->memo_block))
+    return launch_general(f, args, nargs, kwnames, &c, false);
+  int rc = dlspy_plan_launch(f, &c, args + 2, (int)nargs - 2);
+  if (rc <= 0)
+    return rc == 0 ? Py_NewRef(Py_None) : NULL;
+  return launch_general(f, args, nargs, NULL, &c, true);
 }
 
 static void function_dealloc(FunctionObject *f) {
@@ -425,7 +444,7 @@ static void function_dealloc(FunctionObject *f) {
 static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicode_FromString(f->name); }
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
-static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.type != NULL); }
+static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.last.type != NULL); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;
