@@ -80,14 +80,8 @@ typedef struct dlspy_call {
   uint64_t ptrslots;        /* bit i: a tensor is a tensor to the conversion of argument i (else a scalar slot) */
   /* Set by every read pass. */
   bool counted;          /* `s` is no default stream and the call holds a reference on it (dlspy_call_hold) */
-  bool cold;             /* the fields below the stream's are set (dlspy_call_cold): a read pass that reads past
-                            its common case, or a call that holds its stream, sets them */
+  bool cold;             /* the cold fields are set (dlspy_call_cold) */
   bool searching;        /* the stream search runs: it names arguments args[i] by their place in the table */
-  bool by_last;          /* the common case decided: the stream is the current stream of `last`'s framework, and
-                            fast_*, sdev and cur_* are `last`'s until dlspy_call_hold sets them */
-  /* The type of the last tensor read, and how it decided: the read pass's common case tries it first, without a
-   * lookup (dlspy_call_read_last). A Function gives its plan's (dlspy_launch_plan): its last call's tensors. */
-  const dlspy_last_type *last;
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
   /* The table: which entries hold a read, and how. */
@@ -95,8 +89,6 @@ typedef struct dlspy_call {
   uint64_t cupy;   /* bit i: args[i] holds a CuPy array's pointer and device */
   uint64_t fast;   /* bit i: argument i is a tensor of ftype on ftype.dev: the kernel takes args[i].ptr, with
                       nothing to order */
-  int nread;       /* the read pass looked at arguments [0, nread); the conversion reads those past it */
-  /* Cold: set where the read pass goes its general way, or by dlspy_call_hold. */
   DLDevice sdev;         /* the device of `s` */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C: api NULL) names for that tensor's device: tensors of that type on that device need no ordering
@@ -160,18 +152,24 @@ void dlspy_call_cold(dlspy_call *c);
  * of `device` (NULL: of the first tensor's device). Host arrays decide only when no argument lives on a device.
  * Past the tensor that decides, the pass goes on through plain scalars and tensors of that tensor's type (the type
  * of the last tensor read: no lookup) as long as no argument it passed runs Python code when converted; the
- * conversion reads the rest, each into its entry. At most DLS_MAX_ARGS arguments. `xapi`: entries read already
- * (by the common case: not read again). The stream is not held yet (dlspy_call_hold): nothing in the pass runs
+ * conversion reads the rest, each into its entry. At most DLS_MAX_ARGS arguments. `xapi`, `cupy`: entries the
+ * common case read already (not read again). The stream is not held yet (dlspy_call_hold): nothing in the pass runs
  * Python code once it is chosen. 0, or -1 with an exception and nothing held. */
 int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                         Py_ssize_t nargs, uint64_t xapi);
+                         Py_ssize_t nargs, uint64_t xapi, uint64_t cupy);
 static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
                                   Py_ssize_t nargs) {
-  return dlspy_call_read_from(c, stream, device, args, nargs, 0);
+  return dlspy_call_read_from(c, stream, device, args, nargs, 0, 0);
 }
-/* Holds the call's stream until dlspy_call_end (a no-op on default streams), before anything runs Python code;
- * sets the cold fields. */
-void dlspy_call_hold(dlspy_call *c);
+/* Holds the call's stream until dlspy_call_end (a no-op on default streams), before anything runs Python code. A
+ * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
+ * as its device. */
+static inline void dlspy_call_hold(dlspy_call *c) {
+  if (!c->counted && (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION) {
+    dls__ext_stream_ref(c->s);
+    c->counted = true;
+  }
+}
 /* dlspy_call_read, then dlspy_call_hold. */
 static inline int dlspy_call_begin(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
                                    Py_ssize_t nargs) {

@@ -26,69 +26,87 @@ static inline uint64_t dlspy_device_bits(DLDevice d) {
   return v;
 }
 
-/* Raises for the exchange-API read of slot `i` that failed in dlspy_call_read_ahead; returns -1. */
-int dlspy_call_read_failed(dlspy_call *c, int i);
+/* Raises for the exchange-API read of argument `index` (named by `desc`) that failed; returns -1. */
+int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc *desc, int index);
 
-/* Past the tensor that decided, from slot `i`: plain values and tensors of the exchange-API type `t` in pointer
- * slots (no lookup: the type of the last tensor read), each read into its entry in order; those on t->dev are fast
- * (their params point at their pointers); a tensor of the type on another device is read and ends the pass (its
- * conversion runs Python code), and so does anything else (not read). Returns the slot where the pass ends, or -1
- * with an exception. */
-static inline int dlspy_call_read_ahead(dlspy_call *c, PyObject *const *args, int i, int n, const dlspy_last_type *t) {
-  /* What the loop keeps across the framework's calls is little (c, t, args, i, n): the rest is read from c and t. */
+/* The read pass's common case from slot `i` (dlspy_call_read_common): plain values and tensors of the exchange-API
+ * type `t` in pointer slots (`slots`; no lookup: the type of the last tensor read), each read into its entry of
+ * `table` in order; those on t->dev are fast (set in *fast, their `params` pointing at their pointers); a tensor of
+ * the type on another device is read (set in *xapi) and ends the pass (its conversion runs Python code), and so does
+ * anything else (not read). Returns the slot where the pass ends; -1 when the framework could not describe the
+ * tensor in slot *bad (nothing raised). */
+static inline __attribute__((always_inline)) int dlspy_read_type(const dlspy_last_type *t, uint64_t slots,
+                                                                PyObject *const *args, int i, int n,
+                                                                dlspy_arg *table, void **params, uint64_t *fast,
+                                                                uint64_t *xapi, int *bad) {
   for (; i < n; i++) {
     PyObject *o = args[i];
     if (Py_TYPE(o) == t->type) {
-      if (!((c->ptrslots >> i) & 1))
+      if (!((slots >> i) & 1))
         break; /* a scalar slot: its conversion runs Python code (__index__) */
-      dlspy_arg *a = &c->args[i];
-      if (DLSPY_UNLIKELY(t->api->dltensor_from_py_object_no_sync(o, &a->dl) != 0))
-        return dlspy_call_read_failed(c, i);
+      dlspy_arg *a = &table[i];
+      if (DLSPY_UNLIKELY(t->api->dltensor_from_py_object_no_sync(o, &a->dl) != 0)) {
+        *xapi |= *fast;
+        *bad = i;
+        return -1;
+      }
       a->ptr = dlspy_view_data(&a->dl);
       if (DLSPY_UNLIKELY(dlspy_device_bits(a->dl.device) != dlspy_device_bits(t->dev))) {
-        c->xapi |= (uint64_t)1 << i;
+        *xapi |= (uint64_t)1 << i;
         i++;
         break;
       }
-      c->params[i] = &a->ptr;
-      c->fast |= (uint64_t)1 << i;
+      params[i] = &a->ptr;
+      *fast |= (uint64_t)1 << i;
       continue;
     }
     if (!dlspy_plain_value(o))
       break;
   }
-  c->xapi |= c->fast;
+  *xapi |= *fast;
   return i;
 }
 
-/* The read pass of a call that names no stream, on `device`, of `n` (at most DLS_MAX_ARGS) arguments, whose
- * c->last is set: its common case here, the rest the general way (dlspy_call_read_from). The common case: the
- * arguments up to the first tensor are plain values and that tensor is of the last type, in a pointer slot, on the
- * last type's device. It decides: the framework's current stream of that device, asked once the pass has read on
- * as dlspy_call_read_ahead does. */
-static inline __attribute__((always_inline)) int dlspy_call_read_last(dlspy_call *c, const DLDevice *device,
-                                                                     PyObject *const *args, int n) {
-  dlspy_state *st = c->st;
-  const dlspy_last_type *last = c->last;
-  c->counted = false;
-  c->cold = false;
-  c->searching = false;
-  c->by_last = false;
-  c->xapi = c->fast = 0;
+/* What the read pass's common case found (dlspy_call_read_common). */
+typedef struct dlspy_common {
+  uint64_t fast;        /* the tensors of the last type on its device */
+  uint64_t xapi, cupy;  /* every entry read, by how */
+  dls_stream_t stream;  /* the stream they decided */
+  dls__stream *s;
+} dlspy_common;
+
+/* The common case of the read pass of a call that names no stream and names its arguments args[i]
+ * (Function.launch), `n` of them (at most DLS_MAX_ARGS), given `t`, the type of the last tensor read (a Function's
+ * last call's), and its pointer slots: the arguments up to the first tensor are plain values and that tensor is of
+ * the exchange-API type `t`, in a pointer slot, on t's device. It decides: its framework's current stream of that
+ * device, asked once the pass has read on as dlspy_read_type does. Fills only c->args and c->params (the rest in *r, which dlspy_call_from_common makes the call's). 0:
+ * decided; 1: not the common case (nothing raised; r->xapi, r->cupy: the entries read, which dlspy_call_read_from
+ * reads no more); -1 with an exception. */
+static inline __attribute__((always_inline)) int dlspy_call_read_common(dlspy_state *st, const char *pycall,
+                                                                       const dlspy_last_type *t, uint64_t slots,
+                                                                       dlspy_call *c, PyObject *const *args, int n,
+                                                                       dlspy_common *r) {
+  r->xapi = r->cupy = 0;
   if (st->stream_var_set || DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) || !dls__ext_ready()))
-    return dlspy_call_read_from(c, NULL, device, args, n, 0);
-  int i = dlspy_call_read_ahead(c, args, 0, n, last);
+    return 1;
+  uint64_t fast = 0, xapi = 0;
+  int bad;
+  int i = dlspy_read_type(t, slots, args, 0, n, c->args, c->params, &fast, &xapi, &bad);
   if (i < 0)
-    return -1;
-  if (c->fast == 0) /* no tensor of the last type came first */
-    return dlspy_call_read_from(c, NULL, device, args, n, c->xapi);
+    return dlspy_read_failed(st, pycall, &dlspy_call_plain, bad);
+  r->xapi = xapi;
+  if (fast == 0) /* no tensor of the last type came first */
+    return 1;
   void *native;
-  if (dlspy_framework_current(st, c->pycall, last->api, last->dev, &native) != 0 ||
-      dlspy_stream_lookup(st, last->home, native, c->pycall, &c->stream, &c->s) != 0)
+  if (dlspy_framework_current(st, pycall, t->api, t->dev, &native) != 0 ||
+      dlspy_stream_lookup(st, t->home, native, pycall, &r->stream, &r->s) != 0)
     return -1;
-  c->by_last = true;
-  c->nread = i;
+  r->fast = fast;
   return 0;
 }
+
+/* Makes `c` (dlspy_call_init'ed) the call whose read pass ended in the common case with `r` for the type `t`, as
+ * the general way would have left it. */
+void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy_common *r);
 
 #endif /* DLSTREAM_PY_CALLREAD_H */

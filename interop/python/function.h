@@ -3,21 +3,20 @@
 #ifndef DLSTREAM_PY_FUNCTION_H
 #define DLSTREAM_PY_FUNCTION_H
 
-#include "call.h"
+#include "callread.h"
 
 /* Arguments whose last scalar a Function remembers (see FunctionObject). */
 #define MEMO_ARGS 16
 
 /* The decision the general path made for the last launch that ran on an exchange-API framework's current stream
- * with nothing to order, keep or stage, kept as the table it had: which arguments were that framework's tensors
- * (on the call's fast device: dlspy_call.fast), and that every other one was a remembered scalar. A call whose
- * table the read pass finds the same is launched from it without converting again (launchplan.c). */
+ * (the Function's `last` type's) with nothing to order, keep or stage, kept as the table it had: which arguments
+ * were that framework's tensors (on its device: dlspy_call.fast), and that every other one was a remembered
+ * scalar. A call whose table the read pass finds the same is launched from it without converting again
+ * (launchplan.c). */
 typedef struct dlspy_launch_plan {
-  dlspy_last_type last;           /* the tensors' type (a strong reference; NULL: no plan), its exchange API, the
-                                     device the framework names for them and the Function's device */
-  uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
+  uint64_t tensors;               /* bit i: argument i is a tensor of the last type; else the scalar memo_obj[i] */
   uint64_t scalars;               /* bit i: argument i is the scalar memo_obj[i] (i < n) */
-  int n;                          /* the kernel's argument count */
+  int n;                          /* the kernel's argument count; -1: no plan */
   bool builtin;                   /* a built-in: its arguments are checked at each launch */
 } dlspy_launch_plan;
 
@@ -33,7 +32,10 @@ typedef struct FunctionObject {
    * the same object, or an equal one of the same type (dlspy_same_value), converts the same way, and none can reach
    * the Function (no cycle). */
   PyObject *memo_grid, *memo_block;
-  uint32_t memo_dims[2][3];
+  dls_launch_config_t memo_cfg; /* their dimensions (no dynamic shared memory): a planned launch's configuration */
+  /* The type whose tensors decided the last launch's stream (their framework's current stream of their device) and
+   * needed nothing more: the read pass tries it first (dlspy_call_read_common). A strong reference; NULL: none. */
+  dlspy_last_type last;
   dlspy_launch_plan plan;
   PyObject *memo_obj[MEMO_ARGS];
   dls_arg_t memo_arg[MEMO_ARGS];
@@ -48,11 +50,11 @@ typedef struct FunctionObject {
   char name[64];
 } FunctionObject;
 
-/* launch(grid, block, *args) of a call without keywords with the plan's grid, block and argument count (`uargs`,
- * its `n`): reads it into `c` (the read pass, seeded with the plan's type) and, when its table has the plan's shape
- * (dlspy_plan_fits), launches it by the plan. Returns 0 when it ran, -1 with an exception, 1 when it is not the
- * plan's or the function's handle is stale (nothing raised, nothing queued; `c` read, not held: the general path
- * goes on from it). */
+/* launch(grid, block, *args) of a call without keywords with the remembered grid and block and a valid argument
+ * count (`uargs`, its `n`), of a Function with a last type: reads it into `c` (the read pass, its common case tried
+ * with f->last) and, when its table has the plan's shape (dlspy_plan_fits), launches it by the plan. Returns 0 when
+ * it ran, -1 with an exception, 1 when it is not the plan's or the function's handle is stale (nothing raised,
+ * nothing queued; `c` read, not held: the general path goes on from it). */
 int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n);
 /* After the general path queued a launch without keywords: makes the plan of its shape when it has one.
  * `taken`: bit i set when argument i was a tensor of the call's fast type (dlspy_call_fast_arg). */
@@ -60,20 +62,22 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
                      uint64_t taken);
 /* Drops the plan. */
 void dlspy_plan_clear(FunctionObject *f);
+/* Drops the plan and the last type. */
+void dlspy_plan_forget(FunctionObject *f);
 /* Whether `o` is not `memo` but an exact int, float (the same bits) or tuple of exact ints equal to it (function.c;
  * `memo` NULL: nothing remembered, false). */
 bool dlspy_equal_value(PyObject *o, PyObject *memo);
 /* Whether `o` stands for the remembered `memo`: the same object (the common case, inline), or an equal value. */
 static inline bool dlspy_same_value(PyObject *o, PyObject *memo) { return o == memo || dlspy_equal_value(o, memo); }
 
-/* Whether a call without keywords of the plan's argument count (`uargs`), as the read pass left it in `c`, has the
- * shape of f's plan: the read pass's common case decided (the plan's type on the plan's device: c->last is f's
- * plan), the plan's tensors are the call's fast ones, and every other argument is the scalar the plan remembers.
+/* Whether a call without keywords (`uargs`, `n` of them), whose read pass ended in its common case with `r` for
+ * f->last (callread.h: that type on its device decided), has the shape of f's plan: the plan's tensors are the call's fast ones, and every other argument is the scalar the plan remembers.
  * Fills in c->params for the scalars (the read pass did for the tensors). Nothing is read here: the plan is a
  * decision over the call's table. */
-static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, PyObject *const *uargs) {
+static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, const dlspy_common *r, PyObject *const *uargs,
+                                   int n) {
   const dlspy_launch_plan *p = &f->plan;
-  if (!c->by_last || c->fast != p->tensors)
+  if (r->fast != p->tensors || n != p->n)
     return false;
   for (uint64_t m = p->scalars; m != 0; m &= m - 1) {
     int i = __builtin_ctzll(m); /* < MEMO_ARGS: the plan has no scalar past them */

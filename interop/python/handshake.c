@@ -79,7 +79,8 @@ static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *d
 static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known, bool *host_seen) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(o);
-  int index = i + c->desc->base;
+  if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
+    return ARG_NEXT; /* a plain value */
   const dlspy_type_entry info = *dlspy_type_info(st, tp);
   if (info.kind == DLSPY_KIND_TENSOR) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
@@ -107,7 +108,7 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
   const DLPackExchangeAPI *api = info.api;
   if (info.kind == DLSPY_KIND_XAPI) {
     const dlspy_arg *a;
-    if (dlspy_arg_xapi(c, o, index, api, &a) != 0) /* a host tensor of the first pass is not read again */
+    if (dlspy_arg_xapi(c, o, i + c->desc->base, api, &a) != 0) /* a host tensor of the first pass is not read again */
       return -1;
     DLDevice home;
     if (!dls__ext_home(a->dl.device, &home))
@@ -132,7 +133,7 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
     return ARG_DONE;
   /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
   dlspy_cai *cai = &c->cai;
-  int has_cai = dlspy_read_cai(c, o, index, cai);
+  int has_cai = dlspy_read_cai(c, o, i + c->desc->base, cai);
   if (has_cai < 0)
     return -1;
   DLDevice d, home;
@@ -172,7 +173,7 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
     return ARG_DONE;
   PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
-    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, index), &c->stream) != 0)
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, i + c->desc->base), &c->stream) != 0)
       return -1;
     if (c->stream.id != 0)
       return ARG_DONE;
@@ -184,75 +185,32 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
   return ARG_DONE;
 }
 
-/* The stream search: the first tensor argument decides, read into its entry (dlspy_call_read). Returns the slot
- * past the one that decided (n: none did), or -1. `ahead`: every argument before it is a plain value. */
-static int search(dlspy_call *c, PyObject *const *args, int n, DLDevice *dev, bool *dev_known, bool *ahead) {
-  /* Host memory decides only when no argument lives on a device (host arrays given to a GPU launch are staged:
-   * memory space decides blocking, not the device); then a second pass lets the first host tensor decide. */
-  bool host_seen = false;
-  c->searching = true;
-  for (int i = 0; i < n; i++) {
-    if (dlspy_plain_value(args[i]))
-      continue;
-    int rc = decide(c, args[i], i, dev, dev_known, &host_seen);
-    if (rc != ARG_NEXT) {
-      c->searching = false;
-      return rc < 0 ? -1 : i + 1;
-    }
-    *ahead = false;
-  }
-  for (int i = 0; i < n && host_seen && !*dev_known; i++) {
-    if (dlspy_plain_value(args[i]))
-      continue;
-    int rc = decide(c, args[i], i, dev, dev_known, NULL);
-    if (rc < 0)
-      return c->searching = false, -1;
-    if (rc == ARG_DONE)
-      break;
-  }
+
+int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc *desc, int index) {
+  dlspy_call named = {.st = st, .pycall = pycall, .desc = desc, .searching = false};
+  return dlspy_xapi_failed(st, pycall, DLSPY_ARG(&named, index));
+}
+
+void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy_common *r) {
+  dlspy_call_cold(c);
+  c->counted = false;
   c->searching = false;
-  if (!*dev_known && host_seen) {
-    *dev = dls_cpu();
-    *dev_known = true;
-  }
-  return n;
-}
-
-/* dlspy_call_read_ahead for CuPy arrays read through CuPy's C API (no Python code: attribute reads could run
- * some). */
-static int read_ahead_cupy(dlspy_call *c, PyObject *const *args, int i, int n) {
-  for (; i < n; i++) {
-    PyObject *o = args[i];
-    if (Py_TYPE(o) == c->ftype.type && ((c->ptrslots >> i) & 1)) {
-      dlspy_cai v;
-      int rc = dlspy_cupy_read(c->st, o, false, &v);
-      if (rc != 0)
-        return rc < 0 ? -1 : i; /* 1: the conversion reads it the general way */
-      dlspy_arg *a = &c->args[i];
-      a->dl.data = a->ptr = v.dl.data;
-      a->dl.device = v.dl.device;
-      c->cupy |= (uint64_t)1 << i;
-      if (dlspy_same_device(v.dl.device, c->ftype.dev)) {
-        c->fast |= (uint64_t)1 << i;
-        continue;
-      }
-      return i + 1;
-    }
-    if (!dlspy_plain_value(o))
-      break;
-  }
-  return i;
-}
-
-int dlspy_call_read_failed(dlspy_call *c, int i) {
-  c->xapi |= c->fast;
-  return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, i + c->desc->base));
+  c->stream = r->stream;
+  c->s = r->s;
+  c->xapi = r->xapi;
+  c->cupy = r->cupy;
+  c->fast = r->fast;
+  c->sdev = t->home;
+  c->ftype = *t;
+  c->cur_api = t->api;
+  c->cur_dev = t->dev;
+  c->cur_stream = r->s;
+  c->cur_handle = r->stream;
 }
 
 
 void dlspy_call_cold(dlspy_call *c) {
   c->cold = true;
-  c->cupy = 0;
   c->hint = DLSPY_HINT_WRITES;
   c->writer = NULL;
   c->cause = NULL;
@@ -268,19 +226,18 @@ void dlspy_call_cold(dlspy_call *c) {
 }
 
 int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                         Py_ssize_t nargs, uint64_t xapi) {
+                         Py_ssize_t nargs, uint64_t xapi, uint64_t cupy) {
   dlspy_state *st = c->st;
   const char *pycall = c->pycall;
   dlspy_call_cold(c);
   c->counted = false;
   c->searching = false;
-  c->by_last = false;
   c->s = NULL;
   c->cur_api = NULL;
   c->stream.id = 0;
   c->ftype.type = NULL;
-  c->nread = 0;
   c->xapi = xapi; /* an entry the common case read is not read again */
+  c->cupy = cupy;
   c->fast = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
@@ -297,23 +254,31 @@ int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device
   } else if (st->stream_var_set && dlspy_context_stream(st, &c->stream) != 0) {
     return -1;
   }
-  int i = 0;
-  bool ahead = true; /* no argument passed runs Python code when converted */
   if (c->stream.id == 0) {
-    i = search(c, args, n, &dev, &dev_known, &ahead);
-    if (i < 0)
-      goto fail;
-    ahead = ahead && i < n && ((c->fast >> (i - 1)) & 1) && ((c->ptrslots >> (i - 1)) & 1);
+    /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host arrays
+     * given to a GPU launch are staged: memory space decides blocking, not the device); then a second pass lets the
+     * first host tensor decide. */
+    bool host_seen = false;
+    c->searching = true;
+    for (int pass = 0; pass < 2 && c->s == NULL && c->stream.id == 0; pass++) {
+      if (pass == 1 && (dev_known || !host_seen))
+        break;
+      for (int i = 0; i < n; i++) {
+        int rc = decide(c, args[i], i, &dev, &dev_known, pass == 0 ? &host_seen : NULL);
+        if (rc < 0) {
+          c->searching = false;
+          goto fail;
+        }
+        if (rc == ARG_DONE)
+          break;
+      }
+    }
+    c->searching = false;
+    if (!dev_known && host_seen) {
+      dev = dls_cpu();
+      dev_known = true;
+    }
   }
-  if (ahead && c->ftype.type != NULL) {
-    if (c->ftype.api != NULL)
-      i = dlspy_call_read_ahead(c, args, i, n, &c->ftype);
-    else if (!c->desc->views && st->cupy.mode == DLSPY_CUPY_CAPI)
-      i = read_ahead_cupy(c, args, i, n);
-    if (i < 0)
-      goto fail;
-  }
-  c->nread = i;
   if (c->s == NULL) {
     if (c->stream.id == 0 && dlspy_default_stream(st, dev_known ? dev : dlspy_default_device(), pycall, &c->stream) != 0)
       goto fail;
@@ -338,23 +303,3 @@ fail:
   return -1;
 }
 
-void dlspy_call_hold(dlspy_call *c) {
-  if (!c->cold)
-    dlspy_call_cold(c);
-  if (c->by_last) { /* what the common case decided, as the general way would have written it */
-    const dlspy_last_type *last = c->last;
-    c->by_last = false;
-    c->sdev = last->home;
-    c->ftype = *last;
-    c->cur_api = last->api;
-    c->cur_dev = last->dev;
-    c->cur_stream = c->s;
-    c->cur_handle = c->stream;
-  }
-  /* A reentrant call may drop the handle meanwhile. Only a reserved handle names a default stream, which lives as
-   * long as its device. */
-  if (!c->counted && (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION) {
-    dls__ext_stream_ref(c->s);
-    c->counted = true;
-  }
-}

@@ -96,6 +96,7 @@ PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, Py
   f->device = dev;
   f->st = st;
   f->module = Py_XNewRef(module);
+  f->plan.n = -1;
   snprintf(f->name, sizeof f->name, "%s", name);
   if (parse_signature(st, signature, pycall, f) != 0) {
     Py_DECREF(f);
@@ -292,8 +293,8 @@ static bool dims_memo_ok(PyObject *o) {
 /* The launch configuration's grid and block, the last ones remembered. */
 static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_launch_config_t *cfg) {
   if (dlspy_same_value(grid, f->memo_grid) && dlspy_same_value(block, f->memo_block)) {
-    memcpy(cfg->grid, f->memo_dims[0], sizeof cfg->grid);
-    memcpy(cfg->block, f->memo_dims[1], sizeof cfg->block);
+    memcpy(cfg->grid, f->memo_cfg.grid, sizeof cfg->grid);
+    memcpy(cfg->block, f->memo_cfg.block, sizeof cfg->block);
     return 0;
   }
   if (parse_dims(f->st, grid, "grid", cfg->grid) != 0 || parse_dims(f->st, block, "block", cfg->block) != 0)
@@ -301,8 +302,9 @@ static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_l
   if (dims_memo_ok(grid) && dims_memo_ok(block)) {
     Py_XSETREF(f->memo_grid, Py_NewRef(grid));
     Py_XSETREF(f->memo_block, Py_NewRef(block));
-    memcpy(f->memo_dims[0], cfg->grid, sizeof cfg->grid);
-    memcpy(f->memo_dims[1], cfg->block, sizeof cfg->block);
+    memcpy(f->memo_cfg.grid, cfg->grid, sizeof cfg->grid);
+    memcpy(f->memo_cfg.block, cfg->block, sizeof cfg->block);
+    f->memo_cfg.shared_mem_bytes = 0;
   }
   return 0;
 }
@@ -418,12 +420,12 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
  * plan when its table is the plan's; else the general way goes on from that read. */
 static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  const dlspy_launch_plan *p = &f->plan;
+  Py_ssize_t n = nargs - 2;
   dlspy_call c;
-  if (kwnames != NULL || p->last.type == NULL || nargs - 2 != p->n || !dlspy_same_value(args[0], f->memo_grid) ||
-      !dlspy_same_value(args[1], f->memo_block))
+  if (kwnames != NULL || f->last.type == NULL || n < 0 || (f->nsig >= 0 && n != f->nsig) || n > DLS_MAX_ARGS ||
+      !dlspy_same_value(args[0], f->memo_grid) || !dlspy_same_value(args[1], f->memo_block))
     return launch_general(f, args, nargs, kwnames, &c, false);
-  int rc = dlspy_plan_launch(f, &c, args + 2, (int)nargs - 2);
+  int rc = dlspy_plan_launch(f, &c, args + 2, (int)n);
   if (rc <= 0)
     return rc == 0 ? Py_NewRef(Py_None) : NULL;
   return launch_general(f, args, nargs, NULL, &c, true);
@@ -436,7 +438,7 @@ static void function_dealloc(FunctionObject *f) {
   Py_CLEAR(f->memo_block);
   for (int i = 0; i < MEMO_ARGS; i++)
     Py_CLEAR(f->memo_obj[i]);
-  dlspy_plan_clear(f);
+  dlspy_plan_forget(f);
   tp->tp_free(f);
   Py_DECREF(tp);
 }
@@ -444,7 +446,7 @@ static void function_dealloc(FunctionObject *f) {
 static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicode_FromString(f->name); }
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
-static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.last.type != NULL); }
+static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.n >= 0); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;

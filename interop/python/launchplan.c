@@ -46,33 +46,35 @@ static inline __attribute__((always_inline)) int plan_check_builtin(FunctionObje
 
 int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n) {
   static const char pycall[] = "Function.launch";
-  dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->ptrslots);
-  c->last = &f->plan.last;
-  if (dlspy_call_read_last(c, &f->device, uargs, n) != 0)
+  const dlspy_launch_plan *p = &f->plan;
+  dlspy_common r;
+  int rc = dlspy_call_read_common(f->st, pycall, &f->last, f->ptrslots, c, uargs, n, &r);
+  if (rc < 0)
     return -1;
-  if (!dlspy_plan_fits(f, c, uargs))
-    return 1;
-  /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read pass
-   * ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the GIL go,
-   * so nothing can drop the handle meanwhile. */
-  dls__function *fn = dls__ext_function(f->handle);
-  if (fn == NULL)
-    return 1;
-  int result = 0;
-  if (DLSPY_UNLIKELY(f->plan.builtin) && plan_check_builtin(f, c, fn) != 0) {
-    result = -1;
-  } else {
-    dls_launch_config_t cfg; /* the dimensions launch_dims checked when it remembered them */
-    memcpy(cfg.grid, f->memo_dims[0], sizeof cfg.grid);
-    memcpy(cfg.block, f->memo_dims[1], sizeof cfg.block);
-    cfg.shared_mem_bytes = 0;
-    dls_status_t rc = dls__launch_params(pycall, fn, c->s, &cfg, c->params, f->plan_sizes, f->plan.n);
-    if (DLSPY_UNLIKELY(rc != DLS_OK)) {
-      dlspy_raisef(f->st, rc, "%s", dls_last_error());
-      result = -1;
+  if (rc == 0 && dlspy_plan_fits(f, c, &r, uargs, n)) {
+    /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read
+     * pass ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the
+     * GIL go, so nothing can drop the handle meanwhile. */
+    dls__function *fn = dls__ext_function(f->handle);
+    if (fn != NULL) {
+      if (DLSPY_UNLIKELY(p->builtin) && plan_check_builtin(f, c, fn) != 0)
+        return -1;
+      /* The dimensions launch_dims checked when it remembered them. */
+      dls_status_t st = dls__launch_params(pycall, fn, r.s, &f->memo_cfg, c->params, f->plan_sizes, p->n);
+      if (DLSPY_UNLIKELY(st != DLS_OK)) {
+        dlspy_raisef(f->st, st, "%s", dls_last_error());
+        return -1;
+      }
+      return 0;
     }
   }
-  return result; /* the common case of the read pass holds nothing (dlspy_call_end has nothing to do) */
+  /* Not the plan's: the general way goes on from what the pass read. */
+  dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->ptrslots);
+  if (rc == 0) {
+    dlspy_call_from_common(c, &f->last, &r);
+    return 1;
+  }
+  return dlspy_call_read_from(c, NULL, &f->device, uargs, n, r.xapi, r.cupy) != 0 ? -1 : 1;
 }
 
 /* The bytes a kernel receives for a scalar or raw-pointer argument (DLS_ARG_I32 to DLS_ARG_PTR). */
@@ -89,10 +91,21 @@ static uint32_t arg_size(int32_t kind) {
 void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
                      uint64_t taken) {
   Py_ssize_t n = nargs - 2;
-  bool fits = taken != 0 && taken == c->fast && c->ftype.type != NULL && c->ftype.api != NULL && c->s == c->cur_stream &&
-              c->cur_api == (const void *)c->ftype.api && dlspy_same_value(args[0], f->memo_grid) &&
-              dlspy_same_value(args[1], f->memo_block) &&
-              n <= DLS_MAX_ARGS;
+  if (c->ftype.type != NULL && c->ftype.api != NULL && c->s == c->cur_stream &&
+      c->cur_api == (const void *)c->ftype.api) {
+    /* The call ran on the current stream of its tensors' exchange-API framework, with nothing to order: the next
+     * one tries their type first. */
+    if (f->last.type != c->ftype.type)
+      Py_XSETREF(f->last.type, (PyTypeObject *)Py_NewRef((PyObject *)c->ftype.type));
+    f->last.api = c->ftype.api;
+    f->last.dev = c->ftype.dev;
+    f->last.home = c->sdev;
+  } else {
+    dlspy_plan_clear(f);
+    return;
+  }
+  bool fits = taken != 0 && taken == c->fast && dlspy_same_value(args[0], f->memo_grid) &&
+              dlspy_same_value(args[1], f->memo_block) && n <= DLS_MAX_ARGS;
   for (Py_ssize_t i = 0; fits && i < n; i++)
     fits = ((taken >> i) & 1) || (i < MEMO_ARGS && dlspy_same_value(args[2 + i], f->memo_obj[i]) &&
                                   (uint32_t)f->memo_arg[i].kind - 1u < DLS_ARG_PTR);
@@ -101,12 +114,6 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
     return;
   }
   dlspy_launch_plan *p = &f->plan;
-  if (p->last.type != c->ftype.type) {
-    Py_XSETREF(p->last.type, (PyTypeObject *)Py_NewRef((PyObject *)c->ftype.type));
-  }
-  p->last.api = c->ftype.api;
-  p->last.dev = c->ftype.dev;
-  p->last.home = c->sdev;
   p->tensors = taken;
   p->scalars = ~taken & (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1);
   p->n = (int)n;
@@ -116,8 +123,12 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
 }
 
 void dlspy_plan_clear(FunctionObject *f) {
-  Py_CLEAR(f->plan.last.type);
-  f->plan.n = 0;
+  f->plan.n = -1;
   f->plan.tensors = 0;
   f->plan.scalars = 0;
+}
+
+void dlspy_plan_forget(FunctionObject *f) {
+  dlspy_plan_clear(f);
+  Py_CLEAR(f->last.type);
 }

@@ -298,6 +298,21 @@ static int hold_tensor(dlspy_call *c, dls_tensor_t h, const dls__ext_tensor *ti,
 
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
   out->buf = NULL;
+  int i = index - c->desc->base;
+  if (Py_TYPE(obj) == c->ftype.type && c->ftype.api != NULL && !(((c->fast | c->xapi) >> i) & 1) &&
+      dlspy_call_fast_read(c, obj, i) < 0)
+    return -1; /* else read into its entry, fast when on the fast device */
+  if (((c->fast & c->xapi) >> i) & 1 && c->cur_api == (const void *)c->ftype.api &&
+      dlspy_same_device(c->cur_dev, c->ftype.dev)) {
+    /* A tensor of the call's fast type on its device, its framework's current stream still the call's: what
+     * xapi_tensor would find (nothing to order), from its entry. */
+    const dlspy_arg *a = &c->args[i];
+    dlspy_view_meta(out, &a->dl, want_meta);
+    out->ptr = a->ptr;
+    out->device = c->sdev;
+    out->arg = dls_arg_ptr(out->ptr);
+    return 0;
+  }
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
   const dlspy_type_entry info = *dlspy_type_info(st, tp);

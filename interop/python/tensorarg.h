@@ -29,13 +29,13 @@ void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode);
 /* dlspy_call_fast_arg for an argument of the fast type past the read pass's reach: reads it into its entry (slot
  * `i`). 0: on the fast device; 1: not (nothing raised); -1 with an exception. */
 int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i);
-/* A launch's pointer argument that is a tensor of the call's fast type (see dlspy_call.ftype) on its device:
- * the data pointer from its entry, nothing to order (the call runs on the stream the framework names for it).
- * 0 taken; 1 not this way (nothing raised): dlspy_call_arg takes it; -1 with an exception. */
-static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls_arg_t *out) {
-  int i = index - c->desc->base;
+/* A launch's pointer argument, slot `i` of a call whose table starts at its first argument (Function.launch), that
+ * is a tensor of the call's fast type (see dlspy_call.ftype) on its device: the data pointer from its entry,
+ * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
+ * raised): dlspy_call_arg takes it; -1 with an exception. */
+static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int i, dls_arg_t *out) {
   if (!((c->fast >> i) & 1)) {
-    if (Py_TYPE(o) != c->ftype.type || i < c->nread) /* the read pass read it, and it is not */
+    if (Py_TYPE(o) != c->ftype.type || (((c->xapi | c->cupy) >> i) & 1)) /* read already, and not on its device */
       return 1;
     int rc = dlspy_call_fast_read(c, o, i);
     if (rc != 0)
@@ -43,7 +43,7 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls
   }
   *out = dls_arg_ptr(c->args[i].ptr);
   if (DLSPY_UNLIKELY(c->extents != NULL) && ((c->xapi >> i) & 1))
-    c->extents[index] = dlspy_view_extent(&c->args[i].dl);
+    c->extents[i] = dlspy_view_extent(&c->args[i].dl);
   return 0;
 }
 
