@@ -31,6 +31,7 @@ const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size
 
 void dlspy_call_note_cause(dlspy_call *c) {
   PyObject *value = dlspy_take_exception();
+  c->more = true;
   if (c->cause == NULL)
     c->cause = value; /* the first one: later ones are usually its consequences */
   else
@@ -61,6 +62,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
     return -1;
   }
   dlspy_post *p = &c->posts[c->nposts++];
+  c->more = true;
   p->kind = kind;
   p->obj = obj;
   p->managed = managed;

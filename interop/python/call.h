@@ -80,7 +80,6 @@ typedef struct dlspy_call {
   uint64_t ptrslots;        /* bit i: a tensor is a tensor to the conversion of argument i (else a scalar slot) */
   /* Set by every read pass. */
   bool counted;          /* `s` is no default stream and the call holds a reference on it (dlspy_call_hold) */
-  bool cold;             /* the cold fields are set (dlspy_call_cold) */
   bool searching;        /* the stream search runs: it names arguments args[i] by their place in the table */
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
@@ -105,6 +104,9 @@ typedef struct dlspy_call {
   dls__stream *cur_ref;     /* cur_stream when it is not the call's stream: a reference held (Python code run by
                                later arguments may drop the cache's handle) */
   bool have_value;
+  bool more;             /* the end has more to do than dropping the stream: posts, a staged array, a temporary
+                            handle, an interface's stream value, a cause or a current-stream reference (set with
+                            each of them) */
   bool staged;           /* some host array was staged: the call blocks */
   bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
   int nposts;
@@ -141,8 +143,8 @@ static inline void dlspy_call_init(dlspy_call *c, dlspy_state *st, const char *p
   c->desc = desc;
   c->ptrslots = ptrslots;
 }
-/* Sets the call's cold fields (the read pass's general way and the conversion use them; a planned launch does
- * not). */
+/* Sets the fields of a call that the read pass's general way and the conversion use (a launch by the plan, from
+ * the read pass's common case, does not: it ends with nothing held and calls no dlspy_call_end). */
 void dlspy_call_cold(dlspy_call *c);
 /* The read pass (handshake.c; a Function's common case inline: callread.h) reads the call's arguments into its
  * table and picks its stream in the same pass. The stream: explicit `stream` (may be NULL/None), the use_stream
@@ -165,10 +167,9 @@ static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevic
  * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
  * as its device. */
 static inline void dlspy_call_hold(dlspy_call *c) {
-  if (!c->counted && (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION) {
+  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
+  if (c->counted)
     dls__ext_stream_ref(c->s);
-    c->counted = true;
-  }
 }
 /* dlspy_call_read, then dlspy_call_hold. */
 static inline int dlspy_call_begin(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
@@ -184,12 +185,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok);
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
 static inline int dlspy_call_end(dlspy_call *c, bool ok) {
-  if (!c->cold) { /* a read pass of the common case holds nothing */
-    c->s = NULL;
-    return 0;
-  }
-  if (DLSPY_LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 && c->cai.stream == NULL &&
-                   c->cause == NULL && c->cur_ref == NULL)) {
+  if (DLSPY_LIKELY(!c->more && c->s != NULL)) {
     if (c->counted)
       dls__ext_stream_unref(c->s);
     c->s = NULL;
@@ -270,6 +266,7 @@ static inline void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevi
   if (DLSPY_UNLIKELY(c->cur_ref != NULL))
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = ref;
+  c->more |= ref != NULL;
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;

@@ -16,6 +16,7 @@
 typedef struct dlspy_launch_plan {
   uint64_t tensors;               /* bit i: argument i is a tensor of the last type; else the scalar memo_obj[i] */
   uint64_t scalars;               /* bit i: argument i is the scalar memo_obj[i] (i < n) */
+  uint64_t end;                   /* 1 << n (0 for 64): where the read pass of a call of n arguments ends */
   int n;                          /* the kernel's argument count; -1: no plan */
   bool builtin;                   /* a built-in: its arguments are checked at each launch */
 } dlspy_launch_plan;
@@ -33,9 +34,10 @@ typedef struct FunctionObject {
    * the Function (no cycle). */
   PyObject *memo_grid, *memo_block;
   dls_launch_config_t memo_cfg; /* their dimensions (no dynamic shared memory): a planned launch's configuration */
-  /* The type whose tensors decided the last launch's stream (their framework's current stream of their device) and
-   * needed nothing more: the read pass tries it first (dlspy_call_read_common). A strong reference; NULL: none. */
-  dlspy_last_type last;
+  /* The last launch's shape, which the read pass tries first (dlspy_call_read_common): the type whose tensors decided
+   * its stream (their framework's current stream of their device; a strong reference, NULL: none) and needed
+   * nothing more, the pointer slots, and memo_obj with memo_arg. */
+  dlspy_last_call last;
   dlspy_launch_plan plan;
   PyObject *memo_obj[MEMO_ARGS];
   dls_arg_t memo_arg[MEMO_ARGS];
@@ -43,9 +45,9 @@ typedef struct FunctionObject {
   DLDevice device;
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
-  uint64_t ptrslots; /* bit i: argument i may be a tensor (a 'p' or 'cp' of the signature; every one without) */
+  int nmin, nspan;  /* the kernel argument counts a launch may give: nmin to nmin + nspan */
   bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
-  bool builtin_signature; /* the signature a built-in carries (the user gave none) */
+  int hint;               /* DLSPY_HINT_*: what a read-only refusal of its launch suggests */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];
 } FunctionObject;
@@ -70,18 +72,18 @@ bool dlspy_equal_value(PyObject *o, PyObject *memo);
 /* Whether `o` stands for the remembered `memo`: the same object (the common case, inline), or an equal value. */
 static inline bool dlspy_same_value(PyObject *o, PyObject *memo) { return o == memo || dlspy_equal_value(o, memo); }
 
-/* Whether a call without keywords (`uargs`, `n` of them), whose read pass ended in its common case with `r` for
- * f->last (callread.h: that type on its device decided), has the shape of f's plan: the plan's tensors are the call's fast ones, and every other argument is the scalar the plan remembers.
- * Fills in c->params for the scalars (the read pass did for the tensors). Nothing is read here: the plan is a
- * decision over the call's table. */
-static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, const dlspy_common *r, PyObject *const *uargs,
-                                   int n) {
+/* Whether a call without keywords (`uargs`), whose read pass ended in its common case with `r` for
+ * f->last and f's memo (callread.h: that type on its device decided), has the shape of f's plan: the plan's
+ * tensors are the call's fast ones, and every other argument is the scalar the plan remembers (the same object,
+ * which the read pass saw, or an equal one). Fills in c->params for the equal ones (the read pass did for the rest).
+ * Nothing is read here: the plan is a decision over the call's table. */
+static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, const dlspy_common *r, PyObject *const *uargs) {
   const dlspy_launch_plan *p = &f->plan;
-  if (r->fast != p->tensors || n != p->n)
+  if (r->fast != p->tensors || r->end != p->end) /* the plan's tensors, and as many arguments, all read */
     return false;
-  for (uint64_t m = p->scalars; m != 0; m &= m - 1) {
+  for (uint64_t m = p->scalars & ~r->same; m != 0; m &= m - 1) {
     int i = __builtin_ctzll(m); /* < MEMO_ARGS: the plan has no scalar past them */
-    if (!dlspy_same_value(uargs[i], f->memo_obj[i]))
+    if (!dlspy_equal_value(uargs[i], f->memo_obj[i]))
       return false;
     c->params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
   }

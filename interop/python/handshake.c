@@ -18,6 +18,7 @@
 /* A handle naming `s` for the public calls of built-ins (dls__ext_stream_handle): a temporary one takes over the
  * reference dlspy_call_hold takes next (nothing runs in between), and dlspy_call_end ends it. */
 static int handle_of(dlspy_call *c, dls__stream *s) {
+  c->more = true;
   if (dls__ext_stream_handle(s, &c->stream, &c->temp_handle) != DLS_OK) {
     dlspy_raisef(c->st, DLS_ERR_OUT_OF_MEMORY, "%s: %s", c->pycall, dls_last_error());
     return -1;
@@ -34,7 +35,9 @@ static void decided_by(dlspy_call *c, int i, PyTypeObject *tp, const DLPackExcha
   c->s = fs;
   c->sdev = home; /* the framework's stream was looked up on `home` */
   c->stream = c->cur_handle;
-  c->ftype = (dlspy_last_type){tp, api, dev, home};
+  c->ftype.type = tp; /* ftype.home is sdev's */
+  c->ftype.api = api;
+  c->ftype.dev = dev;
   c->fast |= (uint64_t)1 << i;
 }
 
@@ -42,8 +45,8 @@ static void decided_by(dlspy_call *c, int i, PyTypeObject *tp, const DLPackExcha
  * say). Read once, into its entry (and, for a call that wants views, with its shape into c->cai). CuPy memory is
  * device memory. ARG_GENERAL: the C path cannot tell (nothing raised). */
 static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known) {
-  int rc = c->desc->views ? dlspy_cupy_read(c->st, o, true, &c->cai) : 1;
-  if (rc == 0) {
+  int rc = 1;
+  if (c->desc->views && (rc = dlspy_cupy_read(c->st, o, true, &c->cai)) == 0) {
     c->cai_index = i;
     c->cai_cupy = true;
   } else if (rc > 0) {
@@ -168,6 +171,7 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
     cai->dl.device = d;
     c->cai_index = i;
     c->cai_cupy = false;
+    c->more |= cai->stream != NULL;
   }
   if (!dlspy_same_device(home, *dev))
     return ARG_DONE;
@@ -210,13 +214,13 @@ void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy
 
 
 void dlspy_call_cold(dlspy_call *c) {
-  c->cold = true;
   c->hint = DLSPY_HINT_WRITES;
   c->writer = NULL;
   c->cause = NULL;
   c->cur_ref = NULL;
   c->have_value = false;
   c->staged = false;
+  c->more = false;
   c->nposts = 0;
   c->nordered = 0;
   c->cai_index = -1;

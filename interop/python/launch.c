@@ -28,7 +28,9 @@ static const char *sig_name(uint8_t k) {
 /* "p, p, u64, f32" or a sequence of tokens. */
 static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, FunctionObject *f) {
   f->nsig = -1;
-  f->ptrslots = ~(uint64_t)0;
+  f->nmin = 0;
+  f->nspan = DLS_MAX_ARGS;
+  f->last.slots = ~(uint64_t)0;
   if (obj == NULL || obj == Py_None)
     return 0;
   PyObject *parts;
@@ -79,10 +81,12 @@ static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, F
     f->sig[i] = kind;
   }
   f->nsig = (int)n;
-  f->ptrslots = 0;
+  f->nmin = (int)n;
+  f->nspan = 0;
+  f->last.slots = 0;
   for (Py_ssize_t i = 0; i < n; i++)
     if (f->sig[i] == SIG_P || f->sig[i] == SIG_CP)
-      f->ptrslots |= (uint64_t)1 << i;
+      f->last.slots |= (uint64_t)1 << i;
   Py_DECREF(parts);
   return 0;
 }
@@ -97,11 +101,17 @@ PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, Py
   f->st = st;
   f->module = Py_XNewRef(module);
   f->plan.n = -1;
+  f->last.st = st;
+  f->last.values = f->memo_obj;
+  f->last.conv = f->memo_arg;
+  f->last.nvalues = MEMO_ARGS;
   snprintf(f->name, sizeof f->name, "%s", name);
   if (parse_signature(st, signature, pycall, f) != 0) {
     Py_DECREF(f);
     return NULL;
   }
+  /* What a read-only refusal suggests: a signature, or 'cp' in the user's own. */
+  f->hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : DLSPY_HINT_SIGNATURE;
   return (PyObject *)f;
 }
 
@@ -316,7 +326,7 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
   *taken = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = uargs[i];
-    uint8_t kind = f->nsig >= 0 ? f->sig[i] : SIG_NONE;
+    uint8_t kind = f->sig[i]; /* SIG_NONE without a signature: the object was zeroed */
     if (kind == SIG_P || kind == SIG_CP) {
       int rc = dlspy_call_fast_arg(c, o, (int)i, &argv[i]);
       if (rc <= 0) {
@@ -379,13 +389,12 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
     cfg.shared_mem_bytes = (uint32_t)v;
   }
   if (!read) {
-    dlspy_call_init(c, st, pycall, &dlspy_call_plain, f->ptrslots);
+    dlspy_call_init(c, st, pycall, &dlspy_call_plain, f->last.slots);
     if (dlspy_call_read(c, stream, &f->device, uargs, n) != 0)
       return NULL;
   }
   dlspy_call_hold(c); /* from here on Python code may run */
-  /* What a read-only refusal suggests: a signature, 'cp' in the user's own, or nothing (a built-in writes it). */
-  c->hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
+  c->hint = f->hint;
   c->writer = f->name;
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
@@ -422,7 +431,7 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t n = nargs - 2;
   dlspy_call c;
-  if (kwnames != NULL || f->last.type == NULL || n < 0 || (f->nsig >= 0 && n != f->nsig) || n > DLS_MAX_ARGS ||
+  if (kwnames != NULL || f->last.type.type == NULL || (size_t)(n - f->nmin) > (size_t)f->nspan ||
       !dlspy_same_value(args[0], f->memo_grid) || !dlspy_same_value(args[1], f->memo_block))
     return launch_general(f, args, nargs, kwnames, &c, false);
   int rc = dlspy_plan_launch(f, &c, args + 2, (int)n);
@@ -552,7 +561,8 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   Py_XDECREF(dflt);
   if (f != NULL) {
     ((FunctionObject *)f)->builtin = true;
-    ((FunctionObject *)f)->builtin_signature = dflt != NULL;
+    if (dflt != NULL) /* the signature the built-in carries (the user gave none): nothing, the built-in writes it */
+      ((FunctionObject *)f)->hint = DLSPY_HINT_WRITES;
   }
   return f;
 }

@@ -48,10 +48,10 @@ int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, 
   static const char pycall[] = "Function.launch";
   const dlspy_launch_plan *p = &f->plan;
   dlspy_common r;
-  int rc = dlspy_call_read_common(f->st, pycall, &f->last, f->ptrslots, c, uargs, n, &r);
+  int rc = dlspy_call_read_common(pycall, &f->last, c, uargs, n, &r);
   if (rc < 0)
     return -1;
-  if (rc == 0 && dlspy_plan_fits(f, c, &r, uargs, n)) {
+  if (rc == 0 && dlspy_plan_fits(f, c, &r, uargs)) {
     /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read
      * pass ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the
      * GIL go, so nothing can drop the handle meanwhile. */
@@ -69,9 +69,9 @@ int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, 
     }
   }
   /* Not the plan's: the general way goes on from what the pass read. */
-  dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->ptrslots);
+  dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->last.slots);
   if (rc == 0) {
-    dlspy_call_from_common(c, &f->last, &r);
+    dlspy_call_from_common(c, &f->last.type, &r);
     return 1;
   }
   return dlspy_call_read_from(c, NULL, &f->device, uargs, n, r.xapi, r.cupy) != 0 ? -1 : 1;
@@ -95,11 +95,12 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
       c->cur_api == (const void *)c->ftype.api) {
     /* The call ran on the current stream of its tensors' exchange-API framework, with nothing to order: the next
      * one tries their type first. */
-    if (f->last.type != c->ftype.type)
-      Py_XSETREF(f->last.type, (PyTypeObject *)Py_NewRef((PyObject *)c->ftype.type));
-    f->last.api = c->ftype.api;
-    f->last.dev = c->ftype.dev;
-    f->last.home = c->sdev;
+    dlspy_last_type *t = &f->last.type;
+    if (t->type != c->ftype.type)
+      Py_XSETREF(t->type, (PyTypeObject *)Py_NewRef((PyObject *)c->ftype.type));
+    t->api = c->ftype.api;
+    t->dev = c->ftype.dev;
+    t->home = c->sdev;
   } else {
     dlspy_plan_clear(f);
     return;
@@ -115,7 +116,8 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   }
   dlspy_launch_plan *p = &f->plan;
   p->tensors = taken;
-  p->scalars = ~taken & (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1);
+  p->end = n == 64 ? 0 : (uint64_t)1 << n;
+  p->scalars = ~taken & (p->end - 1);
   p->n = (int)n;
   p->builtin = f->builtin;
   for (Py_ssize_t i = 0; i < n; i++)
@@ -126,9 +128,10 @@ void dlspy_plan_clear(FunctionObject *f) {
   f->plan.n = -1;
   f->plan.tensors = 0;
   f->plan.scalars = 0;
+  f->plan.end = 1; /* no call of a plan ends there with tensors read */
 }
 
 void dlspy_plan_forget(FunctionObject *f) {
   dlspy_plan_clear(f);
-  Py_CLEAR(f->last.type);
+  Py_CLEAR(f->last.type.type);
 }

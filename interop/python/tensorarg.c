@@ -126,7 +126,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     p->host_lo = (void *)lay.lo;
     p->span = lay.span;
     p->copy_back = !readonly_ok && lay.span > 0;
-    c->staged = true;
+    c->staged = true; /* c->more: the post set it */
     void *tmp_ptr;
     dls_status_t r = dls__ext_stage_in(c->s, p->host_lo, lay.span, &p->tmp, &tmp_ptr);
     if (r != DLS_OK) {
