@@ -66,38 +66,35 @@ typedef struct dlspy_last_call {
  * the entries read, which dlspy_call_read_from reads no more); -1 with an exception. What the loop keeps alive
  * across the framework's calls is little (c, L, args, i, n): the rest is read from c, L and r. */
 static inline __attribute__((always_inline)) int dlspy_call_read_common(const char *pycall, const dlspy_last_call *L,
-                                                                       dlspy_call *c, PyObject *const *args, int n,
-                                                                       dlspy_common *r) {
+                                                                       dlspy_call *c, PyObject *const *args,
+                                                                       Py_ssize_t n, dlspy_common *r) {
   r->xapi = r->cupy = r->fast = r->same = 0;
   if (L->st->stream_var_set || DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) || !dls__ext_ready()))
     return 1;
-  /* Moving pointers and the argument's bit, no index: what the loop keeps alive across the framework's calls fits
-   * the callee-saved registers (the rest is read from L and r). */
-  PyObject *const *ap = args, *const *end = args + n;
-  dlspy_arg *a = c->args;
-  void **pp = c->params;
+  /* An index and the argument's bit: with the call's table in the caller's frame, what the loop keeps alive across
+   * the framework's calls fits the callee-saved registers (the rest is read from L and r). */
   uint64_t bit = 1;
-  for (; ap < end; ap++, a++, pp++, bit <<= 1) {
-    PyObject *o = *ap;
+  for (Py_ssize_t i = 0; i < n; i++, bit <<= 1) {
+    PyObject *o = args[i];
     if (Py_TYPE(o) == L->type.type) {
       if (!(L->slots & bit))
         break; /* a scalar slot: its conversion runs Python code (__index__) */
+      dlspy_arg *a = &c->args[i];
       if (DLSPY_UNLIKELY(L->type.api->dltensor_from_py_object_no_sync(o, &a->dl) != 0)) {
         r->xapi = r->fast;
-        return dlspy_read_failed(L->st, pycall, &dlspy_call_plain, __builtin_ctzll(bit));
+        return dlspy_read_failed(L->st, pycall, &dlspy_call_plain, (int)i);
       }
       a->ptr = dlspy_view_data(&a->dl);
       if (DLSPY_UNLIKELY(dlspy_device_bits(a->dl.device) != dlspy_device_bits(L->type.dev))) {
         r->xapi = bit;
         break;
       }
-      *pp = &a->ptr;
+      c->params[i] = &a->ptr;
       r->fast |= bit;
       continue;
     }
-    int i = __builtin_ctzll(bit);
     if (i < L->nvalues && o == L->values[i]) {
-      *pp = (void *)&L->conv[i].v; /* the backend copies the values at once */
+      c->params[i] = (void *)&L->conv[i].v; /* the backend copies the values at once */
       r->same |= bit;
     } else if (!dlspy_plain_value(o)) {
       break;

@@ -52,12 +52,6 @@ typedef struct FunctionObject {
   char name[64];
 } FunctionObject;
 
-/* launch(grid, block, *args) of a call without keywords with the remembered grid and block and a valid argument
- * count (`uargs`, its `n`), of a Function with a last type: reads it into `c` (the read pass, its common case tried
- * with f->last) and, when its table has the plan's shape (dlspy_plan_fits), launches it by the plan. Returns 0 when
- * it ran, -1 with an exception, 1 when it is not the plan's or the function's handle is stale (nothing raised,
- * nothing queued; `c` read, not held: the general path goes on from it). */
-int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n);
 /* After the general path queued a launch without keywords: makes the plan of its shape when it has one.
  * `taken`: bit i set when argument i was a tensor of the call's fast type (dlspy_call_fast_arg). */
 void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
@@ -88,6 +82,46 @@ static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, const dlspy
     c->params[i] = &f->memo_arg[i].v; /* the backend copies the values at once */
   }
   return true;
+}
+
+/* A planned launch of a built-in checks its arguments, as every launch of one does: its tensors are pointers of
+ * known extent (their views in the table), its scalars the remembered ones. 0, or -1 with an exception. */
+int dlspy_plan_check_builtin(FunctionObject *f, const dlspy_call *c, const dls__function *fn);
+/* A call that is not the plan's (`rc`, `r`: what dlspy_call_read_common found): makes `c` the call the general path
+ * goes on from (no argument read again). 1, or -1 with an exception. */
+int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r);
+
+/* launch(grid, block, *args) of a call without keywords with the remembered grid and block and a valid argument
+ * count (`n` kernel arguments after `args`' grid and block), of a Function with a last type: reads it into `c` (the read pass, its common case tried
+ * with f->last) and, when its table has the plan's shape (dlspy_plan_fits), launches it by the plan. Returns 0 when
+ * it ran, -1 with an exception, 1 when it is not the plan's or the function's handle is stale (nothing raised,
+ * nothing queued; `c` read, not held: the general path goes on from it). Inline: the hot path of a launch. */
+static inline __attribute__((always_inline)) int dlspy_plan_launch(FunctionObject *f, dlspy_call *c,
+                                                                  PyObject *const *args, Py_ssize_t n) {
+  static const char pycall[] = "Function.launch";
+  const dlspy_launch_plan *p = &f->plan;
+  dlspy_common r;
+  int rc = dlspy_call_read_common(pycall, &f->last, c, args + 2, n, &r);
+  if (rc < 0)
+    return -1;
+  if (rc == 0 && dlspy_plan_fits(f, c, &r, args + 2)) {
+    /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read
+     * pass ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the
+     * GIL go, so nothing can drop the handle meanwhile. */
+    dls__function *fn = dls__ext_function(f->handle);
+    if (fn != NULL) {
+      if (DLSPY_UNLIKELY(p->builtin) && dlspy_plan_check_builtin(f, c, fn) != 0)
+        return -1;
+      /* The dimensions launch_dims checked when it remembered them. */
+      dls_status_t st = dls__launch_params(pycall, fn, r.s, &f->memo_cfg, c->params, f->plan_sizes, p->n);
+      if (DLSPY_UNLIKELY(st != DLS_OK)) {
+        dlspy_raisef(f->st, st, "%s", dls_last_error());
+        return -1;
+      }
+      return 0;
+    }
+  }
+  return dlspy_plan_other(f, c, args + 2, (int)n, rc, &r); /* the general way goes on from what the pass read */
 }
 
 #endif

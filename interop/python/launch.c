@@ -350,12 +350,14 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
   return 0;
 }
 
-/* The general way of launch(grid, block, *args, stream=None, shared_mem=0): `c` has read the arguments already when
- * `read` (a call the plan was tried on: no keywords, the plan's grid and block and count). */
-static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+/* The general way of launch(grid, block, *args, stream=None, shared_mem=0) with `n` kernel arguments (n + 2
+ * positional ones): `c` has read the arguments already when `read` (a call the plan was tried on: no keywords, the
+ * remembered grid and block, a valid count). */
+static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssize_t n, PyObject *kwnames,
                                 dlspy_call *c, bool read) {
   static const char pycall[] = "Function.launch";
   dlspy_state *st = f->st;
+  Py_ssize_t nargs = n + 2;
   PyObject *stream = NULL, *shared = NULL;
   if (kwnames != NULL) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
@@ -370,7 +372,6 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
   }
   if (nargs < 2)
     return dlspy_type_error(st, "%s() needs grid and block before the kernel's arguments", pycall);
-  Py_ssize_t n = nargs - 2;
   PyObject *const *uargs = args + 2;
   if (f->nsig >= 0 && n != f->nsig)
     return dlspy_type_error(st, "%s: kernel \"%s\" takes %d argument%s by its signature, %zd given", pycall, f->name,
@@ -428,16 +429,15 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
  * that may have the plan's shape (no keywords, the plan's grid, block and count) is read first and launched by the
  * plan when its table is the plan's; else the general way goes on from that read. */
 static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  Py_ssize_t n = nargs - 2;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf) - 2; /* the kernel's (nothing else is kept across the read pass) */
   dlspy_call c;
   if (kwnames != NULL || f->last.type.type == NULL || (size_t)(n - f->nmin) > (size_t)f->nspan ||
       !dlspy_same_value(args[0], f->memo_grid) || !dlspy_same_value(args[1], f->memo_block))
-    return launch_general(f, args, nargs, kwnames, &c, false);
-  int rc = dlspy_plan_launch(f, &c, args + 2, (int)n);
+    return launch_general(f, args, n, kwnames, &c, false);
+  int rc = dlspy_plan_launch(f, &c, args, n);
   if (rc <= 0)
     return rc == 0 ? Py_NewRef(Py_None) : NULL;
-  return launch_general(f, args, nargs, NULL, &c, true);
+  return launch_general(f, args, n, NULL, &c, true);
 }
 
 static void function_dealloc(FunctionObject *f) {

@@ -16,8 +16,7 @@
 
 /* A built-in's arguments are checked at every launch, the plan's included: its tensors are pointers of known extent
  * (their views in the table), its scalars the remembered ones. */
-static inline __attribute__((always_inline)) int plan_check_builtin(FunctionObject *f, const dlspy_call *c,
-                                                                    const dls__function *fn) {
+int dlspy_plan_check_builtin(FunctionObject *f, const dlspy_call *c, const dls__function *fn) {
   static const char pycall[] = "Function.launch";
   const dlspy_launch_plan *p = &f->plan;
   dlspy_state *st = f->st;
@@ -44,37 +43,14 @@ static inline __attribute__((always_inline)) int plan_check_builtin(FunctionObje
   return 0;
 }
 
-int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n) {
+int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r) {
   static const char pycall[] = "Function.launch";
-  const dlspy_launch_plan *p = &f->plan;
-  dlspy_common r;
-  int rc = dlspy_call_read_common(pycall, &f->last, c, uargs, n, &r);
-  if (rc < 0)
-    return -1;
-  if (rc == 0 && dlspy_plan_fits(f, c, &r, uargs)) {
-    /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read
-     * pass ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the
-     * GIL go, so nothing can drop the handle meanwhile. */
-    dls__function *fn = dls__ext_function(f->handle);
-    if (fn != NULL) {
-      if (DLSPY_UNLIKELY(p->builtin) && plan_check_builtin(f, c, fn) != 0)
-        return -1;
-      /* The dimensions launch_dims checked when it remembered them. */
-      dls_status_t st = dls__launch_params(pycall, fn, r.s, &f->memo_cfg, c->params, f->plan_sizes, p->n);
-      if (DLSPY_UNLIKELY(st != DLS_OK)) {
-        dlspy_raisef(f->st, st, "%s", dls_last_error());
-        return -1;
-      }
-      return 0;
-    }
-  }
-  /* Not the plan's: the general way goes on from what the pass read. */
   dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->last.slots);
   if (rc == 0) {
-    dlspy_call_from_common(c, &f->last.type, &r);
+    dlspy_call_from_common(c, &f->last.type, r);
     return 1;
   }
-  return dlspy_call_read_from(c, NULL, &f->device, uargs, n, r.xapi, r.cupy) != 0 ? -1 : 1;
+  return dlspy_call_read_from(c, NULL, &f->device, uargs, n, r->xapi, r->cupy) != 0 ? -1 : 1;
 }
 
 /* The bytes a kernel receives for a scalar or raw-pointer argument (DLS_ARG_I32 to DLS_ARG_PTR). */
