@@ -181,7 +181,7 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   fill_value fv;
   if (read_fill_value(st, a[1], &fv) != 0)
     return NULL;
-  static const dlspy_call_desc desc = {names, 0, true};
+  static const dlspy_call_desc desc = {names, 0, true, DLSPY_HINT_WRITES, NULL};
   dlspy_call c;
   dlspy_call_init(&c, st, pycall, &desc, ~(uint64_t)0);
   if (dlspy_call_begin(&c, a[2], NULL, a, 1) != 0) {
@@ -218,7 +218,7 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   double alpha;
   if (dlspy_as_double(st, a[0], pycall, "a", &alpha) != 0)
     return NULL;
-  static const dlspy_call_desc desc = {names, 1, true}; /* the table holds x and y */
+  static const dlspy_call_desc desc = {names, 1, true, DLSPY_HINT_WRITES, NULL}; /* the table holds x and y */
   dlspy_call c;
   dlspy_call_init(&c, st, pycall, &desc, ~(uint64_t)0);
   if (dlspy_call_begin(&c, a[3], NULL, a + 1, 2) != 0)
@@ -296,7 +296,7 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
   if (a[0] == NULL || a[1] == NULL)
     return dlspy_type_error(st, "copy() takes dst and src");
-  static const dlspy_call_desc call_desc = {names, 0, true};
+  static const dlspy_call_desc call_desc = {names, 0, true, DLSPY_HINT_WRITES, NULL};
   dlspy_call c;
   dlspy_call_init(&c, st, pycall, &call_desc, ~(uint64_t)0);
   if (dlspy_call_begin(&c, a[2], NULL, a, 2) != 0)

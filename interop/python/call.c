@@ -12,7 +12,20 @@
 #include "streamarg.h"
 #include "tensortypes.h"
 
-const dlspy_call_desc dlspy_call_plain = {NULL, 0, false};
+const dlspy_call_desc dlspy_call_plain = {NULL, 0, false, DLSPY_HINT_WRITES, NULL};
+
+#define DLSPY_U {1, 0}
+#define DLSPY_U8 DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U
+const dls__ext_extent dlspy_unknown_extents[DLS_MAX_ARGS] = {DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8,
+                                                             DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8};
+#undef DLSPY_U8
+#undef DLSPY_U
+_Static_assert(DLS_MAX_ARGS == 64, "dlspy_unknown_extents has 64 entries");
+
+void dlspy_call_extents_init(dlspy_call *c) {
+  memcpy(c->extents, dlspy_unknown_extents, (size_t)c->nextents * sizeof c->extents[0]);
+  c->extents_set = true;
+}
 
 const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
   const char *const *names = c->desc->names;
@@ -211,19 +224,19 @@ int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
 
 int dlspy_read_only(dlspy_call *c, int index, const char *how) {
   const char *arg = DLSPY_ARG(c, index);
-  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
+  if (c->desc->hint == DLSPY_HINT_NO_SIGNATURE)
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
                  "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
                  "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
                  c->pycall, arg, how);
-  else if (c->hint == DLSPY_HINT_SIGNATURE)
+  else if (c->desc->hint == DLSPY_HINT_SIGNATURE)
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
                  "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
                  "the kernel only reads it",
                  c->pycall, arg, how, arg);
   else
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
-                 c->writer ? c->writer : c->pycall);
+                 c->desc->writer ? c->desc->writer : c->pycall);
   return -1;
 }
 

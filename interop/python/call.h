@@ -53,7 +53,7 @@ typedef struct dlspy_arg {
   void *ptr;   /* the first element's address: what a kernel is given for the tensor (the one place the call
                   knows a tensor argument's pointer) */
   DLTensor dl; /* XAPI: the framework's view (valid while the caller holds the object: the whole call);
-                  CUPY: data and device only */
+                  CUPY: only dl.device (its data pointer is ptr) */
 } dlspy_arg;
 
 /* A tensor type whose tensors decided a call's stream and needed nothing more: an exchange-API type (`api`), whose
@@ -64,13 +64,20 @@ typedef struct dlspy_last_type {
   DLDevice dev, home;
 } dlspy_last_type;
 
-/* How a kind of call names its arguments and what it reads of them (one static description per kind). */
+/* What a read-only tensor where the kernel may write suggests: nothing (a built-in that writes the argument),
+ * declaring a signature (Function.launch without one), or 'cp' in place of 'p' (a signature says 'p'). */
+enum { DLSPY_HINT_WRITES = 0, DLSPY_HINT_NO_SIGNATURE, DLSPY_HINT_SIGNATURE };
+
+/* How a kind of call names its arguments and what it reads of them (one static description per kind; a Function
+ * keeps its own). */
 typedef struct dlspy_call_desc {
   const char *const *names; /* the argument names ("dst" ...): messages say dst=; NULL: args[i] */
   int base;                 /* the names' index of the table's first entry (axpy's table starts at x: 1) */
   bool views;               /* the call wants each tensor's view (shape, strides), not only its pointer */
+  int hint;                 /* DLSPY_HINT_*: what a read-only refusal suggests */
+  const char *writer;       /* DLSPY_HINT_WRITES: what writes the argument (NULL: the call) */
 } dlspy_call_desc;
-/* No names, the table from args[0], pointers only: Function.launch. */
+/* No names, the table from args[0], pointers only, nothing to suggest. */
 extern const dlspy_call_desc dlspy_call_plain;
 
 typedef struct dlspy_call {
@@ -97,8 +104,6 @@ typedef struct dlspy_call {
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
-  int hint;                 /* DLSPY_HINT_*: what a read-only refusal suggests */
-  const char *writer;       /* DLSPY_HINT_WRITES: what writes the argument (NULL: the call) */
   PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
                                reference): the __cause__ of "expected a tensor", should it come to that */
   dls__stream *cur_ref;     /* cur_stream when it is not the call's stream: a reference held (Python code run by
@@ -114,7 +119,10 @@ typedef struct dlspy_call {
   int cai_index;         /* the slot whose array interface (or CuPy view with its shape) `cai` holds; -1: none */
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
-  dls__ext_extent *extents;     /* a launch of a built-in: each pointer argument's extent, for its checks (else NULL) */
+  dls__ext_extent *extents;     /* a launch of a built-in: room for each pointer argument's extent, for its checks
+                                   (else NULL); unknown until one is noted (dlspy_call_extents) */
+  int nextents;                 /* its arguments */
+  bool extents_set;             /* the room holds them (else every one is unknown) */
   dls__stream *ordered[8]; /* producer streams already waited on */
   /* The large parts last: a launch on the fast path touches only the lines of what it uses. */
   dlspy_cai cai;
@@ -122,9 +130,6 @@ typedef struct dlspy_call {
   dlspy_arg args[DLS_MAX_ARGS];
   void *params[DLS_MAX_ARGS]; /* the common case: &args[i].ptr for each fast tensor (a launch of values) */
 } dlspy_call;
-/* What a read-only tensor where the kernel may write suggests: nothing (a built-in that writes the argument),
- * declaring a signature (Function.launch without one), or 'cp' in place of 'p' (a signature says 'p'). */
-enum { DLSPY_HINT_WRITES = 0, DLSPY_HINT_NO_SIGNATURE, DLSPY_HINT_SIGNATURE };
 /* "dst" (the call's names) or "args[3]". */
 const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size);
 /* The same as an expression (its buffer lives as long as the enclosing block). */
@@ -154,14 +159,16 @@ void dlspy_call_cold(dlspy_call *c);
  * of `device` (NULL: of the first tensor's device). Host arrays decide only when no argument lives on a device.
  * Past the tensor that decides, the pass goes on through plain scalars and tensors of that tensor's type (the type
  * of the last tensor read: no lookup) as long as no argument it passed runs Python code when converted; the
- * conversion reads the rest, each into its entry. At most DLS_MAX_ARGS arguments. `xapi`, `cupy`: entries the
- * common case read already (not read again). The stream is not held yet (dlspy_call_hold): nothing in the pass runs
- * Python code once it is chosen. 0, or -1 with an exception and nothing held. */
+ * conversion reads the rest, each into its entry. At most DLS_MAX_ARGS arguments (the callers' check). The stream
+ * is not held yet (dlspy_call_hold): nothing in the pass runs Python code once it is chosen. 0, or -1 with an
+ * exception and nothing held. dlspy_call_read_from goes on from c->xapi and c->cupy, the entries the common case
+ * read already (not read again). */
 int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                         Py_ssize_t nargs, uint64_t xapi, uint64_t cupy);
+                         Py_ssize_t nargs);
 static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
                                   Py_ssize_t nargs) {
-  return dlspy_call_read_from(c, stream, device, args, nargs, 0, 0);
+  c->xapi = c->cupy = 0;
+  return dlspy_call_read_from(c, stream, device, args, nargs);
 }
 /* Holds the call's stream until dlspy_call_end (a no-op on default streams), before anything runs Python code. A
  * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
@@ -212,7 +219,7 @@ static inline int dlspy_arg_xapi(dlspy_call *c, PyObject *obj, int index, const 
   return 0;
 }
 /* Raises ReadOnlyError for a read-only tensor argument where the call may write, with the hint that fits what the
- * user wrote (c->hint); `how` says how it is read-only. Returns -1. */
+ * user wrote (c->desc->hint); `how` says how it is read-only. Returns -1. */
 int dlspy_read_only(dlspy_call *c, int index, const char *how);
 /* Raises for a framework whose current_work_stream(dev) failed (unless it raised); returns -1. */
 int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev);
@@ -245,10 +252,21 @@ static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *sha
 static inline dls__ext_extent dlspy_view_extent(const DLTensor *dl) {
   return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);
 }
+/* Extents none of which is known ({1, 0}), one per argument. */
+extern const dls__ext_extent dlspy_unknown_extents[DLS_MAX_ARGS];
+/* Makes every extent of the call's room unknown (the first extent noted). */
+void dlspy_call_extents_init(dlspy_call *c);
 /* Where a launch of a built-in wants them (c->extents), the extent of argument `index`. */
 static inline void dlspy_note_extent(dlspy_call *c, int index, dls__ext_extent e) {
-  if (c->extents != NULL)
+  if (c->extents != NULL) {
+    if (!c->extents_set)
+      dlspy_call_extents_init(c);
     c->extents[index] = e;
+  }
+}
+/* The extents a launch of a built-in passes its checks (NULL for another). */
+static inline const dls__ext_extent *dlspy_call_extents(const dlspy_call *c) {
+  return c->extents == NULL ? NULL : c->extents_set ? c->extents : dlspy_unknown_extents;
 }
 static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || dls__ext_stream_same(a, b);

@@ -35,6 +35,7 @@ int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc
 typedef struct dlspy_common {
   uint64_t fast;        /* the tensors of the last type on its device (their entries read, their params set) */
   uint64_t same;        /* the arguments that are the last call's value objects (their params set) */
+  uint64_t other;       /* the other plain values */
   uint64_t end;         /* the bit of the argument where the pass ended (1 << n, 0 for 64: it read them all) */
   uint64_t xapi, cupy;  /* every entry read, by how */
   dls_stream_t stream;  /* the stream they decided */
@@ -68,7 +69,7 @@ typedef struct dlspy_last_call {
 static inline __attribute__((always_inline)) int dlspy_call_read_common(const char *pycall, const dlspy_last_call *L,
                                                                        dlspy_call *c, PyObject *const *args,
                                                                        Py_ssize_t n, dlspy_common *r) {
-  r->xapi = r->cupy = r->fast = r->same = 0;
+  r->xapi = r->cupy = r->fast = r->same = r->other = 0;
   if (L->st->stream_var_set || DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) || !dls__ext_ready()))
     return 1;
   /* An index and the argument's bit: with the call's table in the caller's frame, what the loop keeps alive across
@@ -81,7 +82,7 @@ static inline __attribute__((always_inline)) int dlspy_call_read_common(const ch
         break; /* a scalar slot: its conversion runs Python code (__index__) */
       dlspy_arg *a = &c->args[i];
       if (DLSPY_UNLIKELY(L->type.api->dltensor_from_py_object_no_sync(o, &a->dl) != 0)) {
-        r->xapi = r->fast;
+        r->xapi = (bit - 1) & ~(r->same | r->other);
         return dlspy_read_failed(L->st, pycall, &dlspy_call_plain, (int)i);
       }
       a->ptr = dlspy_view_data(&a->dl);
@@ -89,18 +90,20 @@ static inline __attribute__((always_inline)) int dlspy_call_read_common(const ch
         r->xapi = bit;
         break;
       }
-      c->params[i] = &a->ptr;
-      r->fast |= bit;
+      c->params[i] = &a->ptr; /* fast: every argument before the pass's end that is no plain value (below) */
       continue;
     }
     if (i < L->nvalues && o == L->values[i]) {
       c->params[i] = (void *)&L->conv[i].v; /* the backend copies the values at once */
       r->same |= bit;
-    } else if (!dlspy_plain_value(o)) {
+    } else if (dlspy_plain_value(o)) {
+      r->other |= bit;
+    } else {
       break;
     }
   }
   r->end = bit;
+  r->fast = (bit - 1) & ~(r->same | r->other);
   r->xapi |= r->fast;
   if (r->fast == 0) /* no tensor of the last type came first */
     return 1;

@@ -13,12 +13,20 @@
  * were that framework's tensors (on its device: dlspy_call.fast), and that every other one was a remembered
  * scalar. A call whose table the read pass finds the same is launched from it without converting again
  * (launchplan.c). */
+/* A planned built-in's arguments as the core checks them (dls__builtin_check): the remembered scalars and the
+ * tensors' kinds written when the plan is made, each call's tensor pointers and extents written over them. */
+typedef struct dlspy_plan_check {
+  dls_arg_t args[DLS_MAX_ARGS];
+  dls__ext_extent extents[DLS_MAX_ARGS];
+} dlspy_plan_check;
+
 typedef struct dlspy_launch_plan {
   uint64_t tensors;               /* bit i: argument i is a tensor of the last type; else the scalar memo_obj[i] */
   uint64_t scalars;               /* bit i: argument i is the scalar memo_obj[i] (i < n) */
   uint64_t end;                   /* 1 << n (0 for 64): where the read pass of a call of n arguments ends */
   int n;                          /* the kernel's argument count; -1: no plan */
-  bool builtin;                   /* a built-in: its arguments are checked at each launch */
+  bool builtin;                   /* a built-in: its arguments are checked at each launch (`check`) */
+  dlspy_plan_check *check;        /* a built-in's (allocated with its first plan; NULL: none) */
 } dlspy_launch_plan;
 
 /* The fields a launch reads come first, in the order it reads them: a launch leaves the caches cold (the driver's
@@ -47,7 +55,8 @@ typedef struct FunctionObject {
   int nsig;         /* -1: no signature */
   int nmin, nspan;  /* the kernel argument counts a launch may give: nmin to nmin + nspan */
   bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
-  int hint;               /* DLSPY_HINT_*: what a read-only refusal of its launch suggests */
+  dlspy_call_desc desc;   /* how its launch names its arguments (args[i], from args[0], pointers only) and what a
+                             read-only refusal suggests (the kernel's name writes it) */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];
 } FunctionObject;
@@ -86,7 +95,31 @@ static inline bool dlspy_plan_fits(FunctionObject *f, dlspy_call *c, const dlspy
 
 /* A planned launch of a built-in checks its arguments, as every launch of one does: its tensors are pointers of
  * known extent (their views in the table), its scalars the remembered ones. 0, or -1 with an exception. */
-int dlspy_plan_check_builtin(FunctionObject *f, const dlspy_call *c, const dls__function *fn);
+static inline __attribute__((always_inline)) int dlspy_plan_check_builtin(FunctionObject *f, const dlspy_call *c,
+                                                                          const dls__function *fn) {
+  static const char pycall[] = "Function.launch";
+  const dlspy_launch_plan *p = &f->plan;
+  dlspy_plan_check *k = p->check;
+  for (uint64_t m = p->tensors; m != 0; m &= m - 1) { /* the scalars were written when the plan was made */
+    int i = __builtin_ctzll(m);
+    k->args[i].v.ptr = c->args[i].ptr;
+    k->extents[i] = dlspy_view_extent(&c->args[i].dl);
+  }
+  bool overlap;
+  dls_status_t rc = dls__builtin_check(pycall, fn, k->args, (size_t)p->n, dls__ext_extents(k->extents), &overlap);
+  if (rc == DLS_OK && overlap) {
+    dlspy_raisef(f->st, DLS_ERR_INVALID_ARGUMENT,
+                 "%s(function \"%s\"): what it reads partially overlaps what it writes, which a kernel launch cannot "
+                 "order; use the high-level call (it copies the source through a temporary) or disjoint tensors",
+                 pycall, f->name);
+    return -1;
+  }
+  if (rc != DLS_OK) {
+    dlspy_raisef(f->st, rc, "%s", dls_last_error());
+    return -1;
+  }
+  return 0;
+}
 /* A call that is not the plan's (`rc`, `r`: what dlspy_call_read_common found): makes `c` the call the general path
  * goes on from (no argument read again). 1, or -1 with an exception. */
 int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r);

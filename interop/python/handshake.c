@@ -55,7 +55,7 @@ static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *d
   if (rc != 0)
     return rc < 0 ? -1 : ARG_GENERAL;
   dlspy_arg *a = &c->args[i];
-  a->dl.data = a->ptr = c->cai.dl.data;
+  a->ptr = c->cai.dl.data;
   a->dl.device = c->cai.dl.device;
   c->cupy |= (uint64_t)1 << i;
   DLDevice home = a->dl.device;
@@ -214,8 +214,6 @@ void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy
 
 
 void dlspy_call_cold(dlspy_call *c) {
-  c->hint = DLSPY_HINT_WRITES;
-  c->writer = NULL;
   c->cause = NULL;
   c->cur_ref = NULL;
   c->have_value = false;
@@ -230,7 +228,7 @@ void dlspy_call_cold(dlspy_call *c) {
 }
 
 int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                         Py_ssize_t nargs, uint64_t xapi, uint64_t cupy) {
+                         Py_ssize_t nargs) {
   dlspy_state *st = c->st;
   const char *pycall = c->pycall;
   dlspy_call_cold(c);
@@ -240,15 +238,9 @@ int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device
   c->cur_api = NULL;
   c->stream.id = 0;
   c->ftype.type = NULL;
-  c->xapi = xapi; /* an entry the common case read is not read again */
-  c->cupy = cupy;
   c->fast = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
-  if (nargs > DLS_MAX_ARGS) {
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: at most %d arguments, %zd given", pycall, DLS_MAX_ARGS, nargs);
-    return -1;
-  }
   int n = (int)nargs;
   DLDevice dev = device ? *device : dls_cpu();
   bool dev_known = device != NULL;

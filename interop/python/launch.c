@@ -111,7 +111,9 @@ PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, Py
     return NULL;
   }
   /* What a read-only refusal suggests: a signature, or 'cp' in the user's own. */
-  f->hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : DLSPY_HINT_SIGNATURE;
+  f->desc = dlspy_call_plain;
+  f->desc.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : DLSPY_HINT_SIGNATURE;
+  f->desc.writer = f->name;
   return (PyObject *)f;
 }
 
@@ -345,6 +347,8 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
     if (i < MEMO_ARGS && (PyLong_CheckExact(o) || PyFloat_CheckExact(o))) {
       Py_XSETREF(f->memo_obj[i], Py_NewRef(o));
       f->memo_arg[i] = argv[i];
+      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1))
+        f->plan.check->args[i] = argv[i]; /* what a planned built-in's check reads for the scalar it remembers */
     }
   }
   return 0;
@@ -390,26 +394,24 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
     cfg.shared_mem_bytes = (uint32_t)v;
   }
   if (!read) {
-    dlspy_call_init(c, st, pycall, &dlspy_call_plain, f->last.slots);
+    dlspy_call_init(c, st, pycall, &f->desc, f->last.slots);
     if (dlspy_call_read(c, stream, &f->device, uargs, n) != 0)
       return NULL;
   }
   dlspy_call_hold(c); /* from here on Python code may run */
-  c->hint = f->hint;
-  c->writer = f->name;
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
   if (f->builtin) { /* its arguments are checked: pointers need their extents */
-    for (Py_ssize_t i = 0; i < n; i++)
-      extents[i] = (dls__ext_extent){1, 0};
     c->extents = extents;
+    c->nextents = (int)n;
+    c->extents_set = false;
   }
   uint64_t taken = 0;
   bool ok = launch_args(f, c, uargs, n, argv, &taken) == 0;
   if (ok) {
     dls__function *fn = dls__ext_function(f->handle);
     dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c->s, &cfg, argv, (size_t)n,
-                                                   c->extents ? dls__ext_extents(c->extents) : NULL)
+                                                   c->extents ? dls__ext_extents(dlspy_call_extents(c)) : NULL)
                                  : dls__ext_function_stale(f->handle, pycall);
     if (fn == NULL && (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module))))
       dlspy_raisef(st, rc, "%s: the function's module was closed", pycall);
@@ -562,7 +564,7 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   if (f != NULL) {
     ((FunctionObject *)f)->builtin = true;
     if (dflt != NULL) /* the signature the built-in carries (the user gave none): nothing, the built-in writes it */
-      ((FunctionObject *)f)->hint = DLSPY_HINT_WRITES;
+      ((FunctionObject *)f)->desc.hint = DLSPY_HINT_WRITES;
   }
   return f;
 }

@@ -16,41 +16,17 @@
 
 /* A built-in's arguments are checked at every launch, the plan's included: its tensors are pointers of known extent
  * (their views in the table), its scalars the remembered ones. */
-int dlspy_plan_check_builtin(FunctionObject *f, const dlspy_call *c, const dls__function *fn) {
-  static const char pycall[] = "Function.launch";
-  const dlspy_launch_plan *p = &f->plan;
-  dlspy_state *st = f->st;
-  dls_arg_t a[DLS_MAX_ARGS];
-  dls__ext_extent extents[DLS_MAX_ARGS];
-  for (int i = 0; i < p->n; i++) {
-    bool tensor = (p->tensors >> i) & 1;
-    a[i] = tensor ? dls_arg_ptr(c->args[i].ptr) : f->memo_arg[i];
-    extents[i] = tensor ? dlspy_view_extent(&c->args[i].dl) : (dls__ext_extent){1, 0};
-  }
-  bool overlap;
-  dls_status_t rc = dls__builtin_check(pycall, fn, a, (size_t)p->n, dls__ext_extents(extents), &overlap);
-  if (rc == DLS_OK && overlap) {
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
-                 "%s(function \"%s\"): what it reads partially overlaps what it writes, which a kernel launch cannot "
-                 "order; use the high-level call (it copies the source through a temporary) or disjoint tensors",
-                 pycall, f->name);
-    return -1;
-  }
-  if (rc != DLS_OK) {
-    dlspy_raisef(st, rc, "%s", dls_last_error());
-    return -1;
-  }
-  return 0;
-}
 
 int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r) {
   static const char pycall[] = "Function.launch";
-  dlspy_call_init(c, f->st, pycall, &dlspy_call_plain, f->last.slots);
+  dlspy_call_init(c, f->st, pycall, &f->desc, f->last.slots);
   if (rc == 0) {
     dlspy_call_from_common(c, &f->last.type, r);
     return 1;
   }
-  return dlspy_call_read_from(c, NULL, &f->device, uargs, n, r->xapi, r->cupy) != 0 ? -1 : 1;
+  c->xapi = r->xapi; /* the entries the common case read are not read again */
+  c->cupy = r->cupy;
+  return dlspy_call_read_from(c, NULL, &f->device, uargs, n) != 0 ? -1 : 1;
 }
 
 /* The bytes a kernel receives for a scalar or raw-pointer argument (DLS_ARG_I32 to DLS_ARG_PTR). */
@@ -86,18 +62,26 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   for (Py_ssize_t i = 0; fits && i < n; i++)
     fits = ((taken >> i) & 1) || (i < MEMO_ARGS && dlspy_same_value(args[2 + i], f->memo_obj[i]) &&
                                   (uint32_t)f->memo_arg[i].kind - 1u < DLS_ARG_PTR);
+  dlspy_launch_plan *p = &f->plan;
+  if (fits && f->builtin && p->check == NULL && (p->check = PyMem_Malloc(sizeof *p->check)) == NULL)
+    fits = false; /* no plan, no error: the general path serves the next call */
   if (!fits) {
     dlspy_plan_clear(f);
     return;
   }
-  dlspy_launch_plan *p = &f->plan;
   p->tensors = taken;
   p->end = n == 64 ? 0 : (uint64_t)1 << n;
   p->scalars = ~taken & (p->end - 1);
   p->n = (int)n;
   p->builtin = f->builtin;
-  for (Py_ssize_t i = 0; i < n; i++)
-    f->plan_sizes[i] = ((taken >> i) & 1) ? (uint32_t)sizeof(void *) : arg_size(f->memo_arg[i].kind);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    bool tensor = (taken >> i) & 1;
+    f->plan_sizes[i] = tensor ? (uint32_t)sizeof(void *) : arg_size(f->memo_arg[i].kind);
+    if (p->builtin) {
+      p->check->args[i] = tensor ? dls_arg_ptr(NULL) : f->memo_arg[i];
+      p->check->extents[i] = (dls__ext_extent){1, 0}; /* a scalar's: none; a tensor's: each call's */
+    }
+  }
 }
 
 void dlspy_plan_clear(FunctionObject *f) {
@@ -109,5 +93,7 @@ void dlspy_plan_clear(FunctionObject *f) {
 
 void dlspy_plan_forget(FunctionObject *f) {
   dlspy_plan_clear(f);
+  PyMem_Free(f->plan.check);
+  f->plan.check = NULL;
   Py_CLEAR(f->last.type.type);
 }

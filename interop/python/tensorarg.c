@@ -530,7 +530,7 @@ int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i) {
     int rc = dlspy_cupy_read(c->st, o, false, &v);
     if (rc != 0)
       return rc;
-    a->dl.data = a->ptr = v.dl.data;
+    a->ptr = v.dl.data;
     a->dl.device = v.dl.device;
     c->cupy |= (uint64_t)1 << i;
   }

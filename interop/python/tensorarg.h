@@ -43,7 +43,7 @@ static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int i, dls_arg
   }
   *out = dls_arg_ptr(c->args[i].ptr);
   if (DLSPY_UNLIKELY(c->extents != NULL) && ((c->xapi >> i) & 1))
-    c->extents[i] = dlspy_view_extent(&c->args[i].dl);
+    dlspy_note_extent(c, i, dlspy_view_extent(&c->args[i].dl));
   return 0;
 }
 
