@@ -2,6 +2,7 @@
 /* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
 #include "args.h"
 #include "errors.h"
+#include "handshake.h"
 #include "streamarg.h"
 #include "tensorarg.h"
 

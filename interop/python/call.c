@@ -27,11 +27,9 @@ void dlspy_call_extents_init(dlspy_call *c) {
   c->extents_set = true;
 }
 
-const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
-  const char *const *names = c->desc->names;
-  if (c->searching) /* the stream search names an argument by its place in the table */
-    index -= c->desc->base;
-  else if (names != NULL && index >= 0) {
+const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size) {
+  const char *const *names = desc->names;
+  if (names != NULL && index >= 0) {
     int i = 0;
     while (names[i] != NULL && i < index)
       i++;
@@ -40,6 +38,14 @@ const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size
   }
   snprintf(buf, size, "args[%d]", index);
   return buf;
+}
+
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->searching) { /* the stream search names an argument by its place in the table */
+    snprintf(buf, size, "args[%d]", index - c->desc->base);
+    return buf;
+  }
+  return dlspy_desc_argname(c->desc, index, buf, size);
 }
 
 void dlspy_call_note_cause(dlspy_call *c) {

@@ -128,9 +128,11 @@ typedef struct dlspy_call {
   dlspy_cai cai;
   dlspy_post posts[DLSPY_MAX_POSTS];
   dlspy_arg args[DLS_MAX_ARGS];
-  void *params[DLS_MAX_ARGS]; /* the common case: &args[i].ptr for each fast tensor (a launch of values) */
+  void *params[DLS_MAX_ARGS]; /* a planned launch's values: a fast tensor's &args[i].ptr, a scalar's conversion */
 } dlspy_call;
-/* "dst" (the call's names) or "args[3]". */
+/* What `desc` names argument `index`: its name, else "args[3]". */
+const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size);
+/* "dst" (the call's names) or "args[3]" (while the stream search runs: the place in the table). */
 const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size);
 /* The same as an expression (its buffer lives as long as the enclosing block). */
 #define DLSPY_ARG(c, i) dlspy_argname((c), (i), (char[24]){0}, 24)
@@ -148,28 +150,6 @@ static inline void dlspy_call_init(dlspy_call *c, dlspy_state *st, const char *p
   c->desc = desc;
   c->ptrslots = ptrslots;
 }
-/* Sets the fields of a call that the read pass's general way and the conversion use (a launch by the plan, from
- * the read pass's common case, does not: it ends with nothing held and calls no dlspy_call_end). */
-void dlspy_call_cold(dlspy_call *c);
-/* The read pass (handshake.c; a Function's common case inline: callread.h) reads the call's arguments into its
- * table and picks its stream in the same pass. The stream: explicit `stream` (may be NULL/None), the use_stream
- * context, else what the first tensor argument among `args` says as it is read: a dlstream.Tensor its allocation
- * (or producer) stream; another framework's tensor its framework's current stream (the DLPack C exchange API, else
- * a registered stream provider, else a version-3 __cuda_array_interface__'s stream); else the legacy default stream
- * of `device` (NULL: of the first tensor's device). Host arrays decide only when no argument lives on a device.
- * Past the tensor that decides, the pass goes on through plain scalars and tensors of that tensor's type (the type
- * of the last tensor read: no lookup) as long as no argument it passed runs Python code when converted; the
- * conversion reads the rest, each into its entry. At most DLS_MAX_ARGS arguments (the callers' check). The stream
- * is not held yet (dlspy_call_hold): nothing in the pass runs Python code once it is chosen. 0, or -1 with an
- * exception and nothing held. dlspy_call_read_from goes on from c->xapi and c->cupy, the entries the common case
- * read already (not read again). */
-int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                         Py_ssize_t nargs);
-static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                                  Py_ssize_t nargs) {
-  c->xapi = c->cupy = 0;
-  return dlspy_call_read_from(c, stream, device, args, nargs);
-}
 /* Holds the call's stream until dlspy_call_end (a no-op on default streams), before anything runs Python code. A
  * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
  * as its device. */
@@ -177,14 +157,6 @@ static inline void dlspy_call_hold(dlspy_call *c) {
   c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
   if (c->counted)
     dls__ext_stream_ref(c->s);
-}
-/* dlspy_call_read, then dlspy_call_hold. */
-static inline int dlspy_call_begin(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
-                                   Py_ssize_t nargs) {
-  if (dlspy_call_read(c, stream, device, args, nargs) != 0)
-    return -1;
-  dlspy_call_hold(c);
-  return 0;
 }
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
 int dlspy_call_end_slow(dlspy_call *c, bool ok);

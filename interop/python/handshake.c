@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The read pass of a call: one pass over its arguments that fills the call's table (dlspy_call.args) and picks the
- * call's stream as it goes. The stream: explicit, the use_stream() context, else what its first tensor argument's
- * framework says (the DLPack C exchange API, CuPy read in C, a stream provider, the array interface's stream), else
- * the legacy default stream. Past the tensor that decides, the pass reads on through plain scalars and tensors of
- * that tensor's type for as long as nothing it passed runs Python code when converted; the conversion
- * (tensorarg.c) and the launch plan (launchplan.c) take what the pass read from the table. */
-#include "callread.h"
+/* The read pass of a call, its general way: it reads the call's arguments into its table (dlspy_call.args) up to
+ * the first tensor argument and picks the call's stream as it goes. The stream: explicit, the use_stream() context,
+ * else what its first tensor argument's framework says (the DLPack C exchange API, CuPy read in C, a stream
+ * provider, the array interface's stream), else the legacy default stream. The conversion (tensorarg.c) reads the
+ * arguments past it, each into its entry, and takes the ones read here from the table. The common case of
+ * Function.launch (handshake.h) reads every argument in one pass; a call it does not fit goes on here from what it
+ * read. */
+#include "handshake.h"
 
 #include <string.h>
 
@@ -35,7 +36,7 @@ static void decided_by(dlspy_call *c, int i, PyTypeObject *tp, const DLPackExcha
   c->s = fs;
   c->sdev = home; /* the framework's stream was looked up on `home` */
   c->stream = c->cur_handle;
-  c->ftype.type = tp; /* ftype.home is sdev's */
+  c->ftype.type = tp; /* its home is sdev (ftype.home is not set) */
   c->ftype.api = api;
   c->ftype.dev = dev;
   c->fast |= (uint64_t)1 << i;
@@ -191,8 +192,8 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
 
 
 int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc *desc, int index) {
-  dlspy_call named = {.st = st, .pycall = pycall, .desc = desc, .searching = false};
-  return dlspy_xapi_failed(st, pycall, DLSPY_ARG(&named, index));
+  char buf[24];
+  return dlspy_xapi_failed(st, pycall, dlspy_desc_argname(desc, index, buf, sizeof buf));
 }
 
 void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy_common *r) {

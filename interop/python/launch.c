@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
-#include "function.h"
+#include "launchplan.h"
 
 #include <math.h>
 #include <string.h>
@@ -100,7 +100,7 @@ PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, Py
   f->device = dev;
   f->st = st;
   f->module = Py_XNewRef(module);
-  f->plan.n = -1;
+  dlspy_plan_clear(f);
   f->last.st = st;
   f->last.values = f->memo_obj;
   f->last.conv = f->memo_arg;
@@ -428,8 +428,9 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
 
 /* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No Python object and no dlstream handle is
  * made per call when the tensors' type offers the DLPack C exchange API and the stream is the framework's. A call
- * that may have the plan's shape (no keywords, the plan's grid, block and count) is read first and launched by the
- * plan when its table is the plan's; else the general way goes on from that read. */
+ * that may be shaped like the last one (no keywords, the remembered grid and block, a count the kernel takes, a last
+ * tensor type) is read by the read pass's common case and launched by the plan when its table is the plan's; else
+ * the general way goes on from that read. */
 static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
   Py_ssize_t n = PyVectorcall_NARGS(nargsf) - 2; /* the kernel's (nothing else is kept across the read pass) */
   dlspy_call c;

@@ -8,14 +8,12 @@
  * the same places, on the device whose current stream the read pass chose (dlspy_call.fast): none needs ordering.
  * What changes between calls (the tensors' data pointers and devices, the framework's current stream, a
  * use_stream() context) the read pass has read into the call's table and its stream; the plan adds no read of its
- * own. Any difference hands the call to the general path before anything was done. */
-#include "function.h"
+ * own. Any difference hands the call to the general path before anything was done, which goes on from the table
+ * (dlspy_plan_other). The plan's launch itself is inline (function.h: dlspy_plan_launch). */
+#include "launchplan.h"
 
-#include "callread.h"
+#include "handshake.h"
 #include "errors.h"
-
-/* A built-in's arguments are checked at every launch, the plan's included: its tensors are pointers of known extent
- * (their views in the table), its scalars the remembered ones. */
 
 int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r) {
   static const char pycall[] = "Function.launch";

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The read pass of a call (see dlspy_call_read_slow in call.h), its common case inline: a launch's hot path. The
- * common case is a call that names no stream whose first tensor argument is of the type of the last tensor read
- * (dlspy_call.last_type: for a Function, its last call's tensors), on that type's device: that tensor decides (its
- * framework's current stream), and the pass reads on through plain scalars and tensors of that type. Anything else
- * goes the general way (handshake.c), which decides the same way for that case. */
-#ifndef DLSTREAM_PY_CALLREAD_H
-#define DLSTREAM_PY_CALLREAD_H
+/* The read pass of a call (handshake.c): one read of each tensor argument into the call's table, the stream picked
+ * as it goes. Its general way is handshake.c's; its common case is inline here, Function.launch's hot path: a call
+ * shaped like the Function's last one, which names no stream and whose first tensor argument is of the
+ * exchange-API type of the last call's tensors, on their device. That tensor decides (its framework's current
+ * stream), as the general way would, and the pass reads on through plain values and tensors of that type, so the
+ * table holds every tensor and the launch plan (launchplan.h) can decide over it. A call that is not the common
+ * case goes the general way from what this pass read. */
+#ifndef DLSTREAM_PY_HANDSHAKE_H
+#define DLSTREAM_PY_HANDSHAKE_H
 
 #include <string.h>
 
@@ -13,12 +15,43 @@
 #include "errors.h"
 #include "streamarg.h"
 
-/* A value converted without running Python code that is no tensor: an exact int, float or bool, None, bytes. */
+/* Sets the fields of a call that the read pass's general way and the conversion use (a launch by the plan, from
+ * the read pass's common case, does not: it ends with nothing held and calls no dlspy_call_end). */
+void dlspy_call_cold(dlspy_call *c);
+/* The read pass reads the call's arguments into its
+ * table, each tensor argument once, and picks its stream in the same pass. The stream: explicit `stream` (may be
+ * NULL/None), the use_stream context, else what the first tensor argument among `args` says as it is read: a
+ * dlstream.Tensor its allocation (or producer) stream; another framework's tensor its framework's current stream
+ * (the DLPack C exchange API, else a registered stream provider, else a version-3 __cuda_array_interface__'s
+ * stream); else the legacy default stream of `device` (NULL: of the first tensor's device). Host arrays decide only
+ * when no argument lives on a device. The pass ends at the tensor that decides; the conversion reads the arguments
+ * past it, each into its entry (dlspy_call_fast_arg, dlspy_call_arg, dlspy_call_tensor). At most DLS_MAX_ARGS
+ * arguments (the callers' check). The stream is not held yet (dlspy_call_hold, before anything runs Python code).
+ * 0, or -1 with an exception and nothing held. dlspy_call_read_from goes on from c->xapi and c->cupy, the entries
+ * the common case read already (not read again). */
+int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
+                         Py_ssize_t nargs);
+static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
+                                  Py_ssize_t nargs) {
+  c->xapi = c->cupy = 0;
+  return dlspy_call_read_from(c, stream, device, args, nargs);
+}
+/* dlspy_call_read, then dlspy_call_hold. */
+static inline int dlspy_call_begin(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
+                                   Py_ssize_t nargs) {
+  if (dlspy_call_read(c, stream, device, args, nargs) != 0)
+    return -1;
+  dlspy_call_hold(c);
+  return 0;
+}
+
+/* A value converted without running Python code that is no tensor: an exact int, float, bool or bytes, None (a
+ * subclass of bytes may define __index__ in Python: not plain). */
 static inline bool dlspy_plain_value(PyObject *o) {
   PyTypeObject *tp = Py_TYPE(o);
   if (DLSPY_LIKELY(tp == &PyLong_Type) || DLSPY_LIKELY(tp == &PyFloat_Type))
     return true;
-  return o == Py_None || tp == &PyBool_Type || PyBytes_Check(o);
+  return o == Py_None || tp == &PyBool_Type || tp == &PyBytes_Type;
 }
 
 /* A device as one word, for a compare in one step. */
@@ -64,14 +97,15 @@ typedef struct dlspy_last_call {
  * runs Python code), and so does anything else (not read). The first tensor decides: its framework's current
  * stream of its device, asked once the pass has read on. Fills only c->args and c->params (the rest in *r, which
  * dlspy_call_from_common makes the call's). 0: decided; 1: not the common case (nothing raised; r->xapi, r->cupy:
- * the entries read, which dlspy_call_read_from reads no more); -1 with an exception. What the loop keeps alive
- * across the framework's calls is little (c, L, args, i, n): the rest is read from c, L and r. */
-static inline __attribute__((always_inline)) int dlspy_call_read_common(const char *pycall, const dlspy_last_call *L,
-                                                                       dlspy_call *c, PyObject *const *args,
-                                                                       Py_ssize_t n, dlspy_common *r) {
+ * the entries read, which dlspy_call_read_from reads no more); -1 with an exception. The framework is asked once
+ * the tensors are read (as the plan always did): reading calls no Python code and cannot fail for the stream's
+ * sake, so only which error a call failing both ways raises could differ from asking at the first tensor. */
+DLSPY_ALWAYS_INLINE int dlspy_call_read_common(const char *pycall, const dlspy_last_call *L, dlspy_call *c,
+                                               PyObject *const *args, Py_ssize_t n, dlspy_common *r) {
   r->xapi = r->cupy = r->fast = r->same = r->other = 0;
-  if (L->st->stream_var_set || DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) || !dls__ext_ready()))
-    return 1;
+  if (L->st->stream_var_set ||
+      DLSPY_UNLIKELY(atomic_load_explicit(&dlspy_dead, memory_order_relaxed) || !dls__ext_ready()))
+    return 1; /* the general way: a use_stream() block; the runtime's check */
   /* An index and the argument's bit: with the call's table in the caller's frame, what the loop keeps alive across
    * the framework's calls fits the callee-saved registers (the rest is read from L and r). */
   uint64_t bit = 1;
@@ -118,4 +152,4 @@ static inline __attribute__((always_inline)) int dlspy_call_read_common(const ch
  * the general way would have left it. */
 void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy_common *r);
 
-#endif /* DLSTREAM_PY_CALLREAD_H */
+#endif /* DLSTREAM_PY_HANDSHAKE_H */
