@@ -2,6 +2,7 @@
 /* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
 #include "args.h"
 #include "errors.h"
+#include "handshake.h"
 #include "streamarg.h"
 #include "tensorarg.h"
 
@@ -181,12 +182,13 @@ PyObject *dlspy_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   fill_value fv;
   if (read_fill_value(st, a[1], &fv) != 0)
     return NULL;
+  static const dlspy_call_desc desc = {names, 0, true, DLSPY_HINT_WRITES, NULL};
   dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 1) != 0) {
+  dlspy_call_init(&c, st, pycall, &desc, ~(uint64_t)0);
+  if (dlspy_call_begin(&c, a[2], NULL, a, 1) != 0) {
     Py_XDECREF(fv.i);
     return NULL;
   }
-  c.names = names;
   dlspy_view v;
   uint64_t pattern;
   int bad = tensor_arg(&c, a[0], 0, false, false, &v) != 0 || fill_pattern(st, a[1], &fv, v.dtype, &pattern) != 0;
@@ -217,10 +219,11 @@ PyObject *dlspy_axpy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   double alpha;
   if (dlspy_as_double(st, a[0], pycall, "a", &alpha) != 0)
     return NULL;
+  static const dlspy_call_desc desc = {names, 1, true, DLSPY_HINT_WRITES, NULL}; /* the table holds x and y */
   dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, a[3], NULL, a + 1, 2) != 0)
+  dlspy_call_init(&c, st, pycall, &desc, ~(uint64_t)0);
+  if (dlspy_call_begin(&c, a[3], NULL, a + 1, 2) != 0)
     return NULL;
-  c.names = names;
   dlspy_view x, y;
   if (tensor_arg(&c, a[1], 1, true, false, &x) != 0 || tensor_arg(&c, a[2], 2, false, false, &y) != 0) {
     dlspy_call_end(&c, false);
@@ -294,10 +297,11 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     return NULL;
   if (a[0] == NULL || a[1] == NULL)
     return dlspy_type_error(st, "copy() takes dst and src");
+  static const dlspy_call_desc call_desc = {names, 0, true, DLSPY_HINT_WRITES, NULL};
   dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, a[2], NULL, a, 2) != 0)
+  dlspy_call_init(&c, st, pycall, &call_desc, ~(uint64_t)0);
+  if (dlspy_call_begin(&c, a[2], NULL, a, 2) != 0)
     return NULL;
-  c.names = names;
   dlspy_view d, s;
   int rc = tensor_arg(&c, a[0], 0, false, true, &d);
   if (rc == 0 && (rc = dlspy_call_peer_tensor(&c, a[1], 1, &s)) > 0)
@@ -355,7 +359,8 @@ PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
   if (have_dev && dlspy_parse_device(st, a[2], pycall, &dev) != 0)
     return NULL;
   dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, a[1], have_dev ? &dev : NULL, NULL, 0) != 0)
+  dlspy_call_init(&c, st, pycall, &dlspy_call_plain, ~(uint64_t)0);
+  if (dlspy_call_begin(&c, a[1], have_dev ? &dev : NULL, NULL, 0) != 0)
     return NULL;
   return finish(&c, dls_spin(c.stream, (uint64_t)(secs * 1e9)));
 }

@@ -12,20 +12,45 @@
 #include "streamarg.h"
 #include "tensortypes.h"
 
-const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
-  if (c->names != NULL && index >= 0) {
+const dlspy_call_desc dlspy_call_plain = {NULL, 0, false, DLSPY_HINT_WRITES, NULL};
+
+#define DLSPY_U {1, 0}
+#define DLSPY_U8 DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U
+const dls__ext_extent dlspy_unknown_extents[DLS_MAX_ARGS] = {DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8,
+                                                             DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8};
+#undef DLSPY_U8
+#undef DLSPY_U
+_Static_assert(DLS_MAX_ARGS == 64, "dlspy_unknown_extents has 64 entries");
+
+void dlspy_call_extents_init(dlspy_call *c) {
+  memcpy(c->extents, dlspy_unknown_extents, (size_t)c->nextents * sizeof c->extents[0]);
+  c->extents_set = true;
+}
+
+const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size) {
+  const char *const *names = desc->names;
+  if (names != NULL && index >= 0) {
     int i = 0;
-    while (c->names[i] != NULL && i < index)
+    while (names[i] != NULL && i < index)
       i++;
-    if (i == index && c->names[i] != NULL)
-      return c->names[i];
+    if (i == index && names[i] != NULL)
+      return names[i];
   }
   snprintf(buf, size, "args[%d]", index);
   return buf;
 }
 
+const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size) {
+  if (c->searching) { /* the stream search names an argument by its place in the table */
+    snprintf(buf, size, "args[%d]", index - c->desc->base);
+    return buf;
+  }
+  return dlspy_desc_argname(c->desc, index, buf, size);
+}
+
 void dlspy_call_note_cause(dlspy_call *c) {
   PyObject *value = dlspy_take_exception();
+  c->more = true;
   if (c->cause == NULL)
     c->cause = value; /* the first one: later ones are usually its consequences */
   else
@@ -56,6 +81,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
     return -1;
   }
   dlspy_post *p = &c->posts[c->nposts++];
+  c->more = true;
   p->kind = kind;
   p->obj = obj;
   p->managed = managed;
@@ -105,12 +131,12 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   dlspy_state *st = c->st;
   int result = 0;
   dls__stream *s = c->s;
-  dlspy_cai_clear(&c->first_cai);
+  dlspy_cai_clear(&c->cai);
+  c->cai_index = -1;
   Py_CLEAR(c->cause);
   if (c->cur_ref != NULL)
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
-  c->first_obj = NULL;
   if (s == NULL)
     return 0;
   /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
@@ -204,19 +230,19 @@ int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg) {
 
 int dlspy_read_only(dlspy_call *c, int index, const char *how) {
   const char *arg = DLSPY_ARG(c, index);
-  if (c->hint == DLSPY_HINT_NO_SIGNATURE)
+  if (c->desc->hint == DLSPY_HINT_NO_SIGNATURE)
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
                  "%s(%s): the tensor is read-only%s, but a kernel without a signature may write every tensor "
                  "argument; if it only reads this one, give Module.function(name, signature=...) with 'cp' for it",
                  c->pycall, arg, how);
-  else if (c->hint == DLSPY_HINT_SIGNATURE)
+  else if (c->desc->hint == DLSPY_HINT_SIGNATURE)
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY,
                  "%s(%s): the tensor is read-only%s, but the signature declares %s 'p' (written); declare it 'cp' if "
                  "the kernel only reads it",
                  c->pycall, arg, how, arg);
   else
     dlspy_raisef(c->st, DLS_ERR_READ_ONLY, "%s(%s): the tensor is read-only%s and %s writes it", c->pycall, arg, how,
-                 c->writer ? c->writer : c->pycall);
+                 c->desc->writer ? c->desc->writer : c->pycall);
   return -1;
 }
 

@@ -46,50 +46,93 @@ typedef struct dlspy_view {
   dls__buffer *buf;     /* a dlstream tensor's buffer, held by the call until its end (NULL: another framework's) */
 } dlspy_view;
 
+/* One argument of a call in its table (dlspy_call.args): what the one read of a tensor argument left. An entry is
+ * filled where the read pass (dlspy_call_read) or, past its reach, the conversion first reads the argument, and
+ * every later step takes it from there. Plain scalars (exact int, float, bool, None, bytes) get no entry. */
+typedef struct dlspy_arg {
+  void *ptr;   /* the first element's address: what a kernel is given for the tensor (the one place the call
+                  knows a tensor argument's pointer) */
+  DLTensor dl; /* XAPI: the framework's view (valid while the caller holds the object: the whole call);
+                  CUPY: only dl.device (its data pointer is ptr) */
+} dlspy_arg;
+
+/* A tensor type whose tensors decided a call's stream and needed nothing more: an exchange-API type (`api`), whose
+ * framework's current stream of `dev` (`home` as dlstream names it) the call ran on. */
+typedef struct dlspy_last_type {
+  PyTypeObject *type; /* NULL: none */
+  const DLPackExchangeAPI *api;
+  DLDevice dev, home;
+} dlspy_last_type;
+
+/* What a read-only tensor where the kernel may write suggests: nothing (a built-in that writes the argument),
+ * declaring a signature (Function.launch without one), or 'cp' in place of 'p' (a signature says 'p'). */
+enum { DLSPY_HINT_WRITES = 0, DLSPY_HINT_NO_SIGNATURE, DLSPY_HINT_SIGNATURE };
+
+/* How a kind of call names its arguments and what it reads of them (one static description per kind; a Function
+ * keeps its own). */
+typedef struct dlspy_call_desc {
+  const char *const *names; /* the argument names ("dst" ...): messages say dst=; NULL: args[i] */
+  int base;                 /* the names' index of the table's first entry (axpy's table starts at x: 1) */
+  bool views;               /* the call wants each tensor's view (shape, strides), not only its pointer */
+  int hint;                 /* DLSPY_HINT_*: what a read-only refusal suggests */
+  const char *writer;       /* DLSPY_HINT_WRITES: what writes the argument (NULL: the call) */
+} dlspy_call_desc;
+/* No names, the table from args[0], pointers only, nothing to suggest. */
+extern const dlspy_call_desc dlspy_call_plain;
+
 typedef struct dlspy_call {
   dlspy_state *st;
   const char *pycall;
-  const char *const *names; /* the call's argument names ("dst" ...): messages say dst=, else args[i] */
-  int hint;                 /* DLSPY_HINT_*: what a read-only refusal suggests */
-  const char *writer;       /* DLSPY_HINT_WRITES: what writes the argument (NULL: the call) */
-  PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
-                               reference): the __cause__ of "expected a tensor", should it come to that */
+  const dlspy_call_desc *desc; /* how it names its arguments, what it reads of them */
+  uint64_t ptrslots;        /* bit i: a tensor is a tensor to the conversion of argument i (else a scalar slot) */
+  /* Set by every read pass. */
+  bool counted;          /* `s` is no default stream and the call holds a reference on it (dlspy_call_hold) */
+  bool searching;        /* the stream search runs: it names arguments args[i] by their place in the table */
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
+  /* The table: which entries hold a read, and how. */
+  uint64_t xapi;   /* bit i: args[i] holds an exchange-API view */
+  uint64_t cupy;   /* bit i: args[i] holds a CuPy array's pointer and device */
+  uint64_t fast;   /* bit i: argument i is a tensor of ftype on ftype.dev: the kernel takes args[i].ptr, with
+                      nothing to order */
   DLDevice sdev;         /* the device of `s` */
-  bool counted;          /* `s` is no default stream: the call holds a reference on it */
-  bool have_value;
-  int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
-  int nposts;
-  bool staged;           /* some host array was staged: the call blocks */
-  dls__stream *ordered[8]; /* producer streams already waited on */
-  int nordered;
+  /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
+   * read in C: api NULL) names for that tensor's device: tensors of that type on that device need no ordering
+   * (type NULL: none). */
+  dlspy_last_type ftype;
   const void *cur_api;      /* the last framework asked for its current stream (an exchange API, or &st->cupy) */
   DLDevice cur_dev;
   dls__stream *cur_stream;
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
+  PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
+                               reference): the __cause__ of "expected a tensor", should it come to that */
   dls__stream *cur_ref;     /* cur_stream when it is not the call's stream: a reference held (Python code run by
                                later arguments may drop the cache's handle) */
-  PyObject *first_obj;      /* the tensor argument read by dlspy_call_begin ... */
-  int first_kind;           /* ... through the exchange API (DLSPY_FIRST_XAPI) or its CUDA array interface */
-  DLTensor first_dl;        /* ... and its view, so it is not read twice */
+  bool have_value;
+  bool more;             /* the end has more to do than dropping the stream: posts, a staged array, a temporary
+                            handle, an interface's stream value, a cause or a current-stream reference (set with
+                            each of them) */
+  bool staged;           /* some host array was staged: the call blocks */
+  bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
+  int nposts;
+  int nordered;
+  int cai_index;         /* the slot whose array interface (or CuPy view with its shape) `cai` holds; -1: none */
+  int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
   uint64_t temp_handle;     /* a handle made for a stream that had none live (freed by dlspy_call_end) */
-  dls__ext_extent *extents;     /* a launch of a built-in: each pointer argument's extent, for its checks (else NULL) */
-  /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
-   * read in C) names for that tensor's device: tensors of that type on that device need no ordering
-   * (dlspy_call_fast_arg). */
-  PyTypeObject *fast_type;
-  const DLPackExchangeAPI *fast_api; /* NULL: CuPy */
-  DLDevice fast_dev;
-  /* The large parts last: a launch on the fast path touches only their first lines. */
-  dlspy_cai first_cai;
+  dls__ext_extent *extents;     /* a launch of a built-in: room for each pointer argument's extent, for its checks
+                                   (else NULL); unknown until one is noted (dlspy_call_extents) */
+  int nextents;                 /* its arguments */
+  bool extents_set;             /* the room holds them (else every one is unknown) */
+  dls__stream *ordered[8]; /* producer streams already waited on */
+  /* The large parts last: a launch on the fast path touches only the lines of what it uses. */
+  dlspy_cai cai;
   dlspy_post posts[DLSPY_MAX_POSTS];
+  dlspy_arg args[DLS_MAX_ARGS];
+  void *params[DLS_MAX_ARGS]; /* a planned launch's values: a fast tensor's &args[i].ptr, a scalar's conversion */
 } dlspy_call;
-enum { DLSPY_FIRST_XAPI = 1, DLSPY_FIRST_CAI, DLSPY_FIRST_CUPY };
-/* What a read-only tensor where the kernel may write suggests: nothing (a built-in that writes the argument),
- * declaring a signature (Function.launch without one), or 'cp' in place of 'p' (a signature says 'p'). */
-enum { DLSPY_HINT_WRITES = 0, DLSPY_HINT_NO_SIGNATURE, DLSPY_HINT_SIGNATURE };
-/* "dst" (the call's names) or "args[3]". */
+/* What `desc` names argument `index`: its name, else "args[3]". */
+const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size);
+/* "dst" (the call's names) or "args[3]" (while the stream search runs: the place in the table). */
 const char *dlspy_argname(const dlspy_call *c, int index, char *buf, size_t size);
 /* The same as an expression (its buffer lives as long as the enclosing block). */
 #define DLSPY_ARG(c, i) dlspy_argname((c), (i), (char[24]){0}, 24)
@@ -98,26 +141,33 @@ void dlspy_call_note_cause(dlspy_call *c);
 /* Raises "<call>(<arg>=<repr>): expected <what>", with the call's noted cause as __cause__; returns -1. */
 int dlspy_call_not_tensor(dlspy_call *c, PyObject *obj, int index, const char *what);
 
-/* Picks the stream of a call: explicit `stream` (may be NULL/None), the use_stream context, else what the first
- * tensor argument among `args` says: a dlstream.Tensor its allocation (or producer) stream; another framework's
- * tensor its framework's current stream (the DLPack C exchange API, else a registered stream provider, else a
- * version-3 __cuda_array_interface__'s stream); else the legacy default stream of `device` (NULL: of the first
- * tensor's device). Host arrays decide only when no argument lives on a device. Takes a reference on the
- * resolved stream (dlspy_call_end drops it); on failure nothing is held. */
-int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
-                     PyObject *const *args, Py_ssize_t nargs);
+/* Makes `c` a call of `pycall`, described by `desc`, that has read nothing; `ptrslots`: the arguments a tensor may
+ * be given for (~0: all). */
+static inline void dlspy_call_init(dlspy_call *c, dlspy_state *st, const char *pycall, const dlspy_call_desc *desc,
+                                   uint64_t ptrslots) {
+  c->st = st;
+  c->pycall = pycall;
+  c->desc = desc;
+  c->ptrslots = ptrslots;
+}
+/* Holds the call's stream until dlspy_call_end (a no-op on default streams), before anything runs Python code. A
+ * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
+ * as its device. */
+static inline void dlspy_call_hold(dlspy_call *c) {
+  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
+  if (c->counted)
+    dls__ext_stream_ref(c->s);
+}
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
 int dlspy_call_end_slow(dlspy_call *c, bool ok);
 /* After the launch was queued (ok) or refused (!ok): keeps borrowed objects
  * alive until the stream passes, copies staged arrays back and blocks, drops
  * the stream reference. Returns 0, or -1 with an exception. */
 static inline int dlspy_call_end(dlspy_call *c, bool ok) {
-  if (DLSPY_LIKELY(c->s != NULL && c->nposts == 0 && !c->staged && c->temp_handle == 0 &&
-                  c->first_cai.stream == NULL && c->cause == NULL && c->cur_ref == NULL)) {
+  if (DLSPY_LIKELY(!c->more && c->s != NULL)) {
     if (c->counted)
       dls__ext_stream_unref(c->s);
     c->s = NULL;
-    c->first_obj = NULL;
     return 0;
   }
   return dlspy_call_end_slow(c, ok);
@@ -125,8 +175,23 @@ static inline int dlspy_call_end(dlspy_call *c, bool ok) {
 /* Raises for an exchange-API framework that could not describe argument `arg` of `pycall` (unless it raised);
  * returns -1. */
 int dlspy_xapi_failed(dlspy_state *st, const char *pycall, const char *arg);
+/* The table entry of argument `index` (the names' index) read through the exchange API `api`: read now unless the
+ * call read it before. 0, or -1 with an exception. */
+static inline int dlspy_arg_xapi(dlspy_call *c, PyObject *obj, int index, const DLPackExchangeAPI *api,
+                                 const dlspy_arg **out) {
+  int i = index - c->desc->base;
+  dlspy_arg *a = &c->args[i];
+  *out = a;
+  if (!((c->xapi >> i) & 1)) {
+    if (api->dltensor_from_py_object_no_sync(obj, &a->dl) != 0)
+      return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
+    a->ptr = dlspy_view_data(&a->dl);
+    c->xapi |= (uint64_t)1 << i;
+  }
+  return 0;
+}
 /* Raises ReadOnlyError for a read-only tensor argument where the call may write, with the hint that fits what the
- * user wrote (c->hint); `how` says how it is read-only. Returns -1. */
+ * user wrote (c->desc->hint); `how` says how it is read-only. Returns -1. */
 int dlspy_read_only(dlspy_call *c, int index, const char *how);
 /* Raises for a framework whose current_work_stream(dev) failed (unless it raised); returns -1. */
 int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev);
@@ -159,10 +224,21 @@ static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *sha
 static inline dls__ext_extent dlspy_view_extent(const DLTensor *dl) {
   return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);
 }
+/* Extents none of which is known ({1, 0}), one per argument. */
+extern const dls__ext_extent dlspy_unknown_extents[DLS_MAX_ARGS];
+/* Makes every extent of the call's room unknown (the first extent noted). */
+void dlspy_call_extents_init(dlspy_call *c);
 /* Where a launch of a built-in wants them (c->extents), the extent of argument `index`. */
 static inline void dlspy_note_extent(dlspy_call *c, int index, dls__ext_extent e) {
-  if (c->extents != NULL)
+  if (c->extents != NULL) {
+    if (!c->extents_set)
+      dlspy_call_extents_init(c);
     c->extents[index] = e;
+  }
+}
+/* The extents a launch of a built-in passes its checks (NULL for another). */
+static inline const dls__ext_extent *dlspy_call_extents(const dlspy_call *c) {
+  return c->extents == NULL ? NULL : c->extents_set ? c->extents : dlspy_unknown_extents;
 }
 static inline bool dlspy_same_stream(const dls__stream *a, const dls__stream *b) {
   return a == b || dls__ext_stream_same(a, b);
@@ -180,6 +256,7 @@ static inline void dlspy_call_set_current(dlspy_call *c, const void *api, DLDevi
   if (DLSPY_UNLIKELY(c->cur_ref != NULL))
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = ref;
+  c->more |= ref != NULL;
   c->cur_api = api;
   c->cur_dev = dev;
   c->cur_stream = s;

@@ -20,6 +20,12 @@
 #define DLSPY_LIKELY(x) (x)
 #define DLSPY_UNLIKELY(x) (x)
 #endif
+/* A hot path's helper, inlined where the compiler would not (its callers keep few values across it). */
+#if defined(__GNUC__)
+#define DLSPY_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define DLSPY_ALWAYS_INLINE static inline
+#endif
 
 /* The docstrings' paragraph on what every queued call (fill, axpy, copy, Function.launch) shares. */
 #define DLSPY_ASYNC_DOC                                                                                          \

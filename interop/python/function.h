@@ -1,25 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* dlstream.Function's object, shared by its launch path (launch.c) and its launch plan (launchplan.c). */
+/* dlstream.Function's object, shared by its launch path (launch.c) and its launch plan (launchplan.h), and its
+ * memo of its last launch (function.c). */
 #ifndef DLSTREAM_PY_FUNCTION_H
 #define DLSTREAM_PY_FUNCTION_H
 
-#include "call.h"
+#include "handshake.h"
 
 /* Arguments whose last scalar a Function remembers (see FunctionObject). */
 #define MEMO_ARGS 16
 
-/* The shape of the last launch that ran on an exchange-API framework's current stream with nothing to order,
- * keep or stage: which arguments were that framework's tensors, and that every other one was a remembered
- * scalar. A call of the same shape needs only the tensors' data pointers and the framework's current stream
- * (launchplan.c). */
+/* A planned built-in's arguments as the core checks them (dls__builtin_check): the remembered scalars and the
+ * tensors' kinds written when the plan is made (and a scalar again when the general path remembers a new one),
+ * each call's tensor pointers and extents written over them. */
+typedef struct dlspy_plan_check {
+  dls_arg_t args[DLS_MAX_ARGS];
+  dls__ext_extent extents[DLS_MAX_ARGS];
+} dlspy_plan_check;
+
+/* The decision the general path made for the last launch that ran on an exchange-API framework's current stream
+ * (the Function's `last` type's) with nothing to order, keep or stage, kept as the table it had: which arguments
+ * were that framework's tensors (on its device: dlspy_call.fast), and that every other one was a remembered
+ * scalar. A call whose table the read pass finds the same is launched from it without converting again
+ * (launchplan.h: dlspy_plan_launch). */
 typedef struct dlspy_launch_plan {
-  PyTypeObject *type;             /* the tensors' type (strong); NULL: no plan */
-  const DLPackExchangeAPI *api;   /* its exchange API */
-  DLDevice dev;                   /* the device the framework names for the tensors (the Function's) */
-  DLDevice home;                  /* the same as dlstream names it */
-  uint64_t tensors;               /* bit i: argument i is a tensor of `type`; else the scalar memo_obj[i] */
-  int n;                          /* the kernel's argument count */
-  bool builtin;                   /* a built-in: its arguments are checked at each launch */
+  uint64_t tensors;               /* bit i: argument i is a tensor of the last type; else the scalar memo_obj[i] */
+  uint64_t scalars;               /* bit i: argument i is the scalar memo_obj[i] (i < n) */
+  uint64_t end;                   /* 1 << n (0 for 64): where the read pass of a call of n arguments ends */
+  int n;                          /* the kernel's argument count; -1: no plan */
+  bool builtin;                   /* a built-in: its arguments are checked at each launch (`check`) */
+  dlspy_plan_check *check;        /* a built-in's (allocated with its first plan; NULL: none) */
 } dlspy_launch_plan;
 
 /* The fields a launch reads come first, in the order it reads them: a launch leaves the caches cold (the driver's
@@ -34,7 +43,11 @@ typedef struct FunctionObject {
    * the same object, or an equal one of the same type (dlspy_same_value), converts the same way, and none can reach
    * the Function (no cycle). */
   PyObject *memo_grid, *memo_block;
-  uint32_t memo_dims[2][3];
+  dls_launch_config_t memo_cfg; /* their dimensions (no dynamic shared memory): a planned launch's configuration */
+  /* The last launch's shape, which the read pass tries first (dlspy_call_read_common): the type whose tensors decided
+   * its stream (their framework's current stream of their device; a strong reference, NULL: none) and needed
+   * nothing more, the pointer slots, and memo_obj with memo_arg. */
+  dlspy_last_call last;
   dlspy_launch_plan plan;
   PyObject *memo_obj[MEMO_ARGS];
   dls_arg_t memo_arg[MEMO_ARGS];
@@ -42,21 +55,14 @@ typedef struct FunctionObject {
   DLDevice device;
   PyObject *module; /* the Module, kept alive; NULL for built-ins */
   int nsig;         /* -1: no signature */
+  int nmin, nspan;  /* the kernel argument counts a launch may give: nmin to nmin + nspan */
   bool builtin;           /* a built-in (dlstream.builtin_function): its arguments are checked at each launch */
-  bool builtin_signature; /* the signature a built-in carries (the user gave none) */
+  dlspy_call_desc desc;   /* how its launch names its arguments (args[i], from args[0], pointers only) and what a
+                             read-only refusal suggests (the kernel's name writes it) */
   uint8_t sig[DLS_MAX_ARGS];
   char name[64];
 } FunctionObject;
 
-/* Runs launch(grid, block, *args) (no keywords) by f's plan. Returns 0 when it ran, -1 with an exception, 1 when
- * the call does not have the plan's shape (nothing raised, nothing done: the general path takes it). */
-int dlspy_plan_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargs);
-/* After the general path queued a launch without keywords: makes the plan of its shape when it has one.
- * `taken`: bit i set when argument i was a tensor of the call's fast type (dlspy_call_fast_arg). */
-void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *args, Py_ssize_t nargs,
-                     uint64_t taken);
-/* Drops the plan. */
-void dlspy_plan_clear(FunctionObject *f);
 /* Whether `o` is not `memo` but an exact int, float (the same bits) or tuple of exact ints equal to it (function.c;
  * `memo` NULL: nothing remembered, false). */
 bool dlspy_equal_value(PyObject *o, PyObject *memo);

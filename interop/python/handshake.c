@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Which stream a call runs on: explicit, the use_stream() context, else what its first tensor argument's framework
- * says (the DLPack C exchange API, CuPy read in C, a stream provider, the array interface's stream), else the
- * legacy default stream. The arguments themselves are tensorarg.c's, the rest of the call call.c's. */
-#include "call.h"
+/* The read pass of a call, its general way: it reads the call's arguments into its table (dlspy_call.args) up to
+ * the first tensor argument and picks the call's stream as it goes. The stream: explicit, the use_stream() context,
+ * else what its first tensor argument's framework says (the DLPack C exchange API, CuPy read in C, a stream
+ * provider, the array interface's stream), else the legacy default stream. The conversion (tensorarg.c) reads the
+ * arguments past it, each into its entry, and takes the ones read here from the table. The common case of
+ * Function.launch (handshake.h) reads every argument in one pass; a call it does not fit goes on here from what it
+ * read. */
+#include "handshake.h"
 
 #include <string.h>
 
@@ -13,8 +17,9 @@
 #include "tensortypes.h"
 
 /* A handle naming `s` for the public calls of built-ins (dls__ext_stream_handle): a temporary one takes over the
- * call's reference on `s`, and dlspy_call_end ends it. */
+ * reference dlspy_call_hold takes next (nothing runs in between), and dlspy_call_end ends it. */
 static int handle_of(dlspy_call *c, dls__stream *s) {
+  c->more = true;
   if (dls__ext_stream_handle(s, &c->stream, &c->temp_handle) != DLS_OK) {
     dlspy_raisef(c->st, DLS_ERR_OUT_OF_MEMORY, "%s: %s", c->pycall, dls_last_error());
     return -1;
@@ -24,46 +29,62 @@ static int handle_of(dlspy_call *c, dls__stream *s) {
 
 enum { ARG_NEXT = 0, ARG_DONE = 1, ARG_GENERAL = 2 };
 
-/* A CuPy array decides: CuPy's current stream of its device (what the package's CuPy provider would say), the
- * array read once for dlspy_call_arg. CuPy memory is device memory. ARG_GENERAL: the C path cannot tell (nothing
- * raised). */
-static int decide_cupy(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_known) {
-  int rc = dlspy_cupy_read(c->st, o, false, &c->first_cai);
+/* The stream of the call is the current stream that the framework of the tensor in slot `i` (of type `tp`; `api`
+ * NULL: CuPy) names for `dev` (home: `home`): tensors of that type on that device need no ordering. */
+static void decided_by(dlspy_call *c, int i, PyTypeObject *tp, const DLPackExchangeAPI *api, DLDevice dev,
+                       DLDevice home, dls__stream *fs) {
+  c->s = fs;
+  c->sdev = home; /* the framework's stream was looked up on `home` */
+  c->stream = c->cur_handle;
+  c->ftype.type = tp; /* its home is sdev (ftype.home is not set) */
+  c->ftype.api = api;
+  c->ftype.dev = dev;
+  c->fast |= (uint64_t)1 << i;
+}
+
+/* A CuPy array in slot `i` decides: CuPy's current stream of its device (what the package's CuPy provider would
+ * say). Read once, into its entry (and, for a call that wants views, with its shape into c->cai). CuPy memory is
+ * device memory. ARG_GENERAL: the C path cannot tell (nothing raised). */
+static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known) {
+  int rc = 1;
+  if (c->desc->views && (rc = dlspy_cupy_read(c->st, o, true, &c->cai)) == 0) {
+    c->cai_index = i;
+    c->cai_cupy = true;
+  } else if (rc > 0) {
+    rc = dlspy_cupy_read(c->st, o, false, &c->cai);
+  }
   if (rc != 0)
     return rc < 0 ? -1 : ARG_GENERAL;
-  DLDevice home = c->first_cai.dl.device;
+  dlspy_arg *a = &c->args[i];
+  a->ptr = c->cai.dl.data;
+  a->dl.device = c->cai.dl.device;
+  c->cupy |= (uint64_t)1 << i;
+  DLDevice home = a->dl.device;
   if (!*dev_known) {
     *dev = home;
     *dev_known = true;
   }
-  c->first_obj = o;
-  c->first_kind = DLSPY_FIRST_CUPY;
   if (!dlspy_same_device(home, *dev))
     return ARG_DONE; /* refused later */
   dls__stream *fs;
   rc = dlspy_cupy_stream(c, home, &fs);
   if (rc != 0) {
-    c->first_obj = NULL;
-    c->first_kind = 0;
+    c->cai_index = -1; /* the general way below may read the array interface into c->cai */
     return rc < 0 ? -1 : ARG_GENERAL;
   }
-  c->s = fs;
-  c->sdev = home;
-  c->stream = c->cur_handle;
-  c->fast_type = Py_TYPE(o);
-  c->fast_api = NULL;
-  c->fast_dev = home;
+  decided_by(c, i, Py_TYPE(o), NULL, home, home, fs);
   return ARG_DONE;
 }
 
-/* What one argument says about the call's stream and device. ARG_NEXT: look further (not a tensor, or host
- * memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE: the search ends (c->s,
- * c->stream or nothing chosen). With `host_seen` NULL host memory decides like device memory. */
-static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool *dev_known, bool *host_seen) {
+/* What the argument in slot `i` says about the call's stream and device, read into its entry. ARG_NEXT: look
+ * further (not a tensor, or host memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE:
+ * the search ends (c->s, c->stream or nothing chosen). With `host_seen` NULL host memory decides like device
+ * memory. */
+static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known, bool *host_seen) {
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(o);
   if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
-    return ARG_NEXT;
+    return ARG_NEXT; /* a plain value */
   const dlspy_type_entry info = *dlspy_type_info(st, tp);
   if (info.kind == DLSPY_KIND_TENSOR) {
     /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
@@ -83,27 +104,23 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     return ARG_DONE;
   }
   if (info.kind == DLSPY_KIND_CUPY) {
-    int rc = decide_cupy(c, o, dev, dev_known);
+    int rc = decide_cupy(c, o, i, dev, dev_known);
     if (rc != ARG_GENERAL)
       return rc;
     /* Not readable in C: the array interface and the provider below. */
   }
   const DLPackExchangeAPI *api = info.api;
   if (info.kind == DLSPY_KIND_XAPI) {
-    DLTensor dl;
-    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-      return dlspy_xapi_failed(st, c->pycall, DLSPY_ARG(c, (int)i));
+    const dlspy_arg *a;
+    if (dlspy_arg_xapi(c, o, i + c->desc->base, api, &a) != 0) /* a host tensor of the first pass is not read again */
+      return -1;
     DLDevice home;
-    if (!dls__ext_home(dl.device, &home))
+    if (!dls__ext_home(a->dl.device, &home))
       return ARG_DONE;
     if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
       *host_seen = true;
       return ARG_NEXT;
     }
-    /* The view stays valid while the caller holds the object (the whole call): dlspy_call_tensor reuses it. */
-    c->first_obj = o;
-    c->first_kind = DLSPY_FIRST_XAPI;
-    c->first_dl = dl;
     if (!*dev_known) {
       *dev = home;
       *dev_known = true;
@@ -111,21 +128,16 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
     if (!dlspy_same_device(home, *dev))
       return ARG_DONE; /* staged or refused later */
     dls__stream *fs;
-    if (dlspy_framework_stream(c, api, dl.device, &fs) != 0)
+    if (dlspy_framework_stream(c, api, a->dl.device, &fs) != 0)
       return -1;
-    c->s = fs;
-    c->sdev = home; /* the framework's stream was looked up on `home` */
-    c->stream = c->cur_handle;
-    c->fast_type = tp;
-    c->fast_api = api;
-    c->fast_dev = dl.device;
+    decided_by(c, i, tp, api, a->dl.device, home, fs);
     return ARG_DONE;
   }
   if (PyCapsule_CheckExact(o))
     return ARG_DONE;
   /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
-  dlspy_cai *cai = &c->first_cai;
-  int has_cai = dlspy_read_cai(c, o, (int)i, cai);
+  dlspy_cai *cai = &c->cai;
+  int has_cai = dlspy_read_cai(c, o, i + c->desc->base, cai);
   if (has_cai < 0)
     return -1;
   DLDevice d, home;
@@ -158,14 +170,15 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   }
   if (has_cai) {
     cai->dl.device = d;
-    c->first_obj = o;
-    c->first_kind = DLSPY_FIRST_CAI;
+    c->cai_index = i;
+    c->cai_cupy = false;
+    c->more |= cai->stream != NULL;
   }
   if (!dlspy_same_device(home, *dev))
     return ARG_DONE;
   PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
   if (provider != NULL) {
-    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, (int)i), &c->stream) != 0)
+    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, i + c->desc->base), &c->stream) != 0)
       return -1;
     if (c->stream.id != 0)
       return ARG_DONE;
@@ -177,30 +190,59 @@ static int decide(dlspy_call *c, PyObject *o, Py_ssize_t i, DLDevice *dev, bool 
   return ARG_DONE;
 }
 
-int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObject *stream, const DLDevice *device,
-                     PyObject *const *args, Py_ssize_t nargs) {
-  c->st = st;
-  c->pycall = pycall;
-  c->names = NULL;
-  c->hint = DLSPY_HINT_WRITES;
-  c->writer = NULL;
+
+int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc *desc, int index) {
+  char buf[24];
+  return dlspy_xapi_failed(st, pycall, dlspy_desc_argname(desc, index, buf, sizeof buf));
+}
+
+void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy_common *r) {
+  dlspy_call_cold(c);
+  c->counted = false;
+  c->searching = false;
+  c->stream = r->stream;
+  c->s = r->s;
+  c->xapi = r->xapi;
+  c->cupy = r->cupy;
+  c->fast = r->fast;
+  c->sdev = t->home;
+  c->ftype = *t;
+  c->cur_api = t->api;
+  c->cur_dev = t->dev;
+  c->cur_stream = r->s;
+  c->cur_handle = r->stream;
+}
+
+
+void dlspy_call_cold(dlspy_call *c) {
   c->cause = NULL;
   c->cur_ref = NULL;
-  c->s = NULL;
   c->have_value = false;
-  c->nposts = 0;
   c->staged = false;
+  c->more = false;
+  c->nposts = 0;
   c->nordered = 0;
-  c->cur_api = NULL;
-  c->first_obj = NULL;
-  c->first_kind = 0;
-  c->first_cai.stream = NULL;
+  c->cai_index = -1;
+  c->cai.stream = NULL;
   c->temp_handle = 0;
   c->extents = NULL;
+}
+
+int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
+                         Py_ssize_t nargs) {
+  dlspy_state *st = c->st;
+  const char *pycall = c->pycall;
+  dlspy_call_cold(c);
+  c->counted = false;
+  c->searching = false;
+  c->s = NULL;
+  c->cur_api = NULL;
   c->stream.id = 0;
-  c->fast_type = NULL;
+  c->ftype.type = NULL;
+  c->fast = 0;
   if (dlspy_check_runtime(st, pycall) != 0)
     return -1;
+  int n = (int)nargs;
   DLDevice dev = device ? *device : dls_cpu();
   bool dev_known = device != NULL;
   if (stream != NULL && stream != Py_None) {
@@ -210,21 +252,25 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     return -1;
   }
   if (c->stream.id == 0) {
-    /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host
-     * arrays given to a GPU launch are staged: memory space decides blocking, not the device); then a second
-     * pass lets the first host tensor decide. */
+    /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host arrays
+     * given to a GPU launch are staged: memory space decides blocking, not the device); then a second pass lets the
+     * first host tensor decide. */
     bool host_seen = false;
+    c->searching = true;
     for (int pass = 0; pass < 2 && c->s == NULL && c->stream.id == 0; pass++) {
       if (pass == 1 && (dev_known || !host_seen))
         break;
-      for (Py_ssize_t i = 0; i < nargs; i++) {
+      for (int i = 0; i < n; i++) {
         int rc = decide(c, args[i], i, &dev, &dev_known, pass == 0 ? &host_seen : NULL);
-        if (rc < 0)
+        if (rc < 0) {
+          c->searching = false;
           goto fail;
+        }
         if (rc == ARG_DONE)
           break;
       }
     }
+    c->searching = false;
     if (!dev_known && host_seen) {
       dev = dls_cpu();
       dev_known = true;
@@ -247,14 +293,9 @@ int dlspy_call_begin(dlspy_call *c, dlspy_state *st, const char *pycall, PyObjec
     }
     c->sdev = dls__ext_stream_device(c->s);
   } /* else the framework's stream, looked up on c->sdev */
-  /* A reentrant call may drop the handle meanwhile. Only a reserved handle names a default stream, which lives as
-   * long as its device. */
-  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
-  if (c->counted)
-    dls__ext_stream_ref(c->s);
   return 0;
 fail:
-  c->s = NULL; /* not held yet: the end drops only what the search read and held */
+  c->s = NULL; /* not held: the end drops only what the search read and held */
   (void)dlspy_call_end_slow(c, false);
   return -1;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
-#include "function.h"
+#include "launchplan.h"
 
 #include <math.h>
 #include <string.h>
@@ -28,6 +28,9 @@ static const char *sig_name(uint8_t k) {
 /* "p, p, u64, f32" or a sequence of tokens. */
 static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, FunctionObject *f) {
   f->nsig = -1;
+  f->nmin = 0;
+  f->nspan = DLS_MAX_ARGS;
+  f->last.slots = ~(uint64_t)0;
   if (obj == NULL || obj == Py_None)
     return 0;
   PyObject *parts;
@@ -78,6 +81,12 @@ static int parse_signature(dlspy_state *st, PyObject *obj, const char *pycall, F
     f->sig[i] = kind;
   }
   f->nsig = (int)n;
+  f->nmin = (int)n;
+  f->nspan = 0;
+  f->last.slots = 0;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (f->sig[i] == SIG_P || f->sig[i] == SIG_CP)
+      f->last.slots |= (uint64_t)1 << i;
   Py_DECREF(parts);
   return 0;
 }
@@ -91,11 +100,20 @@ PyObject *dlspy_function_new(dlspy_state *st, dls_function_t h, DLDevice dev, Py
   f->device = dev;
   f->st = st;
   f->module = Py_XNewRef(module);
+  dlspy_plan_clear(f);
+  f->last.st = st;
+  f->last.values = f->memo_obj;
+  f->last.conv = f->memo_arg;
+  f->last.nvalues = MEMO_ARGS;
   snprintf(f->name, sizeof f->name, "%s", name);
   if (parse_signature(st, signature, pycall, f) != 0) {
     Py_DECREF(f);
     return NULL;
   }
+  /* What a read-only refusal suggests: a signature, or 'cp' in the user's own. */
+  f->desc = dlspy_call_plain;
+  f->desc.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : DLSPY_HINT_SIGNATURE;
+  f->desc.writer = f->name;
   return (PyObject *)f;
 }
 
@@ -287,8 +305,8 @@ static bool dims_memo_ok(PyObject *o) {
 /* The launch configuration's grid and block, the last ones remembered. */
 static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_launch_config_t *cfg) {
   if (dlspy_same_value(grid, f->memo_grid) && dlspy_same_value(block, f->memo_block)) {
-    memcpy(cfg->grid, f->memo_dims[0], sizeof cfg->grid);
-    memcpy(cfg->block, f->memo_dims[1], sizeof cfg->block);
+    memcpy(cfg->grid, f->memo_cfg.grid, sizeof cfg->grid);
+    memcpy(cfg->block, f->memo_cfg.block, sizeof cfg->block);
     return 0;
   }
   if (parse_dims(f->st, grid, "grid", cfg->grid) != 0 || parse_dims(f->st, block, "block", cfg->block) != 0)
@@ -296,8 +314,9 @@ static int launch_dims(FunctionObject *f, PyObject *grid, PyObject *block, dls_l
   if (dims_memo_ok(grid) && dims_memo_ok(block)) {
     Py_XSETREF(f->memo_grid, Py_NewRef(grid));
     Py_XSETREF(f->memo_block, Py_NewRef(block));
-    memcpy(f->memo_dims[0], cfg->grid, sizeof cfg->grid);
-    memcpy(f->memo_dims[1], cfg->block, sizeof cfg->block);
+    memcpy(f->memo_cfg.grid, cfg->grid, sizeof cfg->grid);
+    memcpy(f->memo_cfg.block, cfg->block, sizeof cfg->block);
+    f->memo_cfg.shared_mem_bytes = 0;
   }
   return 0;
 }
@@ -309,7 +328,7 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
   *taken = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = uargs[i];
-    uint8_t kind = f->nsig >= 0 ? f->sig[i] : SIG_NONE;
+    uint8_t kind = f->sig[i]; /* SIG_NONE without a signature: the object was zeroed */
     if (kind == SIG_P || kind == SIG_CP) {
       int rc = dlspy_call_fast_arg(c, o, (int)i, &argv[i]);
       if (rc <= 0) {
@@ -328,23 +347,21 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
     if (i < MEMO_ARGS && (PyLong_CheckExact(o) || PyFloat_CheckExact(o))) {
       Py_XSETREF(f->memo_obj[i], Py_NewRef(o));
       f->memo_arg[i] = argv[i];
+      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1))
+        f->plan.check->args[i] = argv[i]; /* what a planned built-in's check reads for the scalar it remembers */
     }
   }
   return 0;
 }
 
-/* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No
- * Python object and no dlstream handle is made per call when the tensors'
- * type offers the DLPack C exchange API and the stream is the framework's. */
-static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+/* The general way of launch(grid, block, *args, stream=None, shared_mem=0) with `n` kernel arguments (n + 2
+ * positional ones): `c` has read the arguments already when `read` (a call the plan was tried on: no keywords, the
+ * remembered grid and block, a valid count). */
+static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssize_t n, PyObject *kwnames,
+                                dlspy_call *c, bool read) {
   static const char pycall[] = "Function.launch";
   dlspy_state *st = f->st;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames == NULL) {
-    int rc = dlspy_plan_launch(f, args, nargs);
-    if (rc <= 0)
-      return rc == 0 ? Py_NewRef(Py_None) : NULL;
-  }
+  Py_ssize_t nargs = n + 2;
   PyObject *stream = NULL, *shared = NULL;
   if (kwnames != NULL) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
@@ -359,7 +376,6 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
   }
   if (nargs < 2)
     return dlspy_type_error(st, "%s() needs grid and block before the kernel's arguments", pycall);
-  Py_ssize_t n = nargs - 2;
   PyObject *const *uargs = args + 2;
   if (f->nsig >= 0 && n != f->nsig)
     return dlspy_type_error(st, "%s: kernel \"%s\" takes %d argument%s by its signature, %zd given", pycall, f->name,
@@ -377,25 +393,25 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
       return NULL;
     cfg.shared_mem_bytes = (uint32_t)v;
   }
-  dlspy_call c;
-  if (dlspy_call_begin(&c, st, pycall, stream, &f->device, uargs, n) != 0)
-    return NULL;
-  /* What a read-only refusal suggests: a signature, 'cp' in the user's own, or nothing (a built-in writes it). */
-  c.hint = f->nsig < 0 ? DLSPY_HINT_NO_SIGNATURE : f->builtin_signature ? DLSPY_HINT_WRITES : DLSPY_HINT_SIGNATURE;
-  c.writer = f->name;
+  if (!read) {
+    dlspy_call_init(c, st, pycall, &f->desc, f->last.slots);
+    if (dlspy_call_read(c, stream, &f->device, uargs, n) != 0)
+      return NULL;
+  }
+  dlspy_call_hold(c); /* from here on Python code may run */
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
   if (f->builtin) { /* its arguments are checked: pointers need their extents */
-    for (Py_ssize_t i = 0; i < n; i++)
-      extents[i] = (dls__ext_extent){1, 0};
-    c.extents = extents;
+    c->extents = extents;
+    c->nextents = (int)n;
+    c->extents_set = false;
   }
   uint64_t taken = 0;
-  bool ok = launch_args(f, &c, uargs, n, argv, &taken) == 0;
+  bool ok = launch_args(f, c, uargs, n, argv, &taken) == 0;
   if (ok) {
     dls__function *fn = dls__ext_function(f->handle);
-    dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c.s, &cfg, argv, (size_t)n,
-                                                   c.extents ? dls__ext_extents(c.extents) : NULL)
+    dls_status_t rc = fn != NULL ? dls__launch_ext(pycall, fn, c->s, &cfg, argv, (size_t)n,
+                                                   c->extents ? dls__ext_extents(dlspy_call_extents(c)) : NULL)
                                  : dls__ext_function_stale(f->handle, pycall);
     if (fn == NULL && (f->handle.id == 0 || (f->module && !dlspy_module_open(f->module))))
       dlspy_raisef(st, rc, "%s: the function's module was closed", pycall);
@@ -404,10 +420,27 @@ static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ss
     ok = rc == DLS_OK;
   }
   if (ok && kwnames == NULL)
-    dlspy_plan_note(f, &c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
-  if (dlspy_call_end(&c, ok) != 0 || !ok)
+    dlspy_plan_note(f, c, args, nargs, taken); /* before dlspy_call_end: it reads the call's choices */
+  if (dlspy_call_end(c, ok) != 0 || !ok)
     return NULL;
   Py_RETURN_NONE;
+}
+
+/* launch(grid, block, *args, stream=None, shared_mem=0): the hot path. No Python object and no dlstream handle is
+ * made per call when the tensors' type offers the DLPack C exchange API and the stream is the framework's. A call
+ * that may be shaped like the last one (no keywords, the remembered grid and block, a count the kernel takes, a last
+ * tensor type) is read by the read pass's common case and launched by the plan when its table is the plan's; else
+ * the general way goes on from that read. */
+static PyObject *function_launch(FunctionObject *f, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf) - 2; /* the kernel's (nothing else is kept across the read pass) */
+  dlspy_call c;
+  if (kwnames != NULL || f->last.type.type == NULL || (size_t)(n - f->nmin) > (size_t)f->nspan ||
+      !dlspy_same_value(args[0], f->memo_grid) || !dlspy_same_value(args[1], f->memo_block))
+    return launch_general(f, args, n, kwnames, &c, false);
+  int rc = dlspy_plan_launch(f, &c, args, n);
+  if (rc <= 0)
+    return rc == 0 ? Py_NewRef(Py_None) : NULL;
+  return launch_general(f, args, n, NULL, &c, true);
 }
 
 static void function_dealloc(FunctionObject *f) {
@@ -417,7 +450,7 @@ static void function_dealloc(FunctionObject *f) {
   Py_CLEAR(f->memo_block);
   for (int i = 0; i < MEMO_ARGS; i++)
     Py_CLEAR(f->memo_obj[i]);
-  dlspy_plan_clear(f);
+  dlspy_plan_forget(f);
   tp->tp_free(f);
   Py_DECREF(tp);
 }
@@ -425,7 +458,7 @@ static void function_dealloc(FunctionObject *f) {
 static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicode_FromString(f->name); }
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
-static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.type != NULL); }
+static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.n >= 0); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;
@@ -531,7 +564,8 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   Py_XDECREF(dflt);
   if (f != NULL) {
     ((FunctionObject *)f)->builtin = true;
-    ((FunctionObject *)f)->builtin_signature = dflt != NULL;
+    if (dflt != NULL) /* the signature the built-in carries (the user gave none): nothing, the built-in writes it */
+      ((FunctionObject *)f)->desc.hint = DLSPY_HINT_WRITES;
   }
   return f;
 }

@@ -126,7 +126,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     p->host_lo = (void *)lay.lo;
     p->span = lay.span;
     p->copy_back = !readonly_ok && lay.span > 0;
-    c->staged = true;
+    c->staged = true; /* c->more: the post set it */
     void *tmp_ptr;
     dls_status_t r = dls__ext_stage_in(c->s, p->host_lo, lay.span, &p->tmp, &tmp_ptr);
     if (r != DLS_OK) {
@@ -149,26 +149,15 @@ fail:
   return -1;
 }
 
-/* The view an exchange-API tensor gives (the first argument's, read once by dlspy_call_begin). */
-static int xapi_read(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, int index, DLTensor *dl) {
-  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI) {
-    *dl = c->first_dl;
-    return 0;
-  }
-  if (api->dltensor_from_py_object_no_sync(obj, dl) == 0)
-    return 0;
-  return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
-}
-
 /* An exchange-API tensor `dl` whose memory the call's stream reaches (its own device, or a peer for copies):
  * ordered after its framework's stream, passed as a pointer. */
-static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, const DLTensor *dl, DLDevice home,
+static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, const dlspy_arg *a, DLDevice home,
                        bool want_meta, dlspy_view *out) {
   dls__stream *producer;
-  if (dlspy_framework_stream(c, api, dl->device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0)
+  if (dlspy_framework_stream(c, api, a->dl.device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0)
     return -1;
-  dlspy_view_meta(out, dl, want_meta);
-  out->ptr = dlspy_view_data(dl);
+  dlspy_view_meta(out, &a->dl, want_meta);
+  out->ptr = a->ptr;
   out->device = home;
   out->arg = dls_arg_ptr(out->ptr);
   return 0;
@@ -218,13 +207,18 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
   return 0;
 }
 
-/* A CuPy array read in C (the first argument's read reused when it has what is asked), on the call's device or
- * (peer) on another of its backend: ordered after CuPy's current stream of its device. 1: the C path cannot take
- * it (nothing raised). */
+/* A CuPy array read in C (its entry, or the call's view of it with its shape, when they have what is asked), on
+ * the call's device or (peer) on another of its backend: ordered after CuPy's current stream of its device. 1: the
+ * C path cannot take it (nothing raised). */
 static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, bool peer, dlspy_view *out) {
+  int i = index - c->desc->base;
   dlspy_cai tmp, *v = &tmp;
-  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY && (c->first_cai.meta || !want_meta)) {
-    v = &c->first_cai;
+  if (c->cai_index == i && c->cai_cupy && (c->cai.meta || !(want_meta || peer))) {
+    v = &c->cai;
+  } else if (!(want_meta || peer) && ((c->cupy >> i) & 1)) {
+    tmp.meta = false;
+    tmp.dl.data = c->args[i].ptr;
+    tmp.dl.device = c->args[i].dl.device;
   } else {
     int rc = dlspy_cupy_read(c->st, obj, want_meta || peer, &tmp);
     if (rc != 0)
@@ -254,17 +248,17 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, 
 int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dls_arg_t *out) {
   const dlspy_type_entry info = *dlspy_type_info(c->st, Py_TYPE(obj));
   if (info.kind == DLSPY_KIND_XAPI) {
-    DLTensor dl;
+    const dlspy_arg *a;
     DLDevice home;
-    if (xapi_read(c, info.api, obj, index, &dl) != 0)
+    if (dlspy_arg_xapi(c, obj, index, info.api, &a) != 0)
       return -1;
-    if (dls__ext_home(dl.device, &home) && dlspy_same_device(home, c->sdev)) {
+    if (dls__ext_home(a->dl.device, &home) && dlspy_same_device(home, c->sdev)) {
       dls__stream *producer;
-      if (dlspy_framework_stream(c, info.api, dl.device, &producer) != 0 ||
+      if (dlspy_framework_stream(c, info.api, a->dl.device, &producer) != 0 ||
           dlspy_order_after(c, producer, obj) != 0)
         return -1;
-      *out = dls_arg_ptr(dlspy_view_data(&dl));
-      dlspy_note_extent(c, index, dlspy_view_extent(&dl));
+      *out = dls_arg_ptr(a->ptr);
+      dlspy_note_extent(c, index, dlspy_view_extent(&a->dl));
       return 0;
     }
   }
@@ -304,6 +298,21 @@ static int hold_tensor(dlspy_call *c, dls_tensor_t h, const dls__ext_tensor *ti,
 
 int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, dlspy_view *out) {
   out->buf = NULL;
+  int i = index - c->desc->base;
+  if (Py_TYPE(obj) == c->ftype.type && c->ftype.api != NULL && !(((c->fast | c->xapi) >> i) & 1) &&
+      dlspy_call_fast_read(c, obj, i) < 0)
+    return -1; /* else read into its entry, fast when on the fast device */
+  if (((c->fast & c->xapi) >> i) & 1 && c->cur_api == (const void *)c->ftype.api &&
+      dlspy_same_device(c->cur_dev, c->ftype.dev)) {
+    /* A tensor of the call's fast type on its device, its framework's current stream still the call's: what
+     * xapi_tensor would find (nothing to order), from its entry. */
+    const dlspy_arg *a = &c->args[i];
+    dlspy_view_meta(out, &a->dl, want_meta);
+    out->ptr = a->ptr;
+    out->device = c->sdev;
+    out->arg = dls_arg_ptr(out->ptr);
+    return 0;
+  }
   dlspy_state *st = c->st;
   PyTypeObject *tp = Py_TYPE(obj);
   const dlspy_type_entry info = *dlspy_type_info(st, tp);
@@ -324,12 +333,12 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   }
   const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
-    DLTensor dl;
-    if (xapi_read(c, api, obj, index, &dl) != 0)
+    const dlspy_arg *a;
+    if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
       return -1;
     DLDevice home;
-    if (dls__ext_home(dl.device, &home) && dlspy_same_device(home, c->sdev))
-      return xapi_tensor(c, api, obj, &dl, home, want_meta, out);
+    if (dls__ext_home(a->dl.device, &home) && dlspy_same_device(home, c->sdev))
+      return xapi_tensor(c, api, obj, a, home, want_meta, out);
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
   } else if (info.kind == DLSPY_KIND_CUPY) {
     int rc = cupy_tensor(c, obj, index, true, false, out);
@@ -337,8 +346,8 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
       return rc;
   }
   if (!PyCapsule_CheckExact(obj)) {
-    if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
-      return cai_tensor(c, obj, index, &c->first_cai, readonly_ok, want_meta, out, false);
+    if (c->cai_index == index - c->desc->base && !c->cai_cupy)
+      return cai_tensor(c, obj, index, &c->cai, readonly_ok, want_meta, out, false);
     if (api == NULL) {
       dlspy_cai cai;
       int has = dlspy_read_cai(c, obj, index, &cai);
@@ -383,13 +392,16 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
   const DLPackExchangeAPI *api = info.api;
   dlspy_cai cp;
   int rc;
+  int i = index - c->desc->base;
   if (api != NULL) {
-    DLTensor dl;
-    if (xapi_read(c, api, obj, index, &dl) != 0)
+    const dlspy_arg *a;
+    if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
       return -1;
-    d = dl.device;
-  } else if (obj == c->first_obj && (c->first_kind == DLSPY_FIRST_CAI || c->first_kind == DLSPY_FIRST_CUPY)) {
-    d = c->first_cai.dl.device;
+    d = a->dl.device;
+  } else if (c->cai_index == i) {
+    d = c->cai.dl.device;
+  } else if (info.kind == DLSPY_KIND_CUPY && ((c->cupy >> i) & 1)) {
+    d = c->args[i].dl.device;
   } else if (info.kind == DLSPY_KIND_CUPY && (rc = dlspy_cupy_read(st, obj, false, &cp)) <= 0) {
     if (rc < 0)
       return -1;
@@ -431,15 +443,15 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
   const DLPackExchangeAPI *api = info.api;
   if (api != NULL) {
-    DLTensor dl;
-    if (xapi_read(c, api, obj, index, &dl) != 0)
+    const dlspy_arg *a;
+    if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
       return -1;
-    return xapi_tensor(c, api, obj, &dl, home, true, out);
+    return xapi_tensor(c, api, obj, a, home, true, out);
   }
   if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, out)) <= 0)
     return rc;
-  if (obj == c->first_obj && c->first_kind == DLSPY_FIRST_CAI)
-    return cai_tensor(c, obj, index, &c->first_cai, true, true, out, true);
+  if (c->cai_index == index - c->desc->base && !c->cai_cupy)
+    return cai_tensor(c, obj, index, &c->cai, true, true, out, true);
   dlspy_cai cai;
   int has = dlspy_read_cai(c, obj, index, &cai);
   if (has < 0)
@@ -507,18 +519,23 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   return 0;
 }
 
-int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out) {
-  dlspy_cai v;
-  const dlspy_cai *a = &v;
-  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_CUPY) {
-    a = &c->first_cai;
+int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i) {
+  dlspy_arg *a = &c->args[i];
+  if (c->ftype.api != NULL) {
+    const dlspy_arg *r;
+    if (dlspy_arg_xapi(c, o, i + c->desc->base, c->ftype.api, &r) != 0)
+      return -1;
   } else {
+    dlspy_cai v;
     int rc = dlspy_cupy_read(c->st, o, false, &v);
     if (rc != 0)
       return rc;
+    a->ptr = v.dl.data;
+    a->dl.device = v.dl.device;
+    c->cupy |= (uint64_t)1 << i;
   }
-  if (!dlspy_same_device(a->dl.device, c->fast_dev))
+  if (!dlspy_same_device(a->dl.device, c->ftype.dev))
     return 1;
-  *out = dls_arg_ptr(a->dl.data);
+  c->fast |= (uint64_t)1 << i;
   return 0;
 }

@@ -26,26 +26,24 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
  * dls_arg_tensor record it themselves): its use is recorded once the work is queued. No-op for other tensors. */
 void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode);
 
-/* dlspy_call_fast_arg for a CuPy array. */
-int dlspy_cupy_fast_arg(dlspy_call *c, PyObject *o, dls_arg_t *out);
-/* A launch's pointer argument of the call's fast type (see dlspy_call.fast_type) on its device: the data pointer,
+/* dlspy_call_fast_arg for an argument of the fast type past the read pass's reach: reads it into its entry (slot
+ * `i`). 0: on the fast device; 1: not (nothing raised); -1 with an exception. */
+int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i);
+/* A launch's pointer argument, slot `i` of a call whose table starts at its first argument (Function.launch), that
+ * is a tensor of the call's fast type (see dlspy_call.ftype) on its device: the data pointer from its entry,
  * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
  * raised): dlspy_call_arg takes it; -1 with an exception. */
-static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int index, dls_arg_t *out) {
-  if (Py_TYPE(o) != c->fast_type)
-    return 1;
-  if (c->fast_api == NULL)
-    return dlspy_cupy_fast_arg(c, o, out);
-  DLTensor dl;
-  if (o == c->first_obj && c->first_kind == DLSPY_FIRST_XAPI)
-    dl = c->first_dl;
-  else if (c->fast_api->dltensor_from_py_object_no_sync(o, &dl) != 0)
-    return dlspy_xapi_failed(c->st, c->pycall, DLSPY_ARG(c, index));
-  if (dl.device.device_type != c->fast_dev.device_type || dl.device.device_id != c->fast_dev.device_id)
-    return 1;
-  *out = dls_arg_ptr(dlspy_view_data(&dl));
-  if (DLSPY_UNLIKELY(c->extents != NULL))
-    c->extents[index] = dlspy_view_extent(&dl);
+static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int i, dls_arg_t *out) {
+  if (!((c->fast >> i) & 1)) {
+    if (Py_TYPE(o) != c->ftype.type || (((c->xapi | c->cupy) >> i) & 1)) /* read already, and not on its device */
+      return 1;
+    int rc = dlspy_call_fast_read(c, o, i);
+    if (rc != 0)
+      return rc;
+  }
+  *out = dls_arg_ptr(c->args[i].ptr);
+  if (DLSPY_UNLIKELY(c->extents != NULL) && ((c->xapi >> i) & 1))
+    dlspy_note_extent(c, i, dlspy_view_extent(&c->args[i].dl));
   return 0;
 }
 

@@ -47,6 +47,23 @@ def test_planned_builtin_launches_are_checked_too(fx):
     dlstream.current_stream("cpu").synchronize()
 
 
+def test_a_planned_builtin_checks_the_scalar_a_refused_call_remembered(fx):
+    """The plan keeps its built-in's check arguments; a general call that remembers a new scalar and is then refused
+    leaves the plan in place, and a planned call with that scalar is checked with it (not the plan's old one)."""
+    from test_launch_memo import axpy_on_fakes
+    f, x, y, fxx, fyy = axpy_on_fakes(fx)
+    f.launch(1, 8, 8, 1.0, fxx, fyy)
+    assert f._planned
+    count = 9  # one int object for both calls: the second is the remembered one
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"needs bytes \[0, 36\)"):
+        f.launch(1, 8, count, 1.0, fxx, fyy)  # the general path remembers 9, then the check refuses it
+    assert f._planned
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"needs bytes \[0, 36\)"):
+        f.launch(1, 8, count, 1.0, fxx, fyy)  # the plan's shape: checked with 9, not 8
+    dlstream.current_stream("cpu").synchronize()
+    np.testing.assert_array_equal(y, x + 1)  # the first call only
+
+
 @pytest.mark.parametrize("dst,src", [(slice(1, None), slice(None, -1)), (slice(None, -1), slice(1, None)),
                                      (slice(None), slice(None, None, -1))])
 def test_overlapping_copy_gives_numpys_answer(dst, src):
