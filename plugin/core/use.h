@@ -16,7 +16,8 @@
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
   void *event;         /* in a capture: its own pooled event, recorded after the latest use; eager: NULL, as
-                          the stream's mark is recorded after each use, until the release gives it its own */
+                          the stream's mark is recorded after each use (a release that waits later records
+                          an event of its own then: access.c) */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
   uint8_t role;        /* DLS__ROLE_* */
   bool stale;          /* the latest record failed: record it again before ordering on it */
