@@ -289,11 +289,8 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
   uint64_t cap = 0;
   (void)dls__stream_capture(s, &cap);
   dls__spin_lock(&b->mu);
-  int k = NONE;
-  for (int i = 0; i < b->nuses && k == NONE; i++)
-    if (b->uses[i].cap_id == cap && dls__same_stream(b->uses[i].stream, s))
-      k = i;
-  dls_status_t st = k == NONE ? use_entry(b, s, cap, &k) : DLS_OK;
+  int k;
+  dls_status_t st = use_entry(b, s, cap, &k); /* its entry, made when missing */
   if (st == DLS_OK) {
     dls__use *u = &b->uses[k];
     /* A failed record leaves the use stale: the release records it again
