@@ -15,21 +15,14 @@
  * Hazards are kept per capture: uses in a capture are ordered among the
  * streams of that capture, eager ones among eager streams.
  *
- * The same state answers where a free goes (the end of this file): on the
- * allocation stream after every use has passed, on the deferred queue while
- * uses are pending, or with the graph that allocated it. */
+ * The same state answers where a free goes (release.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/access.h"
 #include "core/buffer.h"
 #include "core/capture.h"
-#include "core/deferred.h"
-#include "core/graph.h"
 #include "core/wait.h"
-
-/* A release waits on a marker per use: the uses a buffer keeps inline fit an entry's own markers. */
-_Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inline uses fit a deferred entry");
 
 /* The allocation stream, as a party. */
 #define ALLOC (-1)
@@ -108,19 +101,31 @@ static int party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
 
 static uint8_t *role_of(dls__buffer *b, int k) { return k == ALLOC ? &b->alloc_role : &b->uses[k].role; }
 
-/* Makes `s` wait for party `k`'s work (b->mu held). */
-static dls_status_t wait_for(dls__buffer *b, dls__stream *s, int k) {
+/* Whether a crossing from the allocation stream may wait on its mark: it
+ * was recorded after the stream's latest use of owned memory, and no export
+ * lets the stream write it unseen since. A producer of borrowed memory
+ * writes it unseen (its framework's own work): that crossing waits for
+ * whatever the producer queued so far. */
+static bool alloc_mark_valid(const dls__buffer *b) {
+  return b->alloc_marked && !b->borrowed && b->alloc_exports == 0;
+}
+
+/* Makes `s` (in capture `cap`) wait for party `k`'s work (b->mu held). */
+static dls_status_t wait_for(dls__buffer *b, dls__stream *s, uint64_t cap, int k) {
   if (k == ALLOC) {
     dls__stream *a = b->stream;
     if (a->native == (void *)UINTPTR_MAX || dls__same_stream(a, s))
       return DLS_OK; /* memory no stream produced (latch flags) */
-    return dls__stream_order(s, a);
+    if (alloc_mark_valid(b)) /* an eager record, waited on by an eager use (the party's capture is the use's) */
+      return s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native,
+                                           atomic_load_explicit(&a->mark, memory_order_acquire));
+    return dls__stream_order_at(s, cap, a);
   }
   dls__use *u = &b->uses[k];
   if (dls__same_stream(u->stream, s))
     return DLS_OK;
   if (u->exports > 0) /* a consumer holding an export may write at any time: whatever it queued so far */
-    return dls__stream_order(s, u->stream);
+    return dls__stream_order_at(s, cap, u->stream);
   if (!u->recorded && !u->stale)
     return DLS_OK; /* its work was never queued (the launch failed): nothing to wait for */
   DLS__TRY(dls__use_refresh(u));
@@ -136,6 +141,16 @@ static dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int 
   if (b->borrowed && cap != b->cap_id && b->stream->native != (void *)UINTPTR_MAX &&
       !dls__same_stream(b->stream, s))
     return dls__capture_check_pair(s, cap, b->stream, b->cap_id);
+  /* A foreign allocation stream's uses while it was the only party were
+   * noted without asking its capture state (dls__access_begin): some may
+   * be in this capture. When it captures in it now, `s` waits for what it
+   * captured so far (an edge of the capture: conservative, never wrong). */
+  if (DLS__UNLIKELY(cap != 0 && b->cap_id == 0 && b->stream->capture_unseen) && !dls__same_stream(b->stream, s)) {
+    uint64_t acap = 0;
+    (void)dls__stream_capture(b->stream, &acap);
+    if (acap == cap)
+      DLS__TRY(dls__stream_order_at(s, cap, b->stream));
+  }
   uint8_t mine = me == NONE ? 0 : *role_of(b, me);
   bool write = (mode & DLS_ACCESS_WRITE) != 0;
   int parties = b->nuses;
@@ -146,9 +161,9 @@ static dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int 
     /* The writer, unless `s` already waited for it (it reads since, or wrote it); the readers, for a write;
      * a consumer holding an export, always. */
     bool need = (r & DLS__ROLE_WRITER && !(mine & (DLS__ROLE_READER | DLS__ROLE_WRITER))) ||
-                (write && (r & DLS__ROLE_READER)) || (k != ALLOC && b->uses[k].exports > 0);
+                (write && (r & DLS__ROLE_READER)) || (k == ALLOC ? b->alloc_exports : b->uses[k].exports) > 0;
     if (need)
-      DLS__TRY(wait_for(b, s, k));
+      DLS__TRY(wait_for(b, s, cap, k));
   }
   return DLS_OK;
 }
@@ -186,10 +201,21 @@ static void unlock_all(dls__accesses *x, int n) {
     dls__spin_unlock(&x->a[i].b->mu);
 }
 
+/* Whether every buffer of the work is eager memory of `s` that no other
+ * stream used (b->mu held): nothing to wait for, whether `s` captures or
+ * not. */
+static bool only_own_eager(const dls__accesses *x, const dls__stream *s) {
+  for (int i = 0; i < x->n; i++) {
+    const dls__buffer *b = x->a[i].b;
+    if (b->nuses != 0 || b->cap_id != 0 || !dls__same_stream(b->stream, s))
+      return false;
+  }
+  return true;
+}
+
 dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   x->s = s;
   x->cap = 0;
-  (void)dls__stream_capture(s, &x->cap);
   /* Locked in address order (no two pieces of work can deadlock), until
    * the work is queued and its uses noted: the rule sees accesses in the
    * order their work reaches the streams. */
@@ -197,9 +223,20 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     sort_by_address(x->a, x->n);
   for (int i = 0; i < x->n; i++)
     dls__spin_lock(&x->a[i].b->mu);
+  /* The common case, the stream's own memory used on it alone: its capture
+   * state decides nothing while no capture is known, and the driver is not
+   * asked (a foreign stream in a capture nobody saw notes the use as eager;
+   * order_use makes up for that should another stream use the memory in
+   * that capture). */
+  if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) && only_own_eager(x, s)) {
+    for (int i = 0; i < x->n; i++)
+      x->a[i].party = ALLOC;
+    return DLS_OK;
+  }
+  (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
-    /* The common case: the allocation stream is the only party, and the use is on it (nothing to wait for). */
+    /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
     if (DLS__LIKELY(b->nuses == 0 && b->cap_id == x->cap && dls__same_stream(b->stream, s))) {
       x->a[i].party = ALLOC;
       continue;
@@ -207,9 +244,13 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     int me = party_of(b, s, x->cap);
     dls_status_t st = order_use(b, s, x->cap, me, x->a[i].mode);
     /* The entry a use needs is made before the work is queued, so noting
-     * the use afterwards needs no memory. */
+     * the use afterwards needs no memory. An eager use by the allocation
+     * stream of owned memory others use records its mark (dls__access_end),
+     * made now. */
     if (st == DLS_OK && me == NONE)
       st = use_entry(b, s, x->cap, &me);
+    else if (st == DLS_OK && me == ALLOC && x->cap == 0 && !b->borrowed)
+      st = dls__stream_mark(s, &(void *){NULL});
     if (st != DLS_OK) {
       unlock_all(x, x->n);
       return st;
@@ -225,8 +266,10 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
     return DLS_OK;
   }
   dls_status_t first = DLS_OK;
-  void *marked = NULL; /* a stream mark this piece of work recorded already, and how that went */
+  /* The stream's mark, recorded once for the piece of work (when a buffer needs it), and how that went. */
+  void *marked = NULL;
   dls_status_t marked_st = DLS_OK;
+  const dls__backend *be = x->s->dev->be;
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
     int me = x->a[i].party;
@@ -236,17 +279,25 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
       dls__spin_unlock(&b->mu);
       continue;
     }
-    if (me != ALLOC) {
+    if (me == ALLOC) {
+      /* Others use the memory: the allocation stream's eager use of owned
+       * memory is marked like theirs, so that a crossing from it waits on
+       * the mark (a failed record: on a record made then, as before). */
+      void *ev = atomic_load_explicit(&x->s->mark, memory_order_acquire);
+      if (x->cap == 0 && !b->borrowed && ev != NULL && marked != ev) {
+        marked = ev;
+        marked_st = be->event_record(be, x->s->dev->id, ev, x->s->native);
+      }
+      b->alloc_marked = x->cap == 0 && !b->borrowed && ev != NULL && marked_st == DLS_OK;
+    } else {
       /* Re-recording moves the marker past this use; the earlier uses on
        * the same stream are before it in stream order. A failed record is
        * made again before anything waits on it (dls__use_refresh). */
       dls__use *u = &b->uses[me];
       void *ev = dls__use_event(u);
       dls_status_t st = marked_st;
-      if (ev != marked) {
-        const dls__backend *be = x->s->dev->be;
+      if (ev != marked)
         st = be->event_record(be, x->s->dev->id, ev, x->s->native);
-      }
       if (u->event == NULL) {
         marked = ev;
         marked_st = st;
@@ -308,11 +359,12 @@ dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer) {
   dls__access_add(&x, b, DLS_ACCESS_WRITE);
   DLS__TRY(dls__access_begin(&x, consumer));
   dls_status_t st = dls__access_end(&x, true);
-  if (x.a[0].party != ALLOC) {
-    dls__spin_lock(&b->mu);
+  dls__spin_lock(&b->mu);
+  if (x.a[0].party != ALLOC)
     b->uses[x.a[0].party].exports++;
-    dls__spin_unlock(&b->mu);
-  }
+  else
+    b->alloc_exports++;
+  dls__spin_unlock(&b->mu);
   return st;
 }
 
@@ -324,7 +376,19 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
   for (int k = 0; k < b->nuses && me == NONE; k++) /* the consumer's capture may be over: its eager entry */
     if (b->uses[k].exports > 0 && dls__same_stream(b->uses[k].stream, consumer))
       me = k;
-  if (me >= 0 && b->uses[me].exports > 0) {
+  if (me == NONE && b->alloc_exports > 0 && dls__same_stream(b->stream, consumer))
+    me = ALLOC;
+  if (me == ALLOC && b->alloc_exports > 0) {
+    /* As below, for the allocation stream; what it queued while it held
+     * the export was not seen, so a crossing from it waits on a record
+     * made then, not on its mark. */
+    b->alloc_exports--;
+    b->alloc_marked = false;
+    if (cap == b->cap_id && order_use(b, consumer, cap, ALLOC, DLS_ACCESS_WRITE) == DLS_OK)
+      note_use(b, cap, ALLOC, DLS_ACCESS_WRITE);
+    else
+      b->alloc_role |= DLS__ROLE_WRITER;
+  } else if (me >= 0 && b->uses[me].exports > 0) {
     /* What the consumer queued while it held the export: its last write.
      * Other streams may have used the buffer meanwhile (they waited for the
      * consumer): it becomes the last writer only once it waited for them in
@@ -334,7 +398,10 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     u->exports--;
     dls__device *d = consumer->dev;
     bool ordered = cap == u->cap_id && order_use(b, consumer, cap, me, DLS_ACCESS_WRITE) == DLS_OK;
-    u->stale = d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
+    /* A record made in another capture state than the use's would move its
+     * event (an eager one: the stream's mark) into or out of a capture: the
+     * use is left stale, recorded again (or refused) before any wait on it. */
+    u->stale = cap != u->cap_id || d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
     if (ordered)
       note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
@@ -342,262 +409,6 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
       u->role = DLS__ROLE_WRITER;
   }
   dls__spin_unlock(&b->mu);
-}
-
-/* ---- where a free goes: the stream-ordered deallocation rule (deferred.c holds the releases that wait) ---- */
-
-/* Whether every recorded use has already completed (a cheap query each).
- * Never asked while a capture forbids it, and never of a captured record. */
-static bool uses_complete(dls__buffer *b) {
-  if (!dls__capture_polling_allowed())
-    return false;
-  dls__relaxed r;
-  dls__relaxed_enter(&r, b->dev);
-  bool complete = true;
-  for (int i = 0; i < b->nuses && complete; i++) {
-    int done = 0;
-    dls__device *ud = b->uses[i].stream->dev;
-    complete =
-        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK &&
-        done;
-  }
-  dls__relaxed_leave(&r);
-  return complete;
-}
-
-/* What a release that waits later waits on for an eager use: its stream's
- * mark may be recorded again by later work (waiting on more, for longer),
- * so an event of its own is recorded on that stream now (conservative);
- * when none can be (the stream captures now, or the record fails), the
- * mark itself, kept with a reference to its stream. */
-static dls__marker eager_marker(const dls__use *u) {
-  dls__stream *s = u->stream;
-  dls__device *d = s->dev;
-  uint64_t cap;
-  void *ev;
-  if (u->event != NULL)
-    return (dls__marker){d, u->event, NULL};
-  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE && dls__event_pool_get(d, &ev) == DLS_OK) {
-    if (d->be->event_record(d->be, d->id, ev, s->native) == DLS_OK)
-      return (dls__marker){d, ev, NULL};
-    dls__event_pool_put(d, ev);
-  }
-  dls__stream_ref(s);
-  return (dls__marker){d, dls__use_event(u), s};
-}
-
-/* Sorts a buffer's use events: eager ones first (to wait on), captured ones
- * after; returns the eager count and the capture of a captured one. */
-static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
-  int n = 0, k = b->nuses;
-  *out_cap = 0;
-  for (int i = 0; i < b->nuses; i++) {
-    dls__marker m = {b->uses[i].stream->dev, b->uses[i].event, NULL};
-    if (b->uses[i].cap_id == 0) {
-      marks[n++] = eager_marker(&b->uses[i]);
-    } else {
-      marks[--k] = m;
-      *out_cap = b->uses[i].cap_id;
-    }
-  }
-  return n;
-}
-
-/* Returns a use's own event to its device's pool (an eager use's is its stream's mark). */
-static void use_done(const dls__use *u) {
-  if (u->event != NULL)
-    dls__event_pool_put_after(u->stream->dev, u->event, u->cap_id);
-}
-
-/* Hands the use events to the deferred queue, which runs `release` once the
- * eager ones completed and capture `cap` is over. A borrowed buffer's entry
- * was made with it, so deferring its release needs no memory (unless more
- * streams used it than the entry holds inline); out of memory, waits here
- * rather than release early. */
-static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
-  dls__deferred *d = b->spare != NULL ? b->spare : dls__deferred_entry();
-  b->spare = NULL;
-  dls__marker *marks = d != NULL ? dls__deferred_marks(d, b->nuses) : NULL;
-  if (marks == NULL) {
-    for (int i = 0; i < b->nuses; i++) {
-      if (b->uses[i].cap_id == 0)
-        dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
-      use_done(&b->uses[i]);
-    }
-    dls__deferred_entry_free(d);
-    if (release)
-      release(user_data);
-    return;
-  }
-  uint64_t used_cap = 0;
-  int nwait = sort_uses(b, marks, &used_cap);
-  dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
-}
-
-/* Owned memory whose free must wait for more than its stream's order: it
- * runs from the deferred queue. */
-typedef struct dls__late_free {
-  dls__device *dev;
-  void *ptr;
-  dls__stream *stream; /* ref held */
-} dls__late_free;
-
-static void late_free(void *user_data) {
-  dls__late_free *f = user_data;
-  dls__mem_free(f->dev, f->ptr, f->stream);
-  dls__stream_unref(f->stream);
-  dls__free(f);
-}
-
-/* Frees `ptr` on `s` once the buffer's eager uses completed and capture
- * `cap` (0: none) is over, taking the use events. false: no memory for that
- * (nothing was done). */
-static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  dls__late_free *f = dls__malloc(sizeof *f);
-  if (f == NULL)
-    return false;
-  f->dev = s->dev;
-  f->ptr = ptr;
-  f->stream = s;
-  dls__stream_ref(s);
-  defer_release(b, cap, late_free, f);
-  return true;
-}
-
-/* The allocation stream could not be made to wait on a use: the free waits
- * for the use events in the deferred queue, or here when out of memory. */
-static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
-  if (free_later(b, ptr, s, 0))
-    return;
-  for (int i = 0; i < b->nuses; i++) {
-    if (b->uses[i].cap_id == 0)
-      dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
-    use_done(&b->uses[i]);
-  }
-  dls__mem_free(s->dev, ptr, s);
-}
-
-/* Frees owned memory by the rule; nothing here blocks the host. */
-static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
-  dls__device *dev = b->dev;
-  dls__stream *a = b->stream;
-  if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
-    /* A graph allocation whose capture is over: its graph frees it. Should
-     * dlstream still know the capture (the driver could not say that a
-     * stream that joined it still captures), the memory is left to it. */
-    if (b->graph == NULL)
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
-    dls__graph *gr = b->graph;
-    b->graph = NULL;
-    dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
-    if (last != NULL) {
-      free_unordered(b, b->ptr, last);
-      dls__stream_unref(last);
-      return;
-    }
-    for (int i = 0; i < b->nuses; i++)
-      use_done(&b->uses[i]);
-    return;
-  }
-  if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
-    if (free_later(b, b->ptr, a, a_cap))
-      return;
-    (void)dev->be->stream_synchronize(dev->be, dev->id, a->native); /* fails while capturing: the memory then leaks */
-  }
-  /* Eager memory waits on eager uses; memory freed in its own capture waits on that capture's uses. */
-  bool ordered = true;
-  for (int i = 0; i < b->nuses; i++)
-    if (b->uses[i].cap_id == b->cap_id)
-      ordered &= dev->be->stream_wait_event(dev->be, dev->id, a->native, dls__use_event(&b->uses[i])) == DLS_OK;
-  if (!ordered && b->ptr != NULL) {
-    if (b->cap_id == 0) {
-      free_unordered(b, b->ptr, a);
-    } else {
-      /* Not freed in the capture: its graph owns the memory, like an output's. */
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
-      for (int i = 0; i < b->nuses; i++)
-        use_done(&b->uses[i]);
-    }
-    return;
-  }
-  for (int i = 0; i < b->nuses; i++)
-    use_done(&b->uses[i]);
-  if (b->ptr != NULL)
-    dls__mem_free(dev, b->ptr, a);
-  if (b->cap_id != 0)
-    dls__capture_alloc_remove(b->cap_id, &b->graph);
-}
-
-/* Entries whose event was never recorded (their work was never queued)
- * have nothing to wait for: their events go back to the pool unasked. */
-static void drop_unrecorded(dls__buffer *b) {
-  int n = 0;
-  for (int i = 0; i < b->nuses; i++) {
-    if (b->uses[i].recorded || b->uses[i].stale) {
-      b->uses[n++] = b->uses[i];
-    } else {
-      use_done(&b->uses[i]);
-      dls__stream_unref(b->uses[i].stream);
-    }
-  }
-  b->nuses = n;
-}
-
-/* The last reference is gone: apply the rule. Never blocks the host. */
-static void buffer_release_rule(dls__buffer *b) {
-  drop_unrecorded(b);
-  dls__device *dev = b->dev;
-  dls__stream *a = b->stream;
-  int idle = 1;
-  if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
-      dls__capture_polling_allowed() && dev->be->stream_query(dev->be, dev->id, a->native, &idle) == DLS_OK && !idle &&
-      dls__buffer_mark(b, a) != DLS_OK)
-    dev->be->stream_synchronize(dev->be, dev->id, a->native); /* no memory to defer: wait rather than free early */
-  /* A use whose latest record failed is recorded again now, covering its
-   * work; failing that, its stream is waited for rather than free early. */
-  for (int i = 0; i < b->nuses; i++) {
-    dls__stream *us = b->uses[i].stream;
-    if (dls__use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
-      (void)us->dev->be->stream_synchronize(us->dev->be, us->dev->id, us->native);
-  }
-  if (!b->borrowed) {
-    uint64_t a_cap = 0;
-    int a_status = dls__stream_capture(a, &a_cap);
-    release_owned(b, a_status, a_cap);
-  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
-    /* No release to hold back: the use events go back to the pool. */
-    for (int i = 0; i < b->nuses; i++)
-      use_done(&b->uses[i]);
-    if (b->release)
-      b->release(b->user_data);
-  } else {
-    defer_release(b, 0, b->release, b->user_data);
-  }
-  /* The events carry the ordering now: the use streams' records may go. */
-  for (int i = 0; i < b->nuses; i++)
-    dls__stream_unref(b->uses[i].stream);
-  dls__stream_unref(a);
-  if (b->uses != b->uses_inline)
-    dls__free(b->uses);
-  dls__deferred_entry_free(b->spare); /* not needed: released at once */
-  dls__obj_free(DLS__OBJ_BUFFER, b);
-}
-
-/* Where the last reference's free goes. The common case first: owned memory
- * used on its own stream only, all outside captures, is freed on that stream
- * with nothing to wait for. */
-void dls__buffer_release(dls__buffer *b) {
-  dls__stream *a = b->stream;
-  uint64_t a_cap;
-  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
-      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
-    buffer_release_rule(b);
-    return;
-  }
-  if (b->ptr != NULL)
-    dls__mem_free(b->dev, b->ptr, a);
-  dls__stream_unref(a);
-  dls__obj_free(DLS__OBJ_BUFFER, b);
 }
 
 /* ---- memory a capture used and did not allocate: its graph's replays (core/replay.c) use it ---- */

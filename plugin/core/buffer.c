@@ -25,6 +25,8 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->user_data = NULL;
   atomic_flag_clear(&b->mu.f);
   b->alloc_role = DLS__ROLE_WRITER;
+  b->alloc_marked = false;
+  b->alloc_exports = 0;
   b->uses = b->uses_inline;
   b->nuses = 0;
   b->cap = DLS__USES_INLINE;

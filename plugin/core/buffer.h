@@ -20,6 +20,10 @@ struct dls__buffer {
   void *user_data;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
   uint8_t alloc_role;   /* the allocation (producer) stream's DLS__ROLE_*: the first writer */
+  bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
+                           once other streams use the buffer, a crossing from it waits on that, not on a record
+                           made then) */
+  uint16_t alloc_exports; /* live exports to the allocation stream as their consumer: it may write at any time */
   dls__use uses_inline[DLS__USES_INLINE];
   dls__use *uses;       /* uses_inline or heap */
   int nuses, cap;

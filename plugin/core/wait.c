@@ -9,8 +9,15 @@
 dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
     return DLS_OK;
-  uint64_t wcap = 0, tcap = 0;
+  uint64_t wcap = 0;
   (void)dls__stream_capture(waiter, &wcap);
+  return dls__stream_order_at(waiter, wcap, target);
+}
+
+dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t wcap, dls__stream *target) {
+  if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
+    return DLS_OK;
+  uint64_t tcap = 0;
   (void)dls__stream_capture(target, &tcap);
   DLS__TRY(dls__capture_check_pair(waiter, wcap, target, tcap));
   /* The event is the target's device's; the waiter may be on another device

@@ -7,5 +7,7 @@
 
 /* Makes `waiter` wait for all work queued on `target` so far (pooled event). */
 DLS__INTERNAL dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
+/* The same for a waiter whose capture (`waiter_cap`, 0: eager) the caller asked already. */
+DLS__INTERNAL dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t waiter_cap, dls__stream *target);
 
 #endif /* DLSTREAM_CORE_WAIT_H */

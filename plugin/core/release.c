@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Where a buffer's free goes, answered from its use state (access.c): on
+ * the allocation stream after every use has passed, on the deferred queue
+ * while uses are pending, or with the graph that allocated it. */
+#include <stdlib.h>
+
+#include "core/access.h"
+#include "core/buffer.h"
+#include "core/capture.h"
+#include "core/deferred.h"
+#include "core/graph.h"
+
+/* A release waits on a marker per use: the uses a buffer keeps inline fit an entry's own markers. */
+_Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inline uses fit a deferred entry");
+
+/* deferred.c holds the releases that wait. */
+
+/* Whether every recorded use has already completed (a cheap query each).
+ * Never asked while a capture forbids it, and never of a captured record. */
+static bool uses_complete(dls__buffer *b) {
+  if (!dls__capture_polling_allowed())
+    return false;
+  dls__relaxed r;
+  dls__relaxed_enter(&r, b->dev);
+  bool complete = true;
+  for (int i = 0; i < b->nuses && complete; i++) {
+    int done = 0;
+    dls__device *ud = b->uses[i].stream->dev;
+    complete =
+        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK &&
+        done;
+  }
+  dls__relaxed_leave(&r);
+  return complete;
+}
+
+/* What a release that waits later waits on for an eager use: its stream's
+ * mark may be recorded again by later work (waiting on more, for longer),
+ * so an event of its own is recorded on that stream now (conservative);
+ * when none can be (the stream captures now, or the record fails), the
+ * mark itself, kept with a reference to its stream. */
+static dls__marker eager_marker(const dls__use *u) {
+  dls__stream *s = u->stream;
+  dls__device *d = s->dev;
+  uint64_t cap;
+  void *ev;
+  if (u->event != NULL)
+    return (dls__marker){d, u->event, NULL};
+  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE && dls__event_pool_get(d, &ev) == DLS_OK) {
+    if (d->be->event_record(d->be, d->id, ev, s->native) == DLS_OK)
+      return (dls__marker){d, ev, NULL};
+    dls__event_pool_put(d, ev);
+  }
+  dls__stream_ref(s);
+  return (dls__marker){d, dls__use_event(u), s};
+}
+
+/* Sorts a buffer's use events: eager ones first (to wait on), captured ones
+ * after; returns the eager count and the capture of a captured one. */
+static int sort_uses(dls__buffer *b, dls__marker *marks, uint64_t *out_cap) {
+  int n = 0, k = b->nuses;
+  *out_cap = 0;
+  for (int i = 0; i < b->nuses; i++) {
+    dls__marker m = {b->uses[i].stream->dev, b->uses[i].event, NULL};
+    if (b->uses[i].cap_id == 0) {
+      marks[n++] = eager_marker(&b->uses[i]);
+    } else {
+      marks[--k] = m;
+      *out_cap = b->uses[i].cap_id;
+    }
+  }
+  return n;
+}
+
+/* Returns a use's own event to its device's pool (an eager use's is its stream's mark). */
+static void use_done(const dls__use *u) {
+  if (u->event != NULL)
+    dls__event_pool_put_after(u->stream->dev, u->event, u->cap_id);
+}
+
+/* Hands the use events to the deferred queue, which runs `release` once the
+ * eager ones completed and capture `cap` is over. A borrowed buffer's entry
+ * was made with it, so deferring its release needs no memory (unless more
+ * streams used it than the entry holds inline); out of memory, waits here
+ * rather than release early. */
+static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, void *user_data) {
+  dls__deferred *d = b->spare != NULL ? b->spare : dls__deferred_entry();
+  b->spare = NULL;
+  dls__marker *marks = d != NULL ? dls__deferred_marks(d, b->nuses) : NULL;
+  if (marks == NULL) {
+    for (int i = 0; i < b->nuses; i++) {
+      if (b->uses[i].cap_id == 0)
+        dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
+      use_done(&b->uses[i]);
+    }
+    dls__deferred_entry_free(d);
+    if (release)
+      release(user_data);
+    return;
+  }
+  uint64_t used_cap = 0;
+  int nwait = sort_uses(b, marks, &used_cap);
+  dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
+}
+
+/* Owned memory whose free must wait for more than its stream's order: it
+ * runs from the deferred queue. */
+typedef struct dls__late_free {
+  dls__device *dev;
+  void *ptr;
+  dls__stream *stream; /* ref held */
+} dls__late_free;
+
+static void late_free(void *user_data) {
+  dls__late_free *f = user_data;
+  dls__mem_free(f->dev, f->ptr, f->stream);
+  dls__stream_unref(f->stream);
+  dls__free(f);
+}
+
+/* Frees `ptr` on `s` once the buffer's eager uses completed and capture
+ * `cap` (0: none) is over, taking the use events. false: no memory for that
+ * (nothing was done). */
+static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
+  dls__late_free *f = dls__malloc(sizeof *f);
+  if (f == NULL)
+    return false;
+  f->dev = s->dev;
+  f->ptr = ptr;
+  f->stream = s;
+  dls__stream_ref(s);
+  defer_release(b, cap, late_free, f);
+  return true;
+}
+
+/* The allocation stream could not be made to wait on a use: the free waits
+ * for the use events in the deferred queue, or here when out of memory. */
+static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
+  if (free_later(b, ptr, s, 0))
+    return;
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].cap_id == 0)
+      dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
+    use_done(&b->uses[i]);
+  }
+  dls__mem_free(s->dev, ptr, s);
+}
+
+/* Frees owned memory by the rule; nothing here blocks the host. */
+static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
+  dls__device *dev = b->dev;
+  dls__stream *a = b->stream;
+  if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
+    /* A graph allocation whose capture is over: its graph frees it. Should
+     * dlstream still know the capture (the driver could not say that a
+     * stream that joined it still captures), the memory is left to it. */
+    if (b->graph == NULL)
+      dls__capture_alloc_orphan(b->cap_id, &b->graph);
+    dls__graph *gr = b->graph;
+    b->graph = NULL;
+    dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
+    if (last != NULL) {
+      free_unordered(b, b->ptr, last);
+      dls__stream_unref(last);
+      return;
+    }
+    for (int i = 0; i < b->nuses; i++)
+      use_done(&b->uses[i]);
+    return;
+  }
+  if (b->cap_id == 0 && a_status != DLS__CAPTURE_NONE) {
+    if (free_later(b, b->ptr, a, a_cap))
+      return;
+    (void)dev->be->stream_synchronize(dev->be, dev->id, a->native); /* fails while capturing: the memory then leaks */
+  }
+  /* Eager memory waits on eager uses; memory freed in its own capture waits on that capture's uses. */
+  bool ordered = true;
+  for (int i = 0; i < b->nuses; i++)
+    if (b->uses[i].cap_id == b->cap_id)
+      ordered &= dev->be->stream_wait_event(dev->be, dev->id, a->native, dls__use_event(&b->uses[i])) == DLS_OK;
+  if (!ordered && b->ptr != NULL) {
+    if (b->cap_id == 0) {
+      free_unordered(b, b->ptr, a);
+    } else {
+      /* Not freed in the capture: its graph owns the memory, like an output's. */
+      dls__capture_alloc_orphan(b->cap_id, &b->graph);
+      for (int i = 0; i < b->nuses; i++)
+        use_done(&b->uses[i]);
+    }
+    return;
+  }
+  for (int i = 0; i < b->nuses; i++)
+    use_done(&b->uses[i]);
+  if (b->ptr != NULL)
+    dls__mem_free(dev, b->ptr, a);
+  if (b->cap_id != 0)
+    dls__capture_alloc_remove(b->cap_id, &b->graph);
+}
+
+/* Entries whose event was never recorded (their work was never queued)
+ * have nothing to wait for: their events go back to the pool unasked. */
+static void drop_unrecorded(dls__buffer *b) {
+  int n = 0;
+  for (int i = 0; i < b->nuses; i++) {
+    if (b->uses[i].recorded || b->uses[i].stale) {
+      b->uses[n++] = b->uses[i];
+    } else {
+      use_done(&b->uses[i]);
+      dls__stream_unref(b->uses[i].stream);
+    }
+  }
+  b->nuses = n;
+}
+
+/* The last reference is gone: apply the rule. Never blocks the host. */
+static void buffer_release_rule(dls__buffer *b) {
+  drop_unrecorded(b);
+  dls__device *dev = b->dev;
+  dls__stream *a = b->stream;
+  int idle = 1;
+  if (b->borrowed && b->release_unordered && b->release != NULL && a->native != (void *)UINTPTR_MAX &&
+      dls__capture_polling_allowed() && dev->be->stream_query(dev->be, dev->id, a->native, &idle) == DLS_OK && !idle &&
+      dls__buffer_mark(b, a) != DLS_OK)
+    dev->be->stream_synchronize(dev->be, dev->id, a->native); /* no memory to defer: wait rather than free early */
+  /* A use whose latest record failed is recorded again now, covering its
+   * work; failing that, its stream is waited for rather than free early. */
+  for (int i = 0; i < b->nuses; i++) {
+    dls__stream *us = b->uses[i].stream;
+    if (dls__use_refresh(&b->uses[i]) != DLS_OK && b->uses[i].cap_id == 0)
+      (void)us->dev->be->stream_synchronize(us->dev->be, us->dev->id, us->native);
+  }
+  if (!b->borrowed) {
+    uint64_t a_cap = 0;
+    int a_status = dls__stream_capture(a, &a_cap);
+    release_owned(b, a_status, a_cap);
+  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
+    /* No release to hold back: the use events go back to the pool. */
+    for (int i = 0; i < b->nuses; i++)
+      use_done(&b->uses[i]);
+    if (b->release)
+      b->release(b->user_data);
+  } else {
+    defer_release(b, 0, b->release, b->user_data);
+  }
+  /* The events carry the ordering now: the use streams' records may go. */
+  for (int i = 0; i < b->nuses; i++)
+    dls__stream_unref(b->uses[i].stream);
+  dls__stream_unref(a);
+  if (b->uses != b->uses_inline)
+    dls__free(b->uses);
+  dls__deferred_entry_free(b->spare); /* not needed: released at once */
+  dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
+/* Where the last reference's free goes. The common case first: owned memory
+ * used on its own stream only, all outside captures, is freed on that stream
+ * with nothing to wait for. */
+void dls__buffer_release(dls__buffer *b) {
+  dls__stream *a = b->stream;
+  uint64_t a_cap;
+  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
+      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
+    buffer_release_rule(b);
+    return;
+  }
+  if (b->ptr != NULL)
+    dls__mem_free(b->dev, b->ptr, a);
+  dls__stream_unref(a);
+  dls__obj_free(DLS__OBJ_BUFFER, b);
+}
