@@ -139,17 +139,6 @@ static int dls_launch_axpy_buf(void *p, int n) {
 
 /* Two streams taking turns writing one output: every launch crosses from the other stream's write (the
  * hazard rule: dlstream makes the stream wait; the anchor records an event and waits on it by hand). */
-static int raw_launch_axpy_alternate(void *p, int n) {
-  cuda_ctx *c = p;
-  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
-  for (int i = 0; i < n; i++) {
-    dls__CUstream on = i % 2 ? c->s2 : c->s1, other = i % 2 ? c->s1 : c->s2;
-    CU_CHECK(cu.cuEventRecord(c->ev, other));
-    CU_CHECK(cu.cuStreamWaitEvent(on, c->ev, 0));
-    CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, on, params, NULL));
-  }
-  return 0;
-}
 
 static int dls_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
@@ -188,6 +177,27 @@ static int ask_capture(dls__CUstream s) {
   CU_CHECK(cu.capture_info_v3 != NULL ? cu.capture_info_v3(s, &status, &id, NULL, NULL, NULL, NULL)
                                       : cu.cuStreamGetCaptureInfo(s, &status, &id));
   return 0;
+}
+
+/* Two streams taking turns writing one output: every launch crosses from the other stream's write (the
+ * hazard rule: dlstream makes the stream wait; the anchor records an event and waits on it by hand). With
+ * `ask`, the launch stream's capture state is asked first, as dlstream must on a stream it did not make. */
+static inline __attribute__((always_inline)) int alternate_loop(cuda_ctx *c, int n, const bool ask) {
+  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
+  for (int i = 0; i < n; i++) {
+    dls__CUstream on = i % 2 ? c->s2 : c->s1, other = i % 2 ? c->s1 : c->s2;
+    if (ask && ask_capture(on) != 0)
+      return -1;
+    CU_CHECK(cu.cuEventRecord(c->ev, other));
+    CU_CHECK(cu.cuStreamWaitEvent(on, c->ev, 0));
+    CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, on, params, NULL));
+  }
+  return 0;
+}
+
+static int raw_launch_axpy_alternate(void *p, int n) {
+  cuda_ctx *c = p;
+  return c->ask ? alternate_loop(c, n, true) : alternate_loop(c, n, false);
 }
 
 /* The raw loops, inlined with `ask` constant: without it they are the bare driver sequence. */
@@ -421,6 +431,12 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
     add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB (anchor asks the capture state as dlstream does)",
             "the raw sequence + 3 x cuStreamGetCaptureInfo", raw_alloc_use_free, dls_alloc_use_free, cuda_drain, &c,
             1000);
+    if (c.raw_axpy != NULL)
+      add_row(bench_gpu_label,
+              "axpy_f32 alternating between 2 streams on one y (a crossing each; anchor asks the capture state as "
+              "dlstream does)",
+              "cuStreamGetCaptureInfo + cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
+              dls_launch_axpy_alternate, cuda_drain, &c, launch_batch);
     c.ask = false;
   }
   /* The same on streams dlstream made (dls_stream_create), as C code of its own uses: a wrapped stream may

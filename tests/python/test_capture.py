@@ -342,3 +342,71 @@ def test_after_a_torch_capture_the_legacy_stream_is_usable_again(torch_warm):
     dlstream.axpy(1.0, x, y)                             # torch's default stream is the legacy stream
     torch.cuda.synchronize()
     assert torch.equal(y, torch.ones_like(y))
+
+
+# The capture's dependency sets and a node's parents, read through the driver (a latch cannot be captured, so the
+# ordering inside a graph is checked on the graph itself).
+CAPTURE_EDGE = """
+import ctypes, torch, dlstream
+cu = ctypes.CDLL("libcuda.so.1")
+P = ctypes.c_void_p
+
+def last_nodes(stream):
+    status, cid, graph, nodes, edges, n = ctypes.c_int(), ctypes.c_uint64(), P(), ctypes.POINTER(P)(), P(), ctypes.c_size_t()
+    r = cu.cuStreamGetCaptureInfo_v3(P(stream.cuda_stream), ctypes.byref(status), ctypes.byref(cid), ctypes.byref(graph),
+                                     ctypes.byref(nodes), ctypes.byref(edges), ctypes.byref(n))
+    assert r == 0 and status.value == 1, (r, status.value)
+    return [nodes[i] for i in range(n.value)]
+
+def parents(node):
+    n = ctypes.c_size_t(0)
+    get = cu.cuGraphNodeGetDependencies_v2
+    assert get(P(node), None, None, ctypes.byref(n)) == 0
+    got = (P * max(n.value, 1))()
+    assert get(P(node), got, None, ctypes.byref(n)) == 0
+    return [got[i] for i in range(n.value)]
+
+def ancestors(nodes):
+    seen, todo = set(), list(nodes)
+    while todo:
+        for p in parents(todo.pop()):
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return seen
+
+cap, side = torch.cuda.Stream(), torch.cuda.Stream()
+t = dlstream.empty(1024, "float32", device="cuda:0", stream=cap)    # eager memory of torch's capture stream
+out = dlstream.empty(1024, "float32", device="cuda:0", stream=side)
+dlstream.fill(t, 1.0)
+dlstream.fill(out, 0.0)
+torch.cuda.synchronize()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g, stream=cap):
+    side.wait_stream(cap)                  # the side stream joins the capture before the write
+    dlstream.fill(t, 7.0, stream=cap)      # t on its own stream, used there alone so far
+    written = last_nodes(cap)
+    dlstream.copy(out, t, stream=side)     # must follow the write in the graph
+    read = last_nodes(side)
+    cap.wait_stream(side)
+ordered = set(written) <= ancestors(read)
+g.replay()
+torch.cuda.synchronize()
+print(ordered, torch.from_dlpack(out)[-1].item())
+"""
+
+
+@needs_torch_cuda
+@pytest.mark.parametrize("rule_off", [False, True], ids=["rule", "negative-control"])
+def test_in_torch_cuda_graph_a_side_stream_read_follows_the_capture_streams_write(rule_off):
+    """Memory dlstream allocated eagerly on torch's capture stream, written in a torch.cuda.graph capture on that
+    stream while no other stream used it (dlstream then does not ask the driver whether the stream captures), then
+    read on a side stream forked into the capture: in the graph the read must depend on the write. With the rule
+    off (DLSTREAM_TEST_NO_HAZARDS=1, the negative control) nothing orders them."""
+    from conftest import RULE_OFF, run_python
+    r = run_python(CAPTURE_EDGE, env=RULE_OFF if rule_off else None, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ordered, value = r.stdout.strip().splitlines()[-1].split()
+    assert ordered == ("False" if rule_off else "True"), f"rule {'off' if rule_off else 'on'}: ordered={ordered}"
+    if not rule_off:
+        assert float(value) == 7.0, f"the replay's read saw {value}"
