@@ -11,7 +11,9 @@
 #include "backend/cuda_driver.h"
 #include "dlstream/dlstream.h"
 
-#define REPS 7
+#define REPS_MAX 63
+extern int g_reps; /* repetitions per figure: 7, or --reps N (at most REPS_MAX) */
+#define REPS g_reps
 #define MAX_ROWS 40
 
 typedef int (*bench_body)(void *ctx, int n); /* runs n operations; 0 or -1 */

@@ -9,13 +9,14 @@
  * bench_cuda.c, bench_cpu.c and bench_group.c; this file times them, prints
  * the table and writes the JSON.
  *
- * Usage: bench_c [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--gpu cuda|rocm]
+ * Usage: bench_c [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--reps N] [--gpu cuda|rocm]
  * --gpu rocm measures dlstream's HIP backend (kDLROCM) instead of its CUDA
  * one; on an NVIDIA GPU that means through the HIP-on-CUDA stand-in
  * (DLSTREAM_HIP_LIBRARY, DLSTREAM_HIP_BUILTINS: docs/hip.md).
  *   --only TEXT  runs only the rows whose "backend: operation" contains TEXT; TEXT ending in '$' must end it
  *                (scripts/callgrind-ops names exactly one row so)
- *   --calls N    N calls per repetition in every row (scripts/callgrind-ops uses it) */
+ *   --calls N    N calls per repetition in every row (scripts/callgrind-ops uses it)
+ *   --reps N     N repetitions per figure (default 7, at most 63): more for small differences */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,7 +64,7 @@ static figure summarize(double *t) {
 
 figure measure(bench_body body, bench_drain drain, void *ctx, int n) {
   figure f = {0, 0, false};
-  double t[REPS];
+  double t[REPS_MAX];
   if (body(ctx, n) != 0 || (drain != NULL && drain(ctx) != 0)) /* warm-up */
     return f;
   for (int r = 0; r < REPS; r++)
@@ -77,7 +78,7 @@ figure measure(bench_body body, bench_drain drain, void *ctx, int n) {
  * median of the repetitions' ratios. */
 static void measure_pair(bench_body anchor, bench_body dls, bench_drain drain, void *ctx, int n, figure *fa,
                          figure *fd, double *ratio) {
-  double ta[REPS], td[REPS], q[REPS];
+  double ta[REPS_MAX], td[REPS_MAX], q[REPS_MAX];
   fa->ok = fd->ok = false;
   bool a_ok = anchor(ctx, n) == 0 && (drain == NULL || drain(ctx) == 0); /* warm-ups */
   bool d_ok = dls(ctx, n) == 0 && (drain == NULL || drain(ctx) == 0);
@@ -115,6 +116,7 @@ static int g_nrows;
 static char g_error[512]; /* the first failure inside a timed body */
 static const char *g_only; /* --only */
 static int g_calls;        /* --calls, 0: each row's own */
+int g_reps = 7;
 
 bool row_wanted(const char *backend, const char *op) {
   char name[160];
@@ -258,6 +260,8 @@ int main(int argc, char **argv) {
       launch_batch = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       g_only = argv[++i];
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+      g_reps = atoi(argv[++i]) < REPS_MAX ? atoi(argv[i]) : REPS_MAX;
     } else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       g_calls = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc &&
@@ -268,7 +272,7 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr,
-              "usage: %s [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--gpu cuda|rocm]\n",
+              "usage: %s [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--reps N] [--gpu cuda|rocm]\n",
               argv[0]);
       return 2;
     }

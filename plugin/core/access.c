@@ -201,38 +201,35 @@ static void unlock_all(dls__accesses *x, int n) {
     dls__spin_unlock(&x->a[i].b->mu);
 }
 
-/* Whether every buffer of the work is eager memory of `s` that no other
- * stream used (b->mu held): nothing to wait for, whether `s` captures or
- * not. */
-static bool only_own_eager(const dls__accesses *x, const dls__stream *s) {
-  for (int i = 0; i < x->n; i++) {
-    const dls__buffer *b = x->a[i].b;
-    if (b->nuses != 0 || b->cap_id != 0 || !dls__same_stream(b->stream, s))
-      return false;
-  }
-  return true;
-}
-
 dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   x->s = s;
   x->cap = 0;
   /* Locked in address order (no two pieces of work can deadlock), until
    * the work is queued and its uses noted: the rule sees accesses in the
    * order their work reaches the streams. */
-  if (x->n > 1)
+  if (x->n == 2) {
+    if ((uintptr_t)x->a[0].b > (uintptr_t)x->a[1].b) {
+      dls__access t = x->a[0];
+      x->a[0] = x->a[1];
+      x->a[1] = t;
+    }
+  } else if (x->n > 2) {
     sort_by_address(x->a, x->n);
-  for (int i = 0; i < x->n; i++)
-    dls__spin_lock(&x->a[i].b->mu);
-  /* The common case, the stream's own memory used on it alone: its capture
-   * state decides nothing while no capture is known, and the driver is not
-   * asked (a foreign stream in a capture nobody saw notes the use as eager;
-   * order_use makes up for that should another stream use the memory in
-   * that capture). */
-  if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0) && only_own_eager(x, s)) {
-    for (int i = 0; i < x->n; i++)
-      x->a[i].party = ALLOC;
-    return DLS_OK;
   }
+  /* The common case, the stream's own eager memory that no other stream
+   * used: nothing to wait for, whether `s` captures or not, so while no
+   * capture is known the driver is not asked (a foreign stream in a capture
+   * nobody saw notes the use as eager; order_use makes up for that should
+   * another stream use the memory in that capture). */
+  bool own = atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0;
+  for (int i = 0; i < x->n; i++) {
+    dls__buffer *b = x->a[i].b;
+    dls__spin_lock(&b->mu);
+    own = own && b->nuses == 0 && b->cap_id == 0 && dls__same_stream(b->stream, s);
+    x->a[i].party = ALLOC;
+  }
+  if (DLS__LIKELY(own))
+    return DLS_OK;
   (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
