@@ -359,12 +359,18 @@ def last_nodes(stream):
     return [nodes[i] for i in range(n.value)]
 
 def parents(node):
-    n = ctypes.c_size_t(0)
-    get = cu.cuGraphNodeGetDependencies_v2
-    assert get(P(node), None, None, ctypes.byref(n)) == 0
-    got = (P * max(n.value, 1))()
-    assert get(P(node), got, None, ctypes.byref(n)) == 0
-    return [got[i] for i in range(n.value)]
+    # cuGraphNodeGetDependencies (node, deps, count); CUDA 13's takes edge data too: the first that answers
+    for get, extra in ((getattr(cu, "cuGraphNodeGetDependencies_v2", None), (None,)), (cu.cuGraphNodeGetDependencies, ())):
+        n = ctypes.c_size_t(0)
+        if get is None or get(P(node), None, *extra, ctypes.byref(n)) != 0:
+            continue
+        if n.value == 0:
+            return []
+        got = (P * n.value)()
+        r = get(P(node), got, *extra, ctypes.byref(n))
+        assert r == 0, r
+        return [got[i] for i in range(n.value)]
+    raise AssertionError("the driver gave no node's dependencies")
 
 def ancestors(nodes):
     seen, todo = set(), list(nodes)
@@ -388,8 +394,8 @@ with torch.cuda.graph(g, stream=cap):
     written = last_nodes(cap)
     dlstream.copy(out, t, stream=side)     # must follow the write in the graph
     read = last_nodes(side)
+    ordered = set(written) <= ancestors(read)   # while the capture's graph exists (torch drops it at the end)
     cap.wait_stream(side)
-ordered = set(written) <= ancestors(read)
 g.replay()
 torch.cuda.synchronize()
 print(ordered, torch.from_dlpack(out)[-1].item())
