@@ -217,6 +217,26 @@ static inline __attribute__((always_inline)) int alternate_loop(cuda_ctx *c, int
   return 0;
 }
 
+/* The same launches taking turns on two streams with nothing ordering them (raw pointers): what the crossing rows
+ * pay besides the crossing. */
+static int raw_launch_axpy_turns(void *p, int n) {
+  cuda_ctx *c = p;
+  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
+  for (int i = 0; i < n; i++)
+    CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, i % 2 ? c->s2 : c->s1, params, NULL));
+  return 0;
+}
+
+static int dls_launch_axpy_ptr_turns(void *p, int n) {
+  cuda_ctx *c = p;
+  dls_launch_config_t cfg = dls_config_1d(1, 256);
+  dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_ptr((void *)(uintptr_t)c->x),
+                       dls_arg_ptr((void *)(uintptr_t)c->y)};
+  for (int i = 0; i < n; i++)
+    DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args, 4));
+  return 0;
+}
+
 static int raw_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
   return c->ask ? alternate_loop(c, n, true) : alternate_loop(c, n, false);
@@ -340,6 +360,10 @@ static void held_rows(cuda_ctx *c) {
           dls_launch_axpy_ptr, held_drain, c, HELD_BATCH);
   add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream (wrapped stream)",
           "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
+  /* What a crossing costs is each crossing row less this one's side (the launches taking turns alone) and, for
+   * dlstream, less the buffers' own cost on one stream (the row above). */
+  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 wrapped streams, no crossing (raw pointers)",
+          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);
@@ -355,6 +379,8 @@ static void held_rows(cuda_ctx *c) {
   c->uy = c->oby;
   add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream, dlstream's own stream",
           "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
+  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
+          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);

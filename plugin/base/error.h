@@ -13,7 +13,9 @@
 #define DLS__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define DLS__COLD __attribute__((cold)) /* slow paths: their callers branch to them as unlikely */
 #define DLS__HOT_INLINE inline __attribute__((always_inline)) /* a fast path the compiler must not call */
+#define DLS__NOINLINE __attribute__((noinline)) /* a slow path kept out of its fast caller's frame */
 #else
+#define DLS__NOINLINE
 #define DLS__COLD
 #define DLS__HOT_INLINE inline
 #define DLS__PRINTF(a, b)

@@ -201,6 +201,9 @@ static void unlock_all(dls__accesses *x, int n) {
     dls__spin_unlock(&x->a[i].b->mu);
 }
 
+static dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s);
+static dls_status_t access_end_parties(dls__accesses *x, bool queued);
+
 dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   x->s = s;
   x->cap = 0;
@@ -228,8 +231,13 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     own = own && b->nuses == 0 && b->cap_id == 0 && dls__same_stream(b->stream, s);
     x->a[i].party = ALLOC;
   }
-  if (DLS__LIKELY(own))
-    return DLS_OK;
+  x->own = own;
+  return DLS__LIKELY(own) ? DLS_OK : access_begin_parties(x, s);
+}
+
+/* The rest of dls__access_begin, where some buffer is not the stream's own
+ * alone: the capture state, and each buffer's waits and use entry. */
+static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s) {
   (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
@@ -258,6 +266,20 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
 }
 
 dls_status_t dls__access_end(dls__accesses *x, bool queued) {
+  if (DLS__LIKELY(x->own && queued)) {
+    /* The stream's own memory alone: the allocation stream's role is all there is to note. */
+    for (int i = 0; i < x->n; i++) {
+      dls__buffer *b = x->a[i].b;
+      b->alloc_role = x->a[i].mode & DLS_ACCESS_WRITE ? DLS__ROLE_WRITER : b->alloc_role | DLS__ROLE_READER;
+      dls__spin_unlock(&b->mu);
+    }
+    return DLS_OK;
+  }
+  return access_end_parties(x, queued);
+}
+
+/* The rest of dls__access_end: each use's record and role. */
+static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queued) {
   if (DLS__UNLIKELY(!queued)) {
     unlock_all(x, x->n);
     return DLS_OK;
@@ -318,6 +340,7 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
   if (!order) {
     /* Work already queued on `s` (a use dlstream did not see): noted only. */
     x.s = s;
+    x.own = false;
     (void)dls__stream_capture(s, &x.cap);
     dls__spin_lock(&b->mu);
     int me = party_of(b, s, x.cap);

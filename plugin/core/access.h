@@ -16,6 +16,7 @@ typedef struct dls__access {
 } dls__access;
 typedef struct dls__accesses {
   int n;
+  bool own;      /* set by dls__access_begin: every buffer is the stream's own eager memory no other uses */
   dls__stream *s;
   uint64_t cap;
   dls__access a[DLS_MAX_ARGS + 2];

@@ -263,17 +263,3 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
     return DLS_OK;
   }
 }
-
-int dls__builtin_access(const dls__function *fn, size_t i) {
-  switch (fn->builtin_k) { /* the launch holds fn: its index is its own (builtin_index asks the table too) */
-  case DLS__BI_AXPY_F32:
-  case DLS__BI_AXPY_F64:
-    return i == 2 ? DLS_ACCESS_READ : DLS_ACCESS_WRITE; /* x read, y written */
-  case DLS__BI_COPY_STRIDED:
-    return i == 1 ? DLS_ACCESS_READ : DLS_ACCESS_WRITE; /* src read, dst written */
-  case DLS__BI_LATCH:
-    return DLS_ACCESS_READ; /* streams waiting on one latch are not ordered after each other */
-  default:
-    return DLS_ACCESS_WRITE;
-  }
-}

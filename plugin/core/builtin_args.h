@@ -27,8 +27,21 @@ typedef struct dls__extent {
  * what it reads partially overlaps what it writes. */
 DLS__INTERNAL dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args,
                                               size_t nargs, const dls__extent *extents, bool *out_overlap);
-/* How a built-in's kernel uses its memory argument i (DLS_ACCESS_*). */
-DLS__INTERNAL int dls__builtin_access(const dls__function *fn, size_t i);
+/* How a built-in's kernel uses its memory argument i (DLS_ACCESS_*). The launch holds fn: its index is its own
+ * (builtin_args.c's builtin_index asks the device's table too). Inline: a launch asks once per memory argument. */
+static inline int dls__builtin_access(const dls__function *fn, size_t i) {
+  switch (fn->builtin_k) {
+  case DLS__BI_AXPY_F32:
+  case DLS__BI_AXPY_F64:
+    return i == 2 ? DLS_ACCESS_READ : DLS_ACCESS_WRITE; /* x read, y written */
+  case DLS__BI_COPY_STRIDED:
+    return i == 1 ? DLS_ACCESS_READ : DLS_ACCESS_WRITE; /* src read, dst written */
+  case DLS__BI_LATCH:
+    return DLS_ACCESS_READ; /* streams waiting on one latch are not ordered after each other */
+  default:
+    return DLS_ACCESS_WRITE;
+  }
+}
 /* A copy descriptor's own checks (dimensions, element size, extents, no
  * zero destination stride over more than one element); its element count. */
 DLS__INTERNAL dls_status_t dls__copy_desc_check(const char *call, const dls_copy_desc_t *d, uint64_t *out_count);
