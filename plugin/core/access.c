@@ -90,7 +90,7 @@ dls_status_t dls__use_refresh(dls__use *u) {
 }
 
 /* Who stream `s` in capture `cap` is to the buffer: ALLOC, an entry, or NONE. */
-static int party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
+static DLS__HOT_INLINE int party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
   if (cap == b->cap_id && dls__same_stream(b->stream, s))
     return ALLOC;
   for (int i = 0; i < b->nuses; i++)
@@ -133,7 +133,7 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, uint64_t cap, int k
 }
 
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
-static dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int me, int mode) {
+static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int me, int mode) {
   if (DLS__UNLIKELY(atomic_load_explicit(&dls__hazards_off, memory_order_relaxed)))
     return DLS_OK;
   /* A borrowed buffer's producer is eager: a capturing stream cannot wait
@@ -169,7 +169,7 @@ static dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int 
 }
 
 /* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
-static void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
+static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
   if (mode & DLS_ACCESS_WRITE) {
     if (b->cap_id == cap)
       b->alloc_role = 0;
