@@ -255,7 +255,7 @@ static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__st
     if (st == DLS_OK && me == NONE)
       st = use_entry(b, s, x->cap, &me);
     else if (st == DLS_OK && me == ALLOC && x->cap == 0 && !b->borrowed)
-      st = dls__stream_mark(s, &(void *){NULL});
+      st = dls__stream_mark(b->stream, &(void *){NULL}); /* its own (`s` may be another handle of its stream) */
     if (st != DLS_OK) {
       unlock_all(x, x->n);
       return st;
@@ -302,7 +302,7 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
       /* Others use the memory: the allocation stream's eager use of owned
        * memory is marked like theirs, so that a crossing from it waits on
        * the mark (a failed record: on a record made then, as before). */
-      void *ev = atomic_load_explicit(&x->s->mark, memory_order_acquire);
+      void *ev = atomic_load_explicit(&b->stream->mark, memory_order_acquire); /* recorded on its native */
       if (x->cap == 0 && !b->borrowed && ev != NULL && marked != ev) {
         marked = ev;
         marked_st = be->event_record(be, x->s->dev->id, ev, x->s->native);

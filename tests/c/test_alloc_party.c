@@ -3,7 +3,8 @@
  * use its memory: a crossing from it waits on its mark, recorded after its
  * latest use, and not on one recorded only when another stream crosses;
  * an export to it lets it write unseen, so every other use waits for all
- * it queued while the export is held. Stream C allocates, A and B use.
+ * it queued while the export is held; another handle of the same stream is
+ * the same party. Stream C allocates, A and B use.
  * C's part is held behind a latch; the later use must wait for it. Each
  * runs again with DLSTREAM_TEST_NO_HAZARDS=1 (the rule off), which must
  * give the wrong answer: the test can fail. */
@@ -109,6 +110,25 @@ static float write_by_the_consumer_after_another_wrote(DLDeviceType type, bool r
   return got;
 }
 
+/* The allocation stream's write comes through another handle of the same stream (a second wrap of its native
+ * stream, as two frameworks' objects of one stream are): it is still the allocation stream's use, marked as
+ * such, and A's read waits for it. */
+static float write_through_another_handle(DLDeviceType type, bool rule) {
+  scene sc = open_scene(type);
+  void *native;
+  dls_stream_t c2;
+  OK(dls_stream_native(sc.c, &native));
+  OK(dls_stream_wrap(sc.d, native, &c2));
+  copy(sc.b, dls_arg_buffer(sc.out), dls_arg_tensor_in(sc.t));
+  OK(dls_stream_synchronize(sc.b));
+  OK(dls_latch_wait(sc.latch, c2, 10ull * 1000 * 1000 * 1000));
+  fill(c2, dls_arg_tensor(sc.t), 7.0f);
+  float got = read_after_held_write(&sc, rule);
+  OK(dls_stream_destroy(c2));
+  close_scene(&sc);
+  return got;
+}
+
 /* Runs `body` with the rule, then without it (the negative control). */
 static void check(DLDeviceType type, float (*body)(DLDeviceType, bool), float right, float wrong) {
   cr_assert_float_eq(body(type, true), right, 0);
@@ -128,4 +148,8 @@ BACKEND_TEST(alloc_party, a_read_waits_for_the_allocation_streams_write_after_ot
 
 BACKEND_TEST(alloc_party, a_read_waits_for_a_consumer_that_is_the_allocation_stream) {
   check(*backend_type, write_by_the_consumer_after_another_wrote, 7.0f, 9.0f);
+}
+
+BACKEND_TEST(alloc_party, a_read_waits_for_a_write_through_another_handle_of_the_allocation_stream) {
+  check(*backend_type, write_through_another_handle, 7.0f, 1.0f);
 }
