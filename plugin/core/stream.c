@@ -21,6 +21,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->capture_unseen = kind == DLS__STREAM_FOREIGN && dev->be->stream_capture_status != NULL;
   atomic_init(&s->mark, NULL);
   s->live_prev = NULL;
+  s->owner = NULL;
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
     s->live_next = dev->live;
@@ -243,13 +244,28 @@ void dls__stream_release(dls__stream *s) {
   case DLS__STREAM_POOLED:
     pool_put(s->dev, s->native);
     break;
-  default: /* foreign: the native stream is not ours */
+  default: /* foreign: the native stream is not ours (a wrap of one we made holds that stream) */
     break;
   }
   void *mark = atomic_load_explicit(&s->mark, memory_order_acquire);
   if (mark != NULL) /* recorded eagerly only: reusable at once */
     dls__event_pool_put(s->dev, mark);
+  dls__stream *owner = s->owner;
   dls__obj_free(DLS__OBJ_STREAM, s);
+  if (owner != NULL)
+    dls__stream_unref(owner);
+}
+
+/* The live stream dlstream made (owned or pooled) whose native stream is `native`, with a reference; NULL if
+ * none: a wrap of its native keeps it, so that ending its handle cannot destroy a native stream in use. */
+static dls__stream *maker_of(dls__device *dev, void *native) {
+  dls__stream *found = NULL;
+  pthread_mutex_lock(&dev->mu);
+  for (dls__stream *o = dev->live; o != NULL && found == NULL; o = o->live_next)
+    if (o->native == native && (o->kind == DLS__STREAM_OWNED || o->kind == DLS__STREAM_POOLED) && ref_if_alive(o))
+      found = o;
+  pthread_mutex_unlock(&dev->mu);
+  return found;
 }
 
 /* ---- public API ---- */
@@ -353,9 +369,14 @@ dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_st
     if (st != DLS_OK)
       return dls__fail_prefix(st, "%s(device=%s, native=%p)", call, dev->name, native);
   }
+  dls__stream *owner = native != NULL ? maker_of(dev, native) : NULL;
   dls__stream *s = stream_new(dev, native, DLS__STREAM_FOREIGN);
-  if (s == NULL)
+  if (s == NULL) {
+    if (owner != NULL)
+      dls__stream_unref(owner);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  }
+  s->owner = owner;
   return stream_publish(s, call, out_stream);
 }
 

@@ -20,6 +20,8 @@ struct dls__stream {
                            buffer on it (access.c), made at the first such use: every eager use entry on the
                            stream waits on it (one record per piece of work, whatever the number of buffers) */
   struct dls__stream *live_prev, *live_next; /* the device's live streams (dev->live, under dev->mu) */
+  struct dls__stream *owner; /* foreign, wrapping a native stream dlstream made: that stream (ref held), so the
+                                native lives as long as the wrap (its handle's end would destroy it); else NULL */
 };
 /* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
  * handle was closed may still run work it was given (dls_device_synchronize). First failure. */

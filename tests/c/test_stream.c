@@ -191,6 +191,30 @@ BACKEND_TEST(stream, wrap_is_non_owning) {
   OK(dls_stream_destroy(owner));
 }
 
+/* A wrap of a native stream dlstream made keeps it: ending the maker's handle first leaves the wrap usable (the
+ * native went with the handle before: a later query or use read freed memory), and the native goes with the wrap. */
+BACKEND_TEST(stream, a_wrap_of_a_stream_dlstream_made_outlives_its_handle) {
+  DLDevice d = dlst_device(*backend_type);
+  dls_stream_t maker, w;
+  void *native;
+  OK(dls_stream_create(d, NULL, &maker));
+  OK(dls_stream_native(maker, &native));
+  OK(dls_stream_wrap(d, native, &w));
+  OK(dls_stream_destroy(maker));
+  dls_buffer_t b;
+  OK(dls_buffer_alloc(w, 1024, &b));
+  float v = 3.0f, got[256];
+  OK(dls_fill(w, dls_arg_buffer(b), 256, 4, &v));
+  OK(dls_buffer_read(b, 0, got, sizeof got, w));
+  int idle = 0;
+  OK(dls_stream_synchronize(w));
+  OK(dls_stream_query(w, &idle));
+  cr_assert_eq(idle, 1);
+  cr_assert_float_eq(got[255], 3.0f, 0);
+  OK(dls_buffer_free(b));
+  OK(dls_stream_destroy(w));
+}
+
 Test(stream, cpu_wrap_rejects_what_is_not_a_live_stream) {
   dls_stream_t w;
   int not_a_stream = 0;

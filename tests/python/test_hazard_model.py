@@ -57,6 +57,8 @@ class Programs(RuleBasedStateMachine):
     def start(self, nstreams):
         devs = devices()
         self.streams = [dlstream.Stream(devs[i % len(devs)]) for i in range(nstreams)]
+        # a second handle of each stream (two frameworks' objects of one stream): the same party to the rule
+        self.handles = [dlstream.Stream.wrap(s.ptr, s.device) for s in self.streams]
         self.latches = {}    # stream index -> Latch holding it
         self.live = {}       # id -> (Tensor, model array, stream index)
         self.next_id = 0
@@ -64,11 +66,11 @@ class Programs(RuleBasedStateMachine):
         self.graphs = {}     # id -> (capture, device, what one replay does to the model), or None
 
     def _stream(self, i, t=None):
-        """A stream of the tensor's device (a launch may not mix devices)."""
-        s = self.streams[i % len(self.streams)]
-        if t is not None and s.device != str(t.device):
-            s = next(x for x in self.streams if x.device == str(t.device))
-        return s
+        """A stream of the tensor's device (a launch may not mix devices), through its first handle or its second."""
+        k = i % len(self.streams)
+        if t is not None and self.streams[k].device != str(t.device):
+            k = next(j for j, x in enumerate(self.streams) if x.device == str(t.device))
+        return (self.handles if (i // len(self.streams)) % 2 else self.streams)[k]
 
     @rule(target=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
     def new(self, si, v):
