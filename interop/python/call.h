@@ -94,7 +94,7 @@ typedef struct dlspy_call {
   uint64_t xapi;   /* bit i: args[i] holds an exchange-API view */
   uint64_t cupy;   /* bit i: args[i] holds a CuPy array's pointer and device */
   uint64_t fast;   /* bit i: argument i is a tensor of ftype on ftype.dev: the kernel takes args[i].ptr, with
-                      nothing to order */
+                      nothing to order (and no alias of exported dlstream memory, dlspy_call_fast_check) */
   DLDevice sdev;         /* the device of `s` */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C: api NULL) names for that tensor's device: tensors of that type on that device need no ordering
@@ -154,8 +154,10 @@ static inline void dlspy_call_init(dlspy_call *c, dlspy_state *st, const char *p
  * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
  * as its device. */
 static inline void dlspy_call_hold(dlspy_call *c) {
-  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
-  if (c->counted)
+  /* The reserved generation (the handle's high half) is the highest: one compare of the whole handle. */
+  bool counted = c->stream.id < (uint64_t)DLS_STREAM_RESERVED_GENERATION << 32;
+  c->counted = counted;
+  if (counted)
     dls__ext_stream_ref(c->s);
 }
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
@@ -280,6 +282,38 @@ int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
 /* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
  * `obj` until the call's stream passes. */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
+/* Work the call queues on its stream uses dlstream buffer `b` (`mode`: DLS_ACCESS_READ or DLS_ACCESS_WRITE)
+ * through a raw pointer (a dlstream tensor on another device that a copy reads, a framework tensor over dlstream
+ * memory): the call's stream waits now for what the use must follow (the hazard rule, dls__buffer_access), and the
+ * use is recorded once the work is queued (a USE post, which holds `b` until the call ends). Steals a reference on
+ * `b`. 0, or -1 with an exception. */
+int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode);
+
+/* Aliases passed straight to a call: a framework tensor over memory that a dlstream buffer exported
+ * (`numpy.from_dlpack(t)`, `torch.from_dlpack(t)`, a view of either) is a use of that buffer, ordered as a
+ * dlstream tensor's (dlspy_call_use), in addition to its framework's own ordering. Whether any buffer's memory is
+ * exported: one relaxed load, the whole cost of the rule while none is. While one is, no tensor that a call
+ * takes the fast way (dlspy_call.fast: nothing ordered) is an alias: they are looked up first (the general way's,
+ * dlspy_call_fast_check; a launch plan's, dlspy_plan_launch). */
+static inline bool dlspy_exported_any(void) {
+  return DLSPY_UNLIKELY(atomic_load_explicit(&dls__exported_n, memory_order_relaxed) != 0);
+}
+/* The dlstream buffer whose exported memory the bytes of view `dl` lie in (or overlap), held (dls__buffer_unref);
+ * NULL for none. The bytes are those its elements reach; where they cannot be told, its first element's first
+ * byte. */
+dls__buffer *dlspy_alias_of(const DLTensor *dl);
+/* The framework tensor of view `dl` (on the call's device, or a peer's) is used by the call's work (with
+ * `readonly_ok` a read, else a write): when it lies in exported dlstream memory, a use of that buffer. 0, or -1
+ * with an exception. */
+int dlspy_call_alias_slow(dlspy_call *c, const DLTensor *dl, int mode);
+static inline int dlspy_call_alias(dlspy_call *c, const DLTensor *dl, bool readonly_ok) {
+  if (DLSPY_LIKELY(!dlspy_exported_any()))
+    return 0;
+  return dlspy_call_alias_slow(c, dl, readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE);
+}
+/* Whether one of the table's exchange-API entries `entries` (bit i: args[i]) lies in exported dlstream memory
+ * (nothing held, nothing ordered). */
+bool dlspy_call_aliases_any(const dlspy_call *c, uint64_t entries);
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a
