@@ -241,6 +241,7 @@ def test_an_unrelated_array_is_no_alias(no_leaks):
     b.synchronize()
     assert not latch.timed_out, "the copy of an unrelated array waited for the held stream"
     latch.open()
+    a.synchronize()                 # an array passed straight waits for nothing when read: the host waits first
     got = np.empty(64, np.float32)
     dlstream.copy(got, out, stream=b)
     b.synchronize()
