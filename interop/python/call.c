@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A call of the extension: its arguments in messages, the frameworks' current streams it asks (exchange-API
- * frameworks, CuPy), the producers it orders after, the dlstream buffers its framework tensors alias, and what it
- * does once its work is queued (posts: objects kept until the stream passes, staged arrays copied back, uses
- * recorded). */
+ * frameworks, CuPy), the producers it orders after, and what it does once its work is queued (posts: objects kept
+ * until the stream passes, staged arrays copied back, uses recorded). */
 #include "call.h"
 
 #include <string.h>
@@ -295,33 +294,6 @@ int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode) {
     return -1;
   }
   return 0;
-}
-
-dls__buffer *dlspy_alias_of(const DLTensor *dl) {
-  DLDevice home;
-  char *first = dlspy_view_data(dl);
-  if (first == NULL || !dls__ext_home(dl->device, &home))
-    return NULL;
-  dls__ext_extent e = dlspy_view_extent(dl);
-  if (e.lo > e.hi)
-    e = (dls__ext_extent){0, 1};
-  return dls__ext_alias_find(home, first + e.lo, (size_t)(e.hi - e.lo)); /* none for no element (0 bytes) */
-}
-
-int dlspy_call_alias_slow(dlspy_call *c, const DLTensor *dl, int mode) {
-  dls__buffer *b = dlspy_alias_of(dl);
-  return b == NULL ? 0 : dlspy_call_use(c, b, mode);
-}
-
-bool dlspy_call_aliases_any(const dlspy_call *c, uint64_t entries) {
-  for (; entries != 0; entries &= entries - 1) {
-    dls__buffer *b = dlspy_alias_of(&c->args[__builtin_ctzll(entries)].dl);
-    if (b != NULL) {
-      dls__buffer_unref(b); /* the export holds it too: only a lookup */
-      return true;
-    }
-  }
-  return false;
 }
 
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0

@@ -289,31 +289,6 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
  * `b`. 0, or -1 with an exception. */
 int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode);
 
-/* Aliases passed straight to a call: a framework tensor over memory that a dlstream buffer exported
- * (`numpy.from_dlpack(t)`, `torch.from_dlpack(t)`, a view of either) is a use of that buffer, ordered as a
- * dlstream tensor's (dlspy_call_use), in addition to its framework's own ordering. Whether any buffer's memory is
- * exported: one relaxed load, the whole cost of the rule while none is. While one is, no tensor that a call
- * takes the fast way (dlspy_call.fast: nothing ordered) is an alias: they are looked up first (the general way's,
- * dlspy_call_fast_check; a launch plan's, dlspy_plan_launch). */
-static inline bool dlspy_exported_any(void) {
-  return DLSPY_UNLIKELY(atomic_load_explicit(&dls__exported_n, memory_order_relaxed) != 0);
-}
-/* The dlstream buffer whose exported memory the bytes of view `dl` lie in (or overlap), held (dls__buffer_unref);
- * NULL for none. The bytes are those its elements reach; where they cannot be told, its first element's first
- * byte. */
-dls__buffer *dlspy_alias_of(const DLTensor *dl);
-/* The framework tensor of view `dl` (on the call's device, or a peer's) is used by the call's work (with
- * `readonly_ok` a read, else a write): when it lies in exported dlstream memory, a use of that buffer. 0, or -1
- * with an exception. */
-int dlspy_call_alias_slow(dlspy_call *c, const DLTensor *dl, int mode);
-static inline int dlspy_call_alias(dlspy_call *c, const DLTensor *dl, bool readonly_ok) {
-  if (DLSPY_LIKELY(!dlspy_exported_any()))
-    return 0;
-  return dlspy_call_alias_slow(c, dl, readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE);
-}
-/* Whether one of the table's exchange-API entries `entries` (bit i: args[i]) lies in exported dlstream memory
- * (nothing held, nothing ordered). */
-bool dlspy_call_aliases_any(const dlspy_call *c, uint64_t entries);
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a

@@ -5,6 +5,7 @@
 #ifndef DLSTREAM_PY_LAUNCHPLAN_H
 #define DLSTREAM_PY_LAUNCHPLAN_H
 
+#include "alias.h"
 #include "function.h"
 
 /* After the general path queued a launch without keywords: makes the plan of its shape when it has one.

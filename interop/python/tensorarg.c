@@ -210,31 +210,6 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
   return 0;
 }
 
-/* A CuPy array `obj` read as `v` (its pointer, perhaps its shape) as a view with its shape, for an alias lookup:
- * `v`'s own, or read again into `m` (where the C path cannot read it, its first element's byte). -1 with an
- * exception. */
-static int cupy_bytes(dlspy_call *c, PyObject *obj, const dlspy_cai *v, dlspy_cai *m, const DLTensor **out) {
-  *out = &v->dl;
-  if (v->meta)
-    return 0;
-  int rc = dlspy_cupy_read(c->st, obj, true, m);
-  if (rc < 0)
-    return -1;
-  if (rc > 0)
-    m->dl = (DLTensor){.data = v->dl.data, .device = v->dl.device, .dtype = {kDLUInt, 8, 1}};
-  *out = &m->dl;
-  return 0;
-}
-
-/* The alias check of a CuPy array read as `v`. */
-static int cupy_alias(dlspy_call *c, PyObject *obj, const dlspy_cai *v, bool readonly_ok) {
-  dlspy_cai m;
-  const DLTensor *dl;
-  if (cupy_bytes(c, obj, v, &m, &dl) != 0)
-    return -1;
-  return dlspy_call_alias_slow(c, dl, readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE);
-}
-
 /* A CuPy array read in C (its entry, or the call's view of it with its shape, when they have what is asked), on
  * the call's device or (peer) on another of its backend: ordered after CuPy's current stream of its device (and as
  * a use of the dlstream buffer it aliases). 1: the C path cannot take it (nothing raised). */
@@ -265,7 +240,7 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok
   if (rc != 0)
     return rc;
   if (dlspy_order_after(c, producer, obj) != 0 ||
-      (dlspy_exported_any() && cupy_alias(c, obj, v, readonly_ok) != 0))
+      (dlspy_exported_any() && dlspy_cupy_alias(c, obj, v, readonly_ok) != 0))
     return -1;
   if (v->meta)
     dlspy_view_meta(out, &v->dl, want_meta);
@@ -556,26 +531,6 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   return dlspy_call_alias(c, dl, true); /* `dl` lives while the post holds it */
 }
 
-/* Whether the fast entry of argument `i` (`o`) lies in exported dlstream memory; a failure to tell is one (its
- * conversion reads it again and says why). */
-static bool fast_alias(dlspy_call *c, PyObject *o, int i) {
-  dlspy_cai v, m;
-  const DLTensor *dl = &c->args[i].dl;
-  if (!((c->xapi >> i) & 1)) { /* a CuPy array: its pointer and device */
-    v.meta = false;
-    v.dl.data = c->args[i].ptr;
-    v.dl.device = c->args[i].dl.device;
-    if (cupy_bytes(c, o, &v, &m, &dl) != 0) {
-      PyErr_Clear();
-      return true;
-    }
-  }
-  dls__buffer *b = dlspy_alias_of(dl);
-  if (b != NULL)
-    dls__buffer_unref(b); /* the export holds it too: only a lookup */
-  return b != NULL;
-}
-
 void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {
   /* The tensors of the fast type past the read pass's reach are read now, as their conversion would read them,
    * so that each fast one is looked up once, here. */
@@ -587,7 +542,7 @@ void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t na
   }
   for (uint64_t m = c->fast; m != 0; m &= m - 1) {
     int i = __builtin_ctzll(m);
-    if (fast_alias(c, args[i], i))
+    if (dlspy_call_entry_aliased(c, args[i], i))
       c->fast &= ~((uint64_t)1 << i); /* its conversion orders it as a use of the buffer */
   }
 }

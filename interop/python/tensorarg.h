@@ -4,6 +4,7 @@
 #ifndef DLSTREAM_PY_TENSORARG_H
 #define DLSTREAM_PY_TENSORARG_H
 
+#include "alias.h"
 #include "call.h"
 
 /* Fills dtype, ndim, count, contiguity and (with want_meta, up to DLS_COPY_MAX_DIMS) shape and strides. */

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Aliases passed straight to a call: a NumPy array, a torch tensor or an exchange-API tensor (the fake framework:
-the DLPack C exchange API's fast path and Function.launch's plan) over a dlstream tensor's exported memory,
-given to a built-in or to Function.launch without dlstream.from_dlpack, is a use of that tensor's buffer. Each
-hazard (read after write, write after read, write after write, both ways: the alias after the original and the
-original after the alias) is held by a latch on one stream, with a negative control (the rule off: the other
-answer)."""
+"""Aliases passed straight to a call: a NumPy array, a torch tensor (CPU, CUDA), a CuPy array or an exchange-API
+tensor (the fake framework: the DLPack C exchange API's fast path and Function.launch's plan) over a dlstream
+tensor's exported memory, given to a built-in or to Function.launch without dlstream.from_dlpack, is a use of that
+tensor's buffer. Each hazard (read after write, write after read, write after write, both ways: the alias after the
+original and the original after the alias) is held by a latch on one stream, with a negative control (the rule
+off: the other answer)."""
 import os
 import sys
 
@@ -22,6 +22,8 @@ via, dev, rule_off = {via!r}, {dev!r}, {rule_off}
 N = 4096
 if via.startswith("torch"):
     import torch
+if via == "cupy-cuda":
+    import cupy
 if via == "fake":
     import _dls_fake_exchange as fx
     fw = dlstream.Stream(dev)                   # the fake framework's current stream: neither A nor B
@@ -39,7 +41,7 @@ def alias(t):
     if via == "fake":
         host = np.from_dlpack(t)
         return fake(host, host.ctypes.data, N)
-    return torch.from_dlpack(t)
+    return cupy.from_dlpack(t) if via == "cupy-cuda" else torch.from_dlpack(t)
 
 
 def view(k):
@@ -52,7 +54,9 @@ def view(k):
 def value(x):
     if isinstance(x, np.ndarray):
         return float(x[0])
-    return float(np.from_dlpack(x)[0]) if dev.startswith("cpu") else float(torch.from_dlpack(x).cpu()[0])
+    if dev.startswith("cpu"):
+        return float(np.from_dlpack(x)[0])
+    return float(cupy.asnumpy(cupy.from_dlpack(x))[0]) if via == "cupy-cuda" else float(torch.from_dlpack(x).cpu()[0])
 
 
 def bits(v):
@@ -188,12 +192,14 @@ WANT = {
 
 def _skip_reason(via):
     """The device of `via`, and why it cannot run here (None: it runs)."""
-    from conftest import TORCH_CUDA, fake_exchange, torch
+    from conftest import CUPY_CUDA, TORCH_CUDA, fake_exchange, torch
     if via == "numpy":
         return CPU, None
     if via == "fake":
         fake_exchange()
         return CPU, None
+    if via == "cupy-cuda":
+        return ("cuda:0", None) if CUPY_CUDA else (None, "needs CuPy with CUDA (aliases through cupy.from_dlpack)")
     if torch is None:
         return None, "torch is not installed (aliases through torch.from_dlpack)"
     if via == "torch-cuda" and not TORCH_CUDA:
@@ -202,7 +208,7 @@ def _skip_reason(via):
 
 
 @pytest.mark.parametrize("rule_off", [False, True])
-@pytest.mark.parametrize("via", ["numpy", "fake", "torch-cpu", "torch-cuda"])
+@pytest.mark.parametrize("via", ["numpy", "fake", "torch-cpu", "torch-cuda", "cupy-cuda"])
 def test_an_alias_passed_straight_is_ordered_with_the_original_with_negative_control(via, rule_off):
     """Every hazard between the original t (its uses on A, held by a latch) and an alias of it passed straight to
     copy, axpy, fill and Function.launch ('cp' reads, 'p' writes) on B, both ways, and through a view: each gives
