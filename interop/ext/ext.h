@@ -19,11 +19,15 @@
 
 #include "dlstream/dlstream.h"
 
+/* The library's variables that the extension reads inline are hidden there, as in the library (the extension links
+ * the static library): a read is one load relative to the instruction pointer, with no address to look up first. */
+#define DLS__EXT_HIDDEN __attribute__((visibility("hidden")))
+
 /* ---------------------------------------------------------------- the runtime */
 
 /* The runtime's state: 0 not initialized, 1 ready, 2 a child after fork(). Read only (inline: every call of the
  * extension asks). */
-extern _Atomic int dls__state;
+DLS__EXT_HIDDEN extern _Atomic int dls__state;
 static inline bool dls__ext_ready(void) { return atomic_load_explicit(&dls__state, memory_order_acquire) == 1; }
 /* What every public call does when the state is not 1: initializes the runtime, or refuses use after fork() with
  * a message naming `call`. */
@@ -34,7 +38,7 @@ size_t dls__ext_exports_live(void);
 /* The hazard rule's switch (set from DLSTREAM_TEST_NO_HAZARDS at start-up; tests turn it with
  * dls__ext_hazards_set): while it is off, no stream waits for another's earlier use of a buffer or tensor. Read
  * inline: every call that ordered after a framework stream asks. */
-extern _Atomic bool dls__hazards_off;
+DLS__EXT_HIDDEN extern _Atomic bool dls__hazards_off;
 static inline bool dls__ext_hazards_on(void) {
   return !atomic_load_explicit(&dls__hazards_off, memory_order_relaxed);
 }
@@ -106,7 +110,7 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 /* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
  * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that
  * buffer's hazard state. The registry's entry count, 0 while nothing was exported (read inline). */
-extern _Atomic size_t dls__exported_n;
+DLS__EXT_HIDDEN extern _Atomic size_t dls__exported_n;
 /* The buffer whose exported memory holds [ptr, ptr + nbytes) on `home` (dls__ext_home of the tensor's device),
  * failing that the lowest one overlapping it (conservative: the whole buffer); CPU devices are one memory, so a
  * CPU buffer of any device matches a CPU `home`. NULL when none does, or nbytes is 0. Holds: drop it with

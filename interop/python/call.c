@@ -280,6 +280,22 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   return 0;
 }
 
+int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode) {
+  if (dlspy_add_post(c, DLSPY_POST_USE, NULL, NULL) != 0) {
+    dls__buffer_unref(b);
+    return -1;
+  }
+  dlspy_post *p = &c->posts[c->nposts - 1]; /* the end records the use, or only drops `b` if nothing was queued */
+  p->buf = b;
+  p->mode = mode;
+  dls_status_t rc = dls__buffer_access(b, c->s, mode, true);
+  if (rc != DLS_OK) {
+    dlspy_raise(c->st, rc, c->pycall);
+    return -1;
+  }
+  return 0;
+}
+
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading. Returns 1 when it was read, 0
  * when the object has none (or only a stream-less one while __dlpack__ orders it), -1 with an exception. */
 int dlspy_read_cai(dlspy_call *c, PyObject *obj, int index, dlspy_cai *out) {

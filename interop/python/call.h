@@ -94,7 +94,7 @@ typedef struct dlspy_call {
   uint64_t xapi;   /* bit i: args[i] holds an exchange-API view */
   uint64_t cupy;   /* bit i: args[i] holds a CuPy array's pointer and device */
   uint64_t fast;   /* bit i: argument i is a tensor of ftype on ftype.dev: the kernel takes args[i].ptr, with
-                      nothing to order */
+                      nothing to order (and no alias of exported dlstream memory, dlspy_call_fast_check) */
   DLDevice sdev;         /* the device of `s` */
   /* Set when the call runs on the current stream that the framework of its first tensor (an exchange API, or CuPy
    * read in C: api NULL) names for that tensor's device: tensors of that type on that device need no ordering
@@ -154,8 +154,10 @@ static inline void dlspy_call_init(dlspy_call *c, dlspy_state *st, const char *p
  * reentrant call may drop the handle meanwhile; only a reserved handle names a default stream, which lives as long
  * as its device. */
 static inline void dlspy_call_hold(dlspy_call *c) {
-  c->counted = (uint32_t)(c->stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION;
-  if (c->counted)
+  /* The reserved generation (the handle's high half) is the highest: one compare of the whole handle. */
+  bool counted = c->stream.id < (uint64_t)DLS_STREAM_RESERVED_GENERATION << 32;
+  c->counted = counted;
+  if (counted)
     dls__ext_stream_ref(c->s);
 }
 /* dlspy_call_end when there is more to do than dropping the stream reference. */
@@ -280,6 +282,13 @@ int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
 /* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
  * `obj` until the call's stream passes. */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
+/* Work the call queues on its stream uses dlstream buffer `b` (`mode`: DLS_ACCESS_READ or DLS_ACCESS_WRITE)
+ * through a raw pointer (a dlstream tensor on another device that a copy reads, a framework tensor over dlstream
+ * memory): the call's stream waits now for what the use must follow (the hazard rule, dls__buffer_access), and the
+ * use is recorded once the work is queued (a USE post, which holds `b` until the call ends). Steals a reference on
+ * `b`. 0, or -1 with an exception. */
+int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode);
+
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a

@@ -14,6 +14,7 @@
 #include "call.h"
 #include "errors.h"
 #include "streamarg.h"
+#include "tensorarg.h"
 
 /* Sets the fields of a call that the read pass's general way and the conversion use (a launch by the plan, from
  * the read pass's common case, does not: it ends with nothing held and calls no dlspy_call_end). */
@@ -36,11 +37,12 @@ static inline int dlspy_call_read(dlspy_call *c, PyObject *stream, const DLDevic
   c->xapi = c->cupy = 0;
   return dlspy_call_read_from(c, stream, device, args, nargs);
 }
-/* dlspy_call_read, then dlspy_call_hold. */
+/* dlspy_call_read, dlspy_call_fast_check, then dlspy_call_hold. */
 static inline int dlspy_call_begin(dlspy_call *c, PyObject *stream, const DLDevice *device, PyObject *const *args,
                                    Py_ssize_t nargs) {
   if (dlspy_call_read(c, stream, device, args, nargs) != 0)
     return -1;
+  dlspy_call_fast_check(c, args, nargs);
   dlspy_call_hold(c);
   return 0;
 }

@@ -398,6 +398,7 @@ static PyObject *launch_general(FunctionObject *f, PyObject *const *args, Py_ssi
     if (dlspy_call_read(c, stream, &f->device, uargs, n) != 0)
       return NULL;
   }
+  dlspy_call_fast_check(c, uargs, n);
   dlspy_call_hold(c); /* from here on Python code may run */
   dls_arg_t argv[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];

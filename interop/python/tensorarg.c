@@ -106,7 +106,9 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     out->ptr = first;
     out->device = lay.home;
     out->arg = dls_arg_ptr(first);
-    return dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed);
+    if (dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed) != 0)
+      goto fail;
+    return dlspy_call_alias(c, dl, readonly_ok); /* `dl` lives while the post holds it */
   }
   if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
     /* Host memory, device execution: stage through a temporary; the call blocks.
@@ -150,11 +152,12 @@ fail:
 }
 
 /* An exchange-API tensor `dl` whose memory the call's stream reaches (its own device, or a peer for copies):
- * ordered after its framework's stream, passed as a pointer. */
+ * ordered after its framework's stream (and as a use of the dlstream buffer it aliases), passed as a pointer. */
 static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *obj, const dlspy_arg *a, DLDevice home,
-                       bool want_meta, dlspy_view *out) {
+                       bool readonly_ok, bool want_meta, dlspy_view *out) {
   dls__stream *producer;
-  if (dlspy_framework_stream(c, api, a->dl.device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0)
+  if (dlspy_framework_stream(c, api, a->dl.device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0 ||
+      dlspy_call_alias(c, &a->dl, readonly_ok) != 0)
     return -1;
   dlspy_view_meta(out, &a->dl, want_meta);
   out->ptr = a->ptr;
@@ -198,7 +201,7 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
       return -1;
     }
   }
-  if (dlspy_order_after(c, producer, obj) != 0)
+  if (dlspy_order_after(c, producer, obj) != 0 || dlspy_call_alias(c, &cai->dl, readonly_ok) != 0)
     return -1;
   dlspy_view_meta(out, &cai->dl, want_meta);
   out->ptr = cai->dl.data;
@@ -208,9 +211,10 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
 }
 
 /* A CuPy array read in C (its entry, or the call's view of it with its shape, when they have what is asked), on
- * the call's device or (peer) on another of its backend: ordered after CuPy's current stream of its device. 1: the
- * C path cannot take it (nothing raised). */
-static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, bool peer, dlspy_view *out) {
+ * the call's device or (peer) on another of its backend: ordered after CuPy's current stream of its device (and as
+ * a use of the dlstream buffer it aliases). 1: the C path cannot take it (nothing raised). */
+static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta, bool peer,
+                       dlspy_view *out) {
   int i = index - c->desc->base;
   dlspy_cai tmp, *v = &tmp;
   if (c->cai_index == i && c->cai_cupy && (c->cai.meta || !(want_meta || peer))) {
@@ -235,7 +239,8 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool want_meta, 
   int rc = dlspy_cupy_stream(c, home, &producer);
   if (rc != 0)
     return rc;
-  if (dlspy_order_after(c, producer, obj) != 0)
+  if (dlspy_order_after(c, producer, obj) != 0 ||
+      (dlspy_exported_any() && dlspy_cupy_alias(c, obj, v, readonly_ok) != 0))
     return -1;
   if (v->meta)
     dlspy_view_meta(out, &v->dl, want_meta);
@@ -255,7 +260,7 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
     if (dls__ext_home(a->dl.device, &home) && dlspy_same_device(home, c->sdev)) {
       dls__stream *producer;
       if (dlspy_framework_stream(c, info.api, a->dl.device, &producer) != 0 ||
-          dlspy_order_after(c, producer, obj) != 0)
+          dlspy_order_after(c, producer, obj) != 0 || dlspy_call_alias(c, &a->dl, readonly_ok) != 0)
         return -1;
       *out = dls_arg_ptr(a->ptr);
       dlspy_note_extent(c, index, dlspy_view_extent(&a->dl));
@@ -267,7 +272,7 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
   dlspy_view v;
   v.has_meta = false; /* the readers set it only where they read the shape */
   v.buf = NULL;
-  int rc = info.kind == DLSPY_KIND_CUPY ? cupy_tensor(c, obj, index, want_meta, false, &v) : 1;
+  int rc = info.kind == DLSPY_KIND_CUPY ? cupy_tensor(c, obj, index, readonly_ok, want_meta, false, &v) : 1;
   if (rc > 0)
     rc = dlspy_call_tensor(c, obj, index, readonly_ok, want_meta, &v);
   if (rc == 0) {
@@ -278,21 +283,26 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
   return rc;
 }
 
-/* A dlstream tensor's view; its buffer is held until the call ends (a post of `kind`, HOLD or USE), so its memory
- * outlives Python code that later arguments run, even if that code closes the tensor (the launch then finds the
- * handle closed and refuses; raw-pointer work still has live memory). */
-static int hold_tensor(dlspy_call *c, dls_tensor_t h, const dls__ext_tensor *ti, bool readonly_ok, bool want_meta,
-                       int kind, dlspy_view *out) {
-  if (dlspy_add_post(c, kind, NULL, NULL) != 0)
-    return -1;
-  dls__ext_buffer_ref(ti->buf);
-  c->posts[c->nposts - 1].buf = ti->buf;
-  c->posts[c->nposts - 1].mode = readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
+/* A dlstream tensor's view (out->buf: its buffer, which the caller holds for the call). */
+static void own_view(dls_tensor_t h, const dls__ext_tensor *ti, bool readonly_ok, bool want_meta, dlspy_view *out) {
   dlspy_view_meta(out, ti->dl, want_meta);
   out->ptr = dlspy_view_data(ti->dl);
   out->device = ti->home;
   out->arg = readonly_ok ? dls_arg_tensor_in(h) : dls_arg_tensor(h);
   out->buf = ti->buf;
+}
+
+/* A dlstream tensor's view; its buffer is held until the call ends (a HOLD post), so its memory outlives Python
+ * code that later arguments run, even if that code closes the tensor (the launch then finds the handle closed and
+ * refuses; raw-pointer work still has live memory). */
+static int hold_tensor(dlspy_call *c, dls_tensor_t h, const dls__ext_tensor *ti, bool readonly_ok, bool want_meta,
+                       dlspy_view *out) {
+  if (dlspy_add_post(c, DLSPY_POST_HOLD, NULL, NULL) != 0)
+    return -1;
+  dls__ext_buffer_ref(ti->buf);
+  c->posts[c->nposts - 1].buf = ti->buf;
+  c->posts[c->nposts - 1].mode = readonly_ok ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
+  own_view(h, ti, readonly_ok, want_meta, out);
   return 0;
 }
 
@@ -305,7 +315,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
   if (((c->fast & c->xapi) >> i) & 1 && c->cur_api == (const void *)c->ftype.api &&
       dlspy_same_device(c->cur_dev, c->ftype.dev)) {
     /* A tensor of the call's fast type on its device, its framework's current stream still the call's: what
-     * xapi_tensor would find (nothing to order), from its entry. */
+     * xapi_tensor would find (nothing to order, and no alias: dlspy_call.fast), from its entry. */
     const dlspy_arg *a = &c->args[i];
     dlspy_view_meta(out, &a->dl, want_meta);
     out->ptr = a->ptr;
@@ -329,7 +339,7 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
     }
     if (!readonly_ok && (ti.flags & DLS_TENSOR_READ_ONLY))
       return dlspy_read_only(c, index, "");
-    return hold_tensor(c, t->handle, &ti, readonly_ok, want_meta, DLSPY_POST_HOLD, out);
+    return hold_tensor(c, t->handle, &ti, readonly_ok, want_meta, out);
   }
   const DLPackExchangeAPI *api = info.kind == DLSPY_KIND_XAPI ? info.api : NULL;
   if (api != NULL) {
@@ -338,10 +348,10 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
       return -1;
     DLDevice home;
     if (dls__ext_home(a->dl.device, &home) && dlspy_same_device(home, c->sdev))
-      return xapi_tensor(c, api, obj, a, home, want_meta, out);
+      return xapi_tensor(c, api, obj, a, home, readonly_ok, want_meta, out);
     /* Another device (a CPU tensor for a GPU launch ...): the general path stages or refuses it. */
   } else if (info.kind == DLSPY_KIND_CUPY) {
-    int rc = cupy_tensor(c, obj, index, true, false, out);
+    int rc = cupy_tensor(c, obj, index, readonly_ok, true, false, out);
     if (rc <= 0)
       return rc;
   }
@@ -430,12 +440,14 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dls_tensor_t h = ((TensorObject *)obj)->handle;
     dls__ext_tensor ti;
     dls_status_t r = dls__ext_tensor_get(h, c->pycall, "src", &ti);
-    if (r != DLS_OK || (r = dls__buffer_access(ti.buf, c->s, DLS_ACCESS_READ, true)) != DLS_OK) {
+    if (r != DLS_OK) {
       dlspy_raise(st, r, c->pycall);
       return -1;
     }
-    if (hold_tensor(c, h, &ti, true, true, DLSPY_POST_USE, out) != 0)
+    dls__ext_buffer_ref(ti.buf);
+    if (dlspy_call_use(c, ti.buf, DLS_ACCESS_READ) != 0)
       return -1;
+    own_view(h, &ti, true, true, out);
     out->device = home;
     out->arg = dls_arg_ptr(out->ptr);
     return 0;
@@ -446,9 +458,9 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     const dlspy_arg *a;
     if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
       return -1;
-    return xapi_tensor(c, api, obj, a, home, true, out);
+    return xapi_tensor(c, api, obj, a, home, true, true, out);
   }
-  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, out)) <= 0)
+  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, true, out)) <= 0)
     return rc;
   if (c->cai_index == index - c->desc->base && !c->cai_cupy)
     return cai_tensor(c, obj, index, &c->cai, true, true, out, true);
@@ -516,7 +528,23 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dlspy_managed_release(managed, versioned);
     return -1;
   }
-  return 0;
+  return dlspy_call_alias(c, dl, true); /* `dl` lives while the post holds it */
+}
+
+void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {
+  /* The tensors of the fast type past the read pass's reach are read now, as their conversion would read them,
+   * so that each fast one is looked up once, here. */
+  for (Py_ssize_t i = 0; i < nargs && c->ftype.type != NULL; i++) {
+    uint64_t bit = (uint64_t)1 << i;
+    if (Py_TYPE(args[i]) == c->ftype.type && (c->ptrslots & bit) && !((c->fast | c->xapi | c->cupy) & bit) &&
+        dlspy_call_fast_read(c, args[i], (int)i) < 0)
+      PyErr_Clear(); /* its conversion reads it again and raises */
+  }
+  for (uint64_t m = c->fast; m != 0; m &= m - 1) {
+    int i = __builtin_ctzll(m);
+    if (dlspy_call_entry_aliased(c, args[i], i))
+      c->fast &= ~((uint64_t)1 << i); /* its conversion orders it as a use of the buffer */
+  }
 }
 
 int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i) {

@@ -4,6 +4,7 @@
 #ifndef DLSTREAM_PY_TENSORARG_H
 #define DLSTREAM_PY_TENSORARG_H
 
+#include "alias.h"
 #include "call.h"
 
 /* Fills dtype, ndim, count, contiguity and (with want_meta, up to DLS_COPY_MAX_DIMS) shape and strides. */
@@ -26,13 +27,22 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
  * dls_arg_tensor record it themselves): its use is recorded once the work is queued. No-op for other tensors. */
 void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode);
 
+/* dlspy_call_fast_check while dlstream memory is exported. */
+void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs);
+/* After the read pass, before the first of the call's arguments `args` (its table's) is taken: while dlstream memory
+ * is exported, every tensor of the fast type is read now and looked up, and an alias takes the way that orders it
+ * (not fast). Nothing else while none is (one load). */
+static inline void dlspy_call_fast_check(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {
+  if (dlspy_exported_any())
+    dlspy_call_fast_aliases(c, args, nargs);
+}
 /* dlspy_call_fast_arg for an argument of the fast type past the read pass's reach: reads it into its entry (slot
  * `i`). 0: on the fast device; 1: not (nothing raised); -1 with an exception. */
 int dlspy_call_fast_read(dlspy_call *c, PyObject *o, int i);
 /* A launch's pointer argument, slot `i` of a call whose table starts at its first argument (Function.launch), that
  * is a tensor of the call's fast type (see dlspy_call.ftype) on its device: the data pointer from its entry,
- * nothing to order (the call runs on the stream the framework names for it). 0 taken; 1 not this way (nothing
- * raised): dlspy_call_arg takes it; -1 with an exception. */
+ * nothing to order (the call runs on the stream the framework names for it, and no fast tensor is an alias:
+ * dlspy_call_fast_check). 0 taken; 1 not this way (nothing raised): dlspy_call_arg takes it; -1 with an exception. */
 static inline int dlspy_call_fast_arg(dlspy_call *c, PyObject *o, int i, dls_arg_t *out) {
   if (!((c->fast >> i) & 1)) {
     if (Py_TYPE(o) != c->ftype.type || (((c->xapi | c->cupy) >> i) & 1)) /* read already, and not on its device */

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hazard rule against a sequential model: hypothesis writes random programs of dlstream calls on dlstream's
 own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors, graphs:
-one of those calls captured on a stream and replayed on any, later, even after its tensors were closed, and round
-trips: a tensor exported to NumPy or torch and imported back, an alias of its memory) spread over
+one of those calls captured on a stream and replayed on any, later, even after its tensors were closed, round
+trips: a tensor exported to NumPy or torch and imported back, an alias of its memory, and the NumPy array or torch
+tensor of such an export itself, passed straight to the calls as another alias) spread over
 2 to 4 streams (on 2 CPU devices when the CPU backend offers them), with latches holding random streams at random
 moments so that work really runs out of program order unless dlstream orders it. Every check reads every tensor
 and compares it with the same program run one call at a time in NumPy.
@@ -65,11 +66,16 @@ class Programs(RuleBasedStateMachine):
         self.axpy = {d: dlstream.builtin_function("dls_axpy_f32", d) for d in devs}
         self.graphs = {}     # id -> (capture, device, what one replay does to the model), or None
 
+    @staticmethod
+    def _device(t):
+        """Where a call may use `t`: its device (for an array passed straight, the one its DLPack export names)."""
+        return str(t.device) if isinstance(t, dlstream.Tensor) else "cpu:%d" % t.__dlpack_device__()[1]
+
     def _stream(self, i, t=None):
         """A stream of the tensor's device (a launch may not mix devices), through its first handle or its second."""
         k = i % len(self.streams)
-        if t is not None and self.streams[k].device != str(t.device):
-            k = next(j for j, x in enumerate(self.streams) if x.device == str(t.device))
+        if t is not None and self.streams[k].device != self._device(t):
+            k = next(j for j, x in enumerate(self.streams) if x.device == self._device(t))
         return (self.handles if (i // len(self.streams)) % 2 else self.streams)[k]
 
     @rule(target=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
@@ -96,11 +102,11 @@ class Programs(RuleBasedStateMachine):
         if x not in self.live or y not in self.live:
             return
         (tx, mx), (ty, my) = self.live[x], self.live[y]
-        if str(tx.device) != str(ty.device):
+        if self._device(tx) != self._device(ty):
             return
         s = self._stream(si, ty)
         if through_launch:
-            self.axpy[str(ty.device)].launch(1, 32, N, float(a), tx, ty, stream=s)
+            self.axpy[self._device(ty)].launch(1, 32, N, float(a), tx, ty, stream=s)
         elif in_context:
             with dlstream.use_stream(s):
                 dlstream.axpy(float(a), tx, ty)
@@ -124,7 +130,9 @@ class Programs(RuleBasedStateMachine):
     @rule(k=tensors)
     def close(self, k):
         if k in self.live:
-            self.live.pop(k)[0].close()
+            t = self.live.pop(k)[0]
+            if isinstance(t, dlstream.Tensor):
+                t.close()
 
     @rule(target=graphs, op=st.sampled_from(["fill", "axpy", "copy"]), x=tensors, y=tensors, si=st.integers(0, 3),
           a=st.integers(-2, 2), ri=st.integers(0, 3), now=st.integers(0, 2))
@@ -187,6 +195,16 @@ class Programs(RuleBasedStateMachine):
         host = np.from_dlpack(t) if via == "numpy" else _torch_cpu().from_dlpack(t)
         return self._alias(dlstream.from_dlpack(host), m)
 
+    @rule(target=tensors, k=tensors, via=st.sampled_from(VIAS))
+    def straight(self, k, via):
+        """Exports a dlstream tensor to NumPy (or torch) and keeps what comes out: the calls get that array
+        straight (no import), an alias whose uses dlstream orders against the original's all the same."""
+        if k not in self.live or not isinstance(self.live[k][0], dlstream.Tensor):
+            return multiple()
+        t, m = self.live[k]
+        self._open_all()  # the export to the host waits, on the host, for the tensor's uses
+        return self._alias(np.from_dlpack(t) if via == "numpy" else _torch_cpu().from_dlpack(t), m)
+
     @precondition(lambda self: len(self.latches) < len(self.streams) - 1)
     @rule(si=st.integers(0, 3))
     def hold(self, si):
@@ -213,8 +231,10 @@ class Programs(RuleBasedStateMachine):
     def check(self):
         """Reads every tensor (after every latch opened: reading waits for the tensor's streams) against the model."""
         self._open_all()
+        if any(not isinstance(t, dlstream.Tensor) for t, _ in self.live.values()):
+            dlstream.synchronize()  # reading an array passed straight waits for nothing: every stream first
         for k, (t, m) in self.live.items():
-            got = np.from_dlpack(t)  # the export waits, on the host, for every use of t
+            got = np.from_dlpack(t)  # for a dlstream tensor, the export waits, on the host, for every use of t
             assert np.array_equal(got, m), f"tensor {k}: dlstream {got[:4]}..., the sequential model {m[:4]}..."
 
     def teardown(self):
@@ -223,7 +243,8 @@ class Programs(RuleBasedStateMachine):
             if g is not None:
                 g[0].close()
         for t, _ in self.live.values():
-            t.close()
+            if isinstance(t, dlstream.Tensor):
+                t.close()
         for s in self.streams:
             s.synchronize()
             s.close()
@@ -308,6 +329,7 @@ class TorchPrograms(Programs):
     @initialize(nstreams=st.integers(2, 4))
     def start(self, nstreams):
         self.streams = [dlstream.Stream("cuda:0") for _ in range(nstreams)]
+        self.handles = [dlstream.Stream.wrap(s.ptr, s.device) for s in self.streams]
         self.latches = {}
         self.live = {}
         self.next_id = 0
@@ -332,6 +354,11 @@ class TorchPrograms(Programs):
 
     def _stream(self, i, t=None):
         return self.streams[i % len(self.streams)]
+
+    @rule(target=Programs.tensors, k=Programs.tensors)
+    def straight(self, k):
+        """Not on the GPU: torch's own ops (torch_op) on a torch tensor of dlstream memory are torch's to order."""
+        return multiple()
 
     @rule(target=Programs.tensors, k=Programs.tensors)
     def round_trip(self, k):
