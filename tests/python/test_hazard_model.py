@@ -69,7 +69,10 @@ class Programs(RuleBasedStateMachine):
     @staticmethod
     def _device(t):
         """Where a call may use `t`: its device (for an array passed straight, the one its DLPack export names)."""
-        return str(t.device) if isinstance(t, dlstream.Tensor) else "cpu:%d" % t.__dlpack_device__()[1]
+        if isinstance(t, dlstream.Tensor):
+            return str(t.device)
+        kind, index = t.__dlpack_device__()
+        return ("cuda:%d" if int(kind) == 2 else "cpu:%d") % index  # kDLCUDA: a torch tensor of the GPU variant
 
     def _stream(self, i, t=None):
         """A stream of the tensor's device (a launch may not mix devices), through its first handle or its second."""
