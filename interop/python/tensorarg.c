@@ -475,22 +475,29 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     return rc;
   }
   /* The DLPack protocol: the producer orders its work before the legacy default stream of its own device,
-   * and the call's stream waits for that stream. */
-  dls_stream_t legacy = dls_stream_default(home, DLS_STREAM_LEGACY);
+   * and the call's stream waits for that stream. Host memory (another CPU device's) is exchanged
+   * synchronously: its producer is asked with stream=None, and there is no stream to wait for. */
   dls_status_t r;
-  dls__stream *ls = dls__ext_stream(legacy, c->pycall, "the source's default stream", &r);
-  if (ls == NULL) {
-    dlspy_raise(st, r, c->pycall);
-    return -1;
+  dls__stream *ls = NULL;
+  PyObject *sv;
+  if (home.device_type == kDLCPU) {
+    sv = Py_NewRef(Py_None);
+  } else {
+    dls_stream_t legacy = dls_stream_default(home, DLS_STREAM_LEGACY);
+    ls = dls__ext_stream(legacy, c->pycall, "the source's default stream", &r);
+    if (ls == NULL) {
+      dlspy_raise(st, r, c->pycall);
+      return -1;
+    }
+    int64_t value;
+    if ((r = dls_dlpack_stream_value(legacy, &value)) != DLS_OK) {
+      dlspy_raise(st, r, c->pycall);
+      return -1;
+    }
+    sv = PyLong_FromLongLong(value);
+    if (sv == NULL)
+      return -1;
   }
-  int64_t value;
-  if ((r = dls_dlpack_stream_value(legacy, &value)) != DLS_OK) {
-    dlspy_raise(st, r, c->pycall);
-    return -1;
-  }
-  PyObject *sv = PyLong_FromLongLong(value);
-  if (sv == NULL)
-    return -1;
   PyObject *cap = PyCapsule_CheckExact(obj) ? Py_NewRef(obj) : dlspy_call_dlpack(st, obj, sv);
   Py_DECREF(sv);
   if (cap == NULL)
@@ -513,7 +520,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dlspy_managed_release(managed, versioned);
     return -1;
   }
-  if (r == DLS_OK)
+  if (r == DLS_OK && ls != NULL)
     r = dls__stream_order(c->s, ls);
   if (r != DLS_OK) {
     dlspy_raisef(st, r, "%s", dls_last_error());

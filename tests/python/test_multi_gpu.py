@@ -244,6 +244,16 @@ def test_copy_between_devices(kind, no_leaks):
         dlstream.copy(b, a)  # on torch's current stream of cuda:1
         torch.cuda.synchronize(1)
         assert torch.equal(b.cpu(), a.cpu())
+    if kind == "cpu":
+        # a NumPy array of device 1's memory (host memory: its producer is asked with stream=None, not for a
+        # stream value CPU devices do not have), copied to device 0 and ordered after device 1's fill
+        t1 = dlstream.empty(64, "float32", device=d1)
+        dlstream.fill(t1, 5.0)
+        t0 = dlstream.empty(64, "float32", device=d0)
+        dlstream.copy(t0, np.from_dlpack(t1))
+        assert (host(t0) == 5).all()
+        t0.close()
+        t1.close()
     with pytest.raises(dlstream.InvalidArgumentError, match="contiguous|one shape"):
         x = dlstream.empty((4, 4), "float32", device=d0)
         y = dlstream.empty((4, 5), "float32", device=d1)
