@@ -75,6 +75,11 @@ dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target);
 dls_status_t dls__ext_stream_handle(dls__stream *s, dls_stream_t *out, uint64_t *out_temp);
 void dls__ext_stream_temp_end(uint64_t temp);
 
+/* Makes foreign stream `s` keep what keeps its native stream alive (a framework's stream object): `release(data)`
+ * runs once the stream object goes, after every buffer and use that names it (any thread; it takes the GIL itself).
+ * On a stream that is not foreign, or that keeps something already, runs it at once. */
+void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_data);
+
 /* Runs `release(user_data)` once the work queued on `s` so far has passed (at once when it has; else from a later
  * call, on any thread, through the deferred queue). Cannot fail: without memory for the record it waits for `s`
  * first. The release must take the GIL itself. */

@@ -51,6 +51,15 @@ void dls__ext_stream_temp_end(uint64_t temp) {
 
 /* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
  * release once the use's event completes. */
+void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_data) {
+  if (s->kind != DLS__STREAM_FOREIGN || s->keep_release != NULL) {
+    release(user_data);
+    return;
+  }
+  s->keep_data = user_data;
+  s->keep_release = release;
+}
+
 void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data) {
   dls__stream *none = NULL;
   dls__buffer *b = NULL;

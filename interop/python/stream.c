@@ -2,6 +2,7 @@
 /* dlstream.Stream: owned, pooled, foreign and default streams; stream arguments and the wrapper cache. */
 #include "args.h"
 #include "errors.h"
+#include "protocol.h"
 #include "streamarg.h"
 
 #include <limits.h>
@@ -213,6 +214,13 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
   }
   s->kind = DLSPY_STREAM_FOREIGN;
   s->owner = Py_XNewRef(owner);
+  if (owner != NULL) {
+    /* The stream object keeps the framework's too: buffers and uses on it outlive this wrapper, and their frees
+     * and records must find the native stream alive. */
+    dls__stream *cs = dls__ext_stream(s->handle, "Stream.wrap", "obj", &rc);
+    if (cs != NULL)
+      dls__ext_stream_keep(cs, dlspy_release_pyobject, Py_NewRef(owner));
+  }
   return stream_finish(st, s, "Stream.wrap");
 }
 

@@ -22,6 +22,8 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   atomic_init(&s->mark, NULL);
   s->live_prev = NULL;
   s->owner = NULL;
+  s->keep_release = NULL;
+  s->keep_data = NULL;
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
     s->live_next = dev->live;
@@ -251,9 +253,13 @@ void dls__stream_release(dls__stream *s) {
   if (mark != NULL) /* recorded eagerly only: reusable at once */
     dls__event_pool_put(s->dev, mark);
   dls__stream *owner = s->owner;
+  void (*keep_release)(void *) = s->keep_release;
+  void *keep_data = s->keep_data;
   dls__obj_free(DLS__OBJ_STREAM, s);
   if (owner != NULL)
     dls__stream_unref(owner);
+  if (keep_release != NULL) /* the native may go now */
+    keep_release(keep_data);
 }
 
 /* The live stream dlstream made (owned or pooled) whose native stream is `native`, with a reference; NULL if

@@ -22,6 +22,9 @@ struct dls__stream {
   struct dls__stream *live_prev, *live_next; /* the device's live streams (dev->live, under dev->mu) */
   struct dls__stream *owner; /* foreign, wrapping a native stream dlstream made: that stream (ref held), so the
                                 native lives as long as the wrap (its handle's end would destroy it); else NULL */
+  void (*keep_release)(void *); /* foreign: lets go of what keeps its native alive (a framework's stream object,
+                                   interop/ext), once the stream object goes; NULL: nothing kept */
+  void *keep_data;
 };
 /* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
  * handle was closed may still run work it was given (dls_device_synchronize). First failure. */

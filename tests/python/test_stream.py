@@ -195,3 +195,27 @@ def test_cuda_stream_protocol_round_trip(no_leaks):
     assert dlstream.Stream.legacy("cuda:0").dlpack_value == 1
     assert dlstream.Stream.per_thread("cuda:0").dlpack_value == 2
     assert dlstream.Stream.legacy("cuda:0").__cuda_stream__() == (0, 0)
+
+
+@needs_cuda
+def test_a_wrapped_framework_stream_lives_while_dlstream_work_names_it():
+    """Stream.wrap(torch_stream): the framework's stream object is kept by dlstream's stream as long as a buffer or
+    a use names it, not only by the wrapper, so dropping both first cannot destroy the native stream under a free
+    still to be queued there (CuPy's example crashed at exit that way); it goes once they are done."""
+    import gc
+    import weakref
+    torch = pytest.importorskip("torch", reason="needs torch with CUDA for a framework stream object")
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA for a framework stream object")
+    ts = torch.cuda.Stream()
+    gone = weakref.ref(ts)
+    w = dlstream.Stream.wrap(ts)
+    t = dlstream.empty(1 << 20, "float32", device="cuda:0", stream=w)
+    dlstream.fill(t, 1.0)
+    del ts, w
+    gc.collect()
+    assert gone() is not None, "the framework's stream went while a tensor on it was alive"
+    t.close()
+    dlstream.synchronize("cuda:0")
+    gc.collect()
+    assert gone() is None, "the framework's stream was kept after the last use"
