@@ -49,8 +49,6 @@ void dls__ext_stream_temp_end(uint64_t temp) {
   (void)dls__table_end(&dls__stream_table, temp); /* its drop lets go of the reference it took over */
 }
 
-/* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
- * release once the use's event completes. */
 void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_data) {
   if (s->kind != DLS__STREAM_FOREIGN || s->keep_release != NULL) {
     release(user_data);
@@ -60,6 +58,8 @@ void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_dat
   s->keep_release = release;
 }
 
+/* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
+ * release once the use's event completes. */
 void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data) {
   dls__stream *none = NULL;
   dls__buffer *b = NULL;
