@@ -82,6 +82,9 @@ typedef struct cuda_ctx {
   dls_buffer_t bx, by;      /* axpy operands, dlstream buffers (on ds1) */
   dls_buffer_t obx, oby;    /* the same on os1 */
   dls_buffer_t ux, uy;      /* the operands the launch rows use: bx, by or obx, oby */
+  dls_buffer_t bx2, by2;    /* a second pair on ds2, and on os2: each stream's own operands (the by-hand crossing) */
+  dls_buffer_t obx2, oby2;
+  dls_buffer_t ux2, uy2;    /* u2's own pair: bx2, by2 or obx2, oby2 */
   dls_latch_t hold;         /* the held rows' latch, holding s1, s2, os1 and os2 (0: none) */
   bool holding;             /* held_drain holds the streams again after each drain */
   unsigned long long n_elems;
@@ -237,6 +240,27 @@ static int dls_launch_axpy_ptr_turns(void *p, int n) {
   return 0;
 }
 
+/* A crossing by hand around dlstream's launches: before each launch, an event recorded on the other stream and
+ * waited on, and each stream's launch names operands of its own (no crossing for the rule to see). Against
+ * dls_launch_axpy_alternate, the difference is what the rule's crossing costs above the raw record and wait, the
+ * launches and their buffers' resolution being the same on both sides. */
+static int hand_crossing_own_operands(void *p, int n) {
+  cuda_ctx *c = p;
+  dls_launch_config_t cfg = dls_config_1d(1, 256);
+  dls_arg_t args[2][4] = {
+      {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux), dls_arg_buffer(c->uy)},
+      {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux2), dls_arg_buffer(c->uy2)}};
+  void *n1 = NULL, *n2 = NULL;
+  DLS_CHECK(dls_stream_native(c->u1, &n1));
+  DLS_CHECK(dls_stream_native(c->u2, &n2));
+  for (int i = 0; i < n; i++) {
+    CU_CHECK(cu.cuEventRecord(c->ev, (dls__CUstream)(i % 2 ? n1 : n2)));
+    CU_CHECK(cu.cuStreamWaitEvent((dls__CUstream)(i % 2 ? n2 : n1), c->ev, 0));
+    DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args[i % 2], 4));
+  }
+  return 0;
+}
+
 static int raw_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
   return c->ask ? alternate_loop(c, n, true) : alternate_loop(c, n, false);
@@ -367,6 +391,9 @@ static void held_rows(cuda_ctx *c) {
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);
+  add_row(bench_gpu_label, "held: the crossing by the rule (wrapped streams), against one by hand around the same launches",
+          "cuEventRecord + cuStreamWaitEvent + dls_launch, each stream's own operands", hand_crossing_own_operands,
+          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
   c->ask = cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL;
   if (c->ask)
     add_row(bench_gpu_label, "held: the same crossing, anchor asks the capture state as dlstream does",
@@ -377,6 +404,8 @@ static void held_rows(cuda_ctx *c) {
   c->u2 = c->os2;
   c->ux = c->obx;
   c->uy = c->oby;
+  c->ux2 = c->obx2;
+  c->uy2 = c->oby2;
   add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream, dlstream's own stream",
           "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
   add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
@@ -384,10 +413,15 @@ static void held_rows(cuda_ctx *c) {
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);
+  add_row(bench_gpu_label, "held: the crossing by the rule (dlstream's own streams), against one by hand around the same launches",
+          "cuEventRecord + cuStreamWaitEvent + dls_launch, each stream's own operands", hand_crossing_own_operands,
+          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
   c->u1 = c->ds1;
   c->u2 = c->ds2;
   c->ux = c->bx;
   c->uy = c->by;
+  c->ux2 = c->bx2;
+  c->uy2 = c->by2;
   c->holding = false;
   (void)held_drain(c);
 }
@@ -466,8 +500,14 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_DLS(dls_buffer_alloc(c.ds1, c.n_elems * sizeof(float), &c.by));
   SETUP_DLS(dls_buffer_alloc(c.os1, c.n_elems * sizeof(float), &c.obx));
   SETUP_DLS(dls_buffer_alloc(c.os1, c.n_elems * sizeof(float), &c.oby));
+  SETUP_DLS(dls_buffer_alloc(c.ds2, c.n_elems * sizeof(float), &c.bx2));
+  SETUP_DLS(dls_buffer_alloc(c.ds2, c.n_elems * sizeof(float), &c.by2));
+  SETUP_DLS(dls_buffer_alloc(c.os2, c.n_elems * sizeof(float), &c.obx2));
+  SETUP_DLS(dls_buffer_alloc(c.os2, c.n_elems * sizeof(float), &c.oby2));
   c.ux = c.bx;
   c.uy = c.by;
+  c.ux2 = c.bx2;
+  c.uy2 = c.by2;
 
   bool kernels = false;
   dls__CUmodule mod = NULL;
@@ -572,6 +612,10 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   dls_buffer_free(c.by);
   dls_buffer_free(c.obx);
   dls_buffer_free(c.oby);
+  dls_buffer_free(c.bx2);
+  dls_buffer_free(c.by2);
+  dls_buffer_free(c.obx2);
+  dls_buffer_free(c.oby2);
   dls_event_destroy(c.dev_ev);
   dls_stream_destroy(c.ds1);
   dls_stream_destroy(c.ds2);

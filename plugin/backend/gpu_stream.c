@@ -144,8 +144,8 @@ dls_status_t dls__gpu_stream_query(const dls__backend *be, int dev, void *stream
 
 dls_status_t dls__gpu_stream_wait_event(const dls__backend *be, int dev, void *stream, void *event) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_CALL(g, dev, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
-                g->names.stream_wait_event, stream, event);
+  DLS__GPU_STREAM_CALL(g, dev, stream, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
+                       g->names.stream_wait_event, stream, event);
   return DLS_OK;
 }
 
@@ -197,8 +197,8 @@ dls_status_t dls__gpu_event_check(const dls__backend *be, int dev, void *event) 
 
 dls_status_t dls__gpu_event_record(const dls__backend *be, int dev, void *event, void *stream) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_CALL(g, dev, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)", g->names.event_record,
-                event, stream);
+  DLS__GPU_STREAM_CALL(g, dev, stream, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)",
+                       g->names.event_record, event, stream);
   return DLS_OK;
 }
 

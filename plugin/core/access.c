@@ -29,6 +29,26 @@
 /* No party yet. */
 #define NONE (-2)
 
+/* A party's bit in the hazard state (buffer.h): ALLOC's is bit 0, entry k's
+ * bit 1 + k; the entries from SPILL_FROM on share bit 63. A spilled party is
+ * never sure of its own role, so it waits for the writer, and a wait for the
+ * spill bit waits for each spilled party of the capture: conservative, never
+ * wrong. The spill bit, once set, stays. */
+#define SPILL_FROM 62
+#define SPILL ((uint64_t)1 << 63)
+static inline uint64_t bit_of(int k) { return k < SPILL_FROM ? (uint64_t)1 << (k + 1) : SPILL; }
+
+/* The parties of capture `cap` (0: eager work). b->mu held. */
+static inline uint64_t parties_in(const dls__buffer *b, uint64_t cap) {
+  uint64_t in = b->cap_id == cap ? 1 : 0;
+  if (DLS__LIKELY(cap == 0))
+    return in | b->eager_uses;
+  for (int k = 0; k < b->nuses; k++)
+    if (b->uses[k].cap_id == cap)
+      in |= bit_of(k);
+  return in;
+}
+
 /* The use entry of `s` in capture `in_cap` (0: eager), added with a pooled
  * event when missing. A use in a capture gets its own entry: re-recording an
  * eager use's event in a capture would lose the eager work it marks. b->mu
@@ -62,11 +82,13 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, i
   u->stream = s;
   u->event = ev;
   u->cap_id = in_cap;
-  u->role = 0;
   u->stale = false;
   u->recorded = false;
   u->exports = 0;
   dls__stream_ref(s);
+  /* A new party has no role; a spilled one shares the bit of others that may have one. */
+  if (in_cap == 0)
+    b->eager_uses |= bit_of(b->nuses);
   *out = b->nuses++;
   return DLS_OK;
 }
@@ -98,8 +120,6 @@ static DLS__HOT_INLINE int party_of(const dls__buffer *b, const dls__stream *s, 
       return i;
   return NONE;
 }
-
-static uint8_t *role_of(dls__buffer *b, int k) { return k == ALLOC ? &b->alloc_role : &b->uses[k].role; }
 
 /* Whether a crossing from the allocation stream may wait on its mark: it
  * was recorded after the stream's latest use of owned memory, and no export
@@ -151,19 +171,24 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
     if (acap == cap)
       DLS__TRY(dls__stream_order_at(s, cap, b->stream));
   }
-  uint8_t mine = me == NONE ? 0 : *role_of(b, me);
-  bool write = (mode & DLS_ACCESS_WRITE) != 0;
-  int parties = b->nuses;
-  for (int k = ALLOC; k < parties; k++) {
-    if (k == me || (k == ALLOC ? b->cap_id : b->uses[k].cap_id) != cap)
-      continue;
-    uint8_t r = *role_of(b, k);
-    /* The writer, unless `s` already waited for it (it reads since, or wrote it); the readers, for a write;
-     * a consumer holding an export, always. */
-    bool need = (r & DLS__ROLE_WRITER && !(mine & (DLS__ROLE_READER | DLS__ROLE_WRITER))) ||
-                (write && (r & DLS__ROLE_READER)) || (k == ALLOC ? b->alloc_exports : b->uses[k].exports) > 0;
-    if (need)
+  /* The writer, unless `s` already waited for it (it reads since, or wrote it); the readers, for a write; a
+   * consumer holding an export, always: each a party of the use's capture other than `s` itself. */
+  uint64_t mine = me == NONE ? 0 : bit_of(me);
+  uint64_t need = b->exporting;
+  if (mine == 0 || mine == SPILL || ((b->writers | b->readers) & mine) == 0)
+    need |= b->writers;
+  if (mode & DLS_ACCESS_WRITE)
+    need |= b->readers;
+  need &= parties_in(b, cap) & ~(mine & ~SPILL);
+  for (; need != 0; need &= need - 1) {
+    int k = __builtin_ctzll(need) - 1;
+    if (DLS__LIKELY(k < SPILL_FROM)) {
       DLS__TRY(wait_for(b, s, cap, k));
+      continue;
+    }
+    for (k = SPILL_FROM; k < b->nuses; k++) /* wait_for skips `s` itself */
+      if (b->uses[k].cap_id == cap)
+        DLS__TRY(wait_for(b, s, cap, k));
   }
   return DLS_OK;
 }
@@ -171,14 +196,11 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
 /* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
 static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
   if (mode & DLS_ACCESS_WRITE) {
-    if (b->cap_id == cap)
-      b->alloc_role = 0;
-    for (int k = 0; k < b->nuses; k++)
-      if (b->uses[k].cap_id == cap)
-        b->uses[k].role = 0;
-    *role_of(b, me) = DLS__ROLE_WRITER;
+    uint64_t in = parties_in(b, cap) & ~SPILL; /* the spill bit stays: its other parties may have roles */
+    b->writers = (b->writers & ~in) | bit_of(me);
+    b->readers &= ~in;
   } else {
-    *role_of(b, me) |= DLS__ROLE_READER;
+    b->readers |= bit_of(me);
   }
 }
 
@@ -267,12 +289,11 @@ static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__st
 
 dls_status_t dls__access_end(dls__accesses *x, bool queued) {
   if (DLS__LIKELY(x->own && queued)) {
-    /* The stream's own memory alone: the allocation stream's role is all there is to note. */
-    for (int i = 0; i < x->n; i++) {
-      dls__buffer *b = x->a[i].b;
-      b->alloc_role = x->a[i].mode & DLS_ACCESS_WRITE ? DLS__ROLE_WRITER : b->alloc_role | DLS__ROLE_READER;
-      dls__spin_unlock(&b->mu);
-    }
+    /* The stream's own memory alone: nothing to note. Its allocation stream
+     * is the only party, and so its writer (its bit is cleared only by
+     * another party's write): another stream's use waits for it, read or
+     * write, whatever it did since. */
+    unlock_all(x, x->n);
     return DLS_OK;
   }
   return access_end_parties(x, queued);
@@ -293,9 +314,7 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
     dls__buffer *b = x->a[i].b;
     int me = x->a[i].party;
     if (DLS__LIKELY(me == ALLOC && b->nuses == 0)) {
-      /* The allocation stream, the only party: its role is all there is to note. */
-      b->alloc_role = x->a[i].mode & DLS_ACCESS_WRITE ? DLS__ROLE_WRITER : b->alloc_role | DLS__ROLE_READER;
-      dls__spin_unlock(&b->mu);
+      dls__spin_unlock(&b->mu); /* the allocation stream, the only party and its writer: nothing to note */
       continue;
     }
     if (me == ALLOC) {
@@ -384,6 +403,7 @@ dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer) {
     b->uses[x.a[0].party].exports++;
   else
     b->alloc_exports++;
+  b->exporting |= bit_of(x.a[0].party);
   dls__spin_unlock(&b->mu);
   return st;
 }
@@ -402,12 +422,13 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     /* As below, for the allocation stream; what it queued while it held
      * the export was not seen, so a crossing from it waits on a record
      * made then, not on its mark. */
-    b->alloc_exports--;
+    if (--b->alloc_exports == 0)
+      b->exporting &= ~(uint64_t)1;
     b->alloc_marked = false;
     if (cap == b->cap_id && order_use(b, consumer, cap, ALLOC, DLS_ACCESS_WRITE) == DLS_OK)
       note_use(b, cap, ALLOC, DLS_ACCESS_WRITE);
     else
-      b->alloc_role |= DLS__ROLE_WRITER;
+      b->writers |= 1;
   } else if (me >= 0 && b->uses[me].exports > 0) {
     /* What the consumer queued while it held the export: its last write.
      * Other streams may have used the buffer meanwhile (they waited for the
@@ -415,7 +436,8 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
      * turn; where it cannot (its capture state changed), it is one more
      * writer and the others keep their roles. */
     dls__use *u = &b->uses[me];
-    u->exports--;
+    if (--u->exports == 0 && me < SPILL_FROM) /* a spilled party's bit stays (others may hold exports) */
+      b->exporting &= ~bit_of(me);
     dls__device *d = consumer->dev;
     bool ordered = cap == u->cap_id && order_use(b, consumer, cap, me, DLS_ACCESS_WRITE) == DLS_OK;
     /* A record made in another capture state than the use's would move its
@@ -426,7 +448,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     if (ordered)
       note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
     else
-      u->role = DLS__ROLE_WRITER;
+      b->writers |= bit_of(me);
   }
   dls__spin_unlock(&b->mu);
 }
@@ -447,18 +469,16 @@ dls_status_t dls__buffer_hold_for_capture(dls__buffer *b, uint64_t cap) {
 }
 
 int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap) {
-  /* A write in the capture left its writer's role on one of the capture's entries (a later write there moves
-   * it, never clears it); a read only, readers. A use that was never queued left none. */
+  /* A write in the capture left its writer's bit on one of the capture's entries (a later write there moves
+   * it, never clears it); a read only, readers. A use that was never queued left none. (A spilled entry's bit
+   * may be another's: conservative.) */
   int mode = 0;
   dls__spin_lock(&b->mu);
-  for (int k = 0; k < b->nuses; k++) {
-    if (b->uses[k].cap_id != cap)
-      continue;
-    if (b->uses[k].role & DLS__ROLE_WRITER)
-      mode |= DLS_ACCESS_WRITE;
-    if (b->uses[k].role & DLS__ROLE_READER)
-      mode |= DLS_ACCESS_READ;
-  }
+  uint64_t in = parties_in(b, cap) & ~(uint64_t)1;
+  if (b->writers & in)
+    mode |= DLS_ACCESS_WRITE;
+  if (b->readers & in)
+    mode |= DLS_ACCESS_READ;
   dls__spin_unlock(&b->mu);
   return mode;
 }

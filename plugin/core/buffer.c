@@ -24,7 +24,10 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->release = NULL;
   b->user_data = NULL;
   atomic_flag_clear(&b->mu.f);
-  b->alloc_role = DLS__ROLE_WRITER;
+  b->writers = 1; /* the producer's bit */
+  b->readers = 0;
+  b->eager_uses = 0;
+  b->exporting = 0;
   b->alloc_marked = false;
   b->alloc_exports = 0;
   b->uses = b->uses_inline;

@@ -19,7 +19,12 @@ struct dls__buffer {
   dls_release_fn release; /* borrowed only */
   void *user_data;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
-  uint8_t alloc_role;   /* the allocation (producer) stream's DLS__ROLE_*: the first writer */
+  /* The hazard state (access.c), a bit per party: bit 0 the allocation (producer) stream, bit 1 + i use entry i,
+   * bit 63 every entry from the 62nd on (told apart by a walk). */
+  uint64_t writers;     /* the last writer of each capture (and of eager work); the producer at first */
+  uint64_t readers;     /* the parties that read since that write (each waited for the writer) */
+  uint64_t eager_uses;  /* the entries of eager work (cap_id 0) */
+  uint64_t exporting;   /* the parties holding a live export: they may write at any time */
   bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
                            once other streams use the buffer, a crossing from it waits on that, not on a record
                            made then) */

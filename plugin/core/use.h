@@ -6,12 +6,6 @@
 
 #include "core/stream.h"
 
-/* A party's part in a buffer's hazards (access.c): the last writer of its
- * capture (or of eager work), or a reader since that write (which waited
- * for the writer). */
-#define DLS__ROLE_WRITER 1
-#define DLS__ROLE_READER 2
-
 /* A stream's use of a buffer (one entry per stream and capture). */
 typedef struct dls__use {
   dls__stream *stream; /* ref held */
@@ -19,7 +13,6 @@ typedef struct dls__use {
                           the stream's mark is recorded after each use (a release that waits later records
                           an event of its own then: access.c) */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
-  uint8_t role;        /* DLS__ROLE_* */
   bool stale;          /* the latest record failed: record it again before ordering on it */
   bool recorded;       /* recorded at least once: until then its pooled event may carry an older record of
                           someone else's (a capture's, even), so nothing waits on it or queries it */
