@@ -75,6 +75,7 @@ typedef struct cuda_ctx {
   size_t bytes;             /* the size the allocation rows allocate now */
   bool ask;                 /* the raw allocation rows ask the capture state as dlstream must on wrapped streams */
   dls__CUevent ev;          /* raw event */
+  dls__CUevent ev2[2];      /* a raw event per stream, recorded after each launch on it (the by-hand crossing) */
   dls_event_t dev_ev;       /* dlstream event */
   dls__CUfunction raw_empty, raw_axpy;
   dls_function_t dls_empty_fn, dls_axpy_fn;
@@ -240,10 +241,10 @@ static int dls_launch_axpy_ptr_turns(void *p, int n) {
   return 0;
 }
 
-/* A crossing by hand around dlstream's launches: before each launch, an event recorded on the other stream and
- * waited on, and each stream's launch names operands of its own (no crossing for the rule to see). Against
- * dls_launch_axpy_alternate, the difference is what the rule's crossing costs above the raw record and wait, the
- * launches and their buffers' resolution being the same on both sides. */
+/* A crossing by hand around dlstream's launches, in the rule's order: each launch waits on the event the other
+ * stream recorded after its last launch, then records its stream's own, and names operands of its own stream (no
+ * crossing for the rule to see). Against dls_launch_axpy_alternate, the difference is what the rule's crossing
+ * costs above the raw record and wait, the launches and their buffers' resolution being the same on both sides. */
 static int hand_crossing_own_operands(void *p, int n) {
   cuda_ctx *c = p;
   dls_launch_config_t cfg = dls_config_1d(1, 256);
@@ -254,9 +255,10 @@ static int hand_crossing_own_operands(void *p, int n) {
   DLS_CHECK(dls_stream_native(c->u1, &n1));
   DLS_CHECK(dls_stream_native(c->u2, &n2));
   for (int i = 0; i < n; i++) {
-    CU_CHECK(cu.cuEventRecord(c->ev, (dls__CUstream)(i % 2 ? n1 : n2)));
-    CU_CHECK(cu.cuStreamWaitEvent((dls__CUstream)(i % 2 ? n2 : n1), c->ev, 0));
+    dls__CUstream on = (dls__CUstream)(i % 2 ? n2 : n1);
+    CU_CHECK(cu.cuStreamWaitEvent(on, c->ev2[1 - i % 2], 0));
     DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args[i % 2], 4));
+    CU_CHECK(cu.cuEventRecord(c->ev2[i % 2], on));
   }
   return 0;
 }
@@ -481,6 +483,8 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_CU(cu.cuStreamCreate(&c.s1, DLS__CU_STREAM_NON_BLOCKING));
   SETUP_CU(cu.cuStreamCreate(&c.s2, DLS__CU_STREAM_NON_BLOCKING));
   SETUP_CU(cu.cuEventCreate(&c.ev, DLS__CU_EVENT_DISABLE_TIMING));
+  SETUP_CU(cu.cuEventCreate(&c.ev2[0], DLS__CU_EVENT_DISABLE_TIMING));
+  SETUP_CU(cu.cuEventCreate(&c.ev2[1], DLS__CU_EVENT_DISABLE_TIMING));
   SETUP_DLS(dls_stream_wrap(c.device, c.s1, &c.ds1));
   SETUP_DLS(dls_stream_wrap(c.device, c.s2, &c.ds2));
   SETUP_DLS(dls_stream_create(c.device, NULL, &c.os1));
@@ -628,6 +632,8 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   cu.cuMemFree(c.x);
   cu.cuMemFree(c.y);
   cu.cuEventDestroy(c.ev);
+  cu.cuEventDestroy(c.ev2[0]);
+  cu.cuEventDestroy(c.ev2[1]);
   cu.cuStreamDestroy(c.s1);
   cu.cuStreamDestroy(c.s2);
   cu.cuDevicePrimaryCtxRelease(cudev);
