@@ -241,27 +241,43 @@ static int dls_launch_axpy_ptr_turns(void *p, int n) {
   return 0;
 }
 
-/* A crossing by hand around dlstream's launches, in the rule's order: each launch waits on the event the other
- * stream recorded after its last launch, then records its stream's own, and names operands of its own stream (no
- * crossing for the rule to see). Against dls_launch_axpy_alternate, the difference is what the rule's crossing
- * costs above the raw record and wait, the launches and their buffers' resolution being the same on both sides. */
-static int hand_crossing_own_operands(void *p, int n) {
-  cuda_ctx *c = p;
+/* A crossing by hand, in the rule's order: each launch waits on the event the other stream recorded after its last
+ * launch, then records its stream's own. The launch is dlstream's with operands of its own stream (HAND_OWN: no
+ * crossing for the rule to see, and the same buffers' resolution as the rule's side), dlstream's with raw pointers
+ * (HAND_PTR), or the driver's (HAND_RAW). Against dls_launch_axpy_alternate, the difference is what the rule's
+ * crossing costs above the raw record and wait, less what differs in the launches. */
+enum { HAND_OWN, HAND_PTR, HAND_RAW };
+static inline __attribute__((always_inline)) int hand_crossing(cuda_ctx *c, int n, const int how) {
   dls_launch_config_t cfg = dls_config_1d(1, 256);
   dls_arg_t args[2][4] = {
       {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux), dls_arg_buffer(c->uy)},
       {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux2), dls_arg_buffer(c->uy2)}};
+  dls_arg_t ptrs[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_ptr((void *)(uintptr_t)c->x),
+                       dls_arg_ptr((void *)(uintptr_t)c->y)};
+  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
   void *n1 = NULL, *n2 = NULL;
   DLS_CHECK(dls_stream_native(c->u1, &n1));
   DLS_CHECK(dls_stream_native(c->u2, &n2));
   for (int i = 0; i < n; i++) {
     dls__CUstream on = (dls__CUstream)(i % 2 ? n2 : n1);
     CU_CHECK(cu.cuStreamWaitEvent(on, c->ev2[1 - i % 2], 0));
-    DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args[i % 2], 4));
+    if (how == HAND_OWN)
+      DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args[i % 2], 4));
+    else if (how == HAND_PTR)
+      DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, ptrs, 4));
+    else
+      CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, on, params, NULL));
     CU_CHECK(cu.cuEventRecord(c->ev2[i % 2], on));
   }
   return 0;
 }
+
+static int hand_crossing_own_operands(void *p, int n) { return hand_crossing(p, n, HAND_OWN); }
+static int hand_crossing_raw_pointers(void *p, int n) { return hand_crossing(p, n, HAND_PTR); }
+static int hand_crossing_raw_launches(void *p, int n) { return hand_crossing(p, n, HAND_RAW); }
+
+/* The rows comparing the rule's crossing with the by-hand ones, on the streams u1 and u2 (`which` names them). */
+static void rule_against_hand_rows(cuda_ctx *c, const char *which);
 
 static int raw_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
@@ -378,6 +394,19 @@ const char *bench_gpu_label = "CUDA";
  * latch, so each figure is the host's time alone, which is what the rule adds to (a free-running batch also
  * times the device, which throttles the host once its queue fills, and moves the figures by 10-30 %). */
 enum { HELD_BATCH = 200 };
+static void rule_against_hand_rows(cuda_ctx *c, const char *which) {
+  char row[200];
+  snprintf(row, sizeof row, "held: the crossing by the rule (%s), against one by hand around the same launches", which);
+  add_row(bench_gpu_label, row, "cuStreamWaitEvent + dls_launch (each stream's own operands) + cuEventRecord",
+          hand_crossing_own_operands, dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+  snprintf(row, sizeof row, "held: the crossing by the rule (%s), against one by hand around dls_launch, raw pointers",
+           which);
+  add_row(bench_gpu_label, row, "cuStreamWaitEvent + dls_launch (raw pointers) + cuEventRecord",
+          hand_crossing_raw_pointers, dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+  snprintf(row, sizeof row, "held: the crossing by the rule (%s), against one by hand around cuLaunchKernel", which);
+  add_row(bench_gpu_label, row, "cuStreamWaitEvent + cuLaunchKernel + cuEventRecord", hand_crossing_raw_launches,
+          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+}
 static void held_rows(cuda_ctx *c) {
   c->holding = true;
   if (held_drain(c) != 0)
@@ -393,9 +422,7 @@ static void held_rows(cuda_ctx *c) {
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: the crossing by the rule (wrapped streams), against one by hand around the same launches",
-          "cuEventRecord + cuStreamWaitEvent + dls_launch, each stream's own operands", hand_crossing_own_operands,
-          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+  rule_against_hand_rows(c, "wrapped streams");
   c->ask = cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL;
   if (c->ask)
     add_row(bench_gpu_label, "held: the same crossing, anchor asks the capture state as dlstream does",
@@ -415,9 +442,7 @@ static void held_rows(cuda_ctx *c) {
   add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)",
           "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
           held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: the crossing by the rule (dlstream's own streams), against one by hand around the same launches",
-          "cuEventRecord + cuStreamWaitEvent + dls_launch, each stream's own operands", hand_crossing_own_operands,
-          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+  rule_against_hand_rows(c, "dlstream's own streams");
   c->u1 = c->ds1;
   c->u2 = c->ds2;
   c->ux = c->bx;

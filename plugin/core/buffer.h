@@ -8,36 +8,38 @@
 struct dls__graph;
 struct dls__deferred;
 
+/* The fields a use reads and writes come first, in about two cache lines with the first two use entries: a
+ * crossing's bookkeeping runs between driver calls that leave little of it in the first-level cache. */
 struct dls__buffer {
-  dls__device *dev;
   void *ptr;
   size_t size;
+  dls__device *dev;
   dls__stream *stream;  /* allocation / producer stream, ref held */
-  bool borrowed;
-  bool release_unordered; /* the release frees at once (host memory): it must
-                             also wait for work queued on the producer stream */
-  dls_release_fn release; /* borrowed only */
-  void *user_data;
+  struct dls__buffer *alias; /* borrowed memory that lies in an exported buffer: that buffer (ref held), whose
+                                hazard state its uses share (dls__buffer_hazards); NULL otherwise */
+  dls__use *uses;       /* uses_inline or heap */
+  uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
+  int nuses, cap;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
+  bool borrowed;
+  bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
+                           once other streams use the buffer, a crossing from it waits on that, not on a record
+                           made then) */
+  uint16_t alloc_exports; /* live exports to the allocation stream as their consumer: it may write at any time */
   /* The hazard state (access.c), a bit per party: bit 0 the allocation (producer) stream, bit 1 + i use entry i,
    * bit 63 every entry from the 62nd on (told apart by a walk). */
   uint64_t writers;     /* the last writer of each capture (and of eager work); the producer at first */
   uint64_t readers;     /* the parties that read since that write (each waited for the writer) */
   uint64_t eager_uses;  /* the entries of eager work (cap_id 0) */
   uint64_t exporting;   /* the parties holding a live export: they may write at any time */
-  bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
-                           once other streams use the buffer, a crossing from it waits on that, not on a record
-                           made then) */
-  uint16_t alloc_exports; /* live exports to the allocation stream as their consumer: it may write at any time */
   dls__use uses_inline[DLS__USES_INLINE];
-  dls__use *uses;       /* uses_inline or heap */
-  int nuses, cap;
   _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
   _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */
-  struct dls__buffer *alias; /* borrowed memory that lies in an exported buffer: that buffer (ref held), whose
-                                hazard state its uses share (dls__buffer_hazards); NULL otherwise */
+  bool release_unordered; /* the release frees at once (host memory): it must
+                             also wait for work queued on the producer stream */
+  dls_release_fn release; /* borrowed only */
+  void *user_data;
   uint64_t id;          /* its handle, 0 if none */
-  uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
   struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
   struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
                                   the buffer so that deferring the release needs no memory */
