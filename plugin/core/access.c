@@ -251,7 +251,7 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     dls__buffer *b = x->a[i].b;
     dls__spin_lock(&b->mu);
     own = own && b->nuses == 0 && b->cap_id == 0 && dls__same_stream(b->stream, s);
-    x->a[i].party = ALLOC;
+    x->a[i].party = ALLOC; /* read after the end by dls__buffer_export_begin */
   }
   x->own = own;
   return DLS__LIKELY(own) ? DLS_OK : access_begin_parties(x, s);

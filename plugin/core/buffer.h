@@ -8,8 +8,9 @@
 struct dls__graph;
 struct dls__deferred;
 
-/* The fields a use reads and writes come first, in about two cache lines with the first two use entries: a
- * crossing's bookkeeping runs between driver calls that leave little of it in the first-level cache. */
+/* The fields a use reads and writes come first: the first cache line holds all that a use of the stream's own
+ * memory touches (the lock included), the next one the hazard state and the first use entries. A crossing's
+ * bookkeeping runs between driver calls that leave little of it in the first-level cache. */
 struct dls__buffer {
   void *ptr;
   size_t size;
@@ -19,13 +20,14 @@ struct dls__buffer {
                                 hazard state its uses share (dls__buffer_hazards); NULL otherwise */
   dls__use *uses;       /* uses_inline or heap */
   uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
-  int nuses, cap;
+  int nuses;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
   bool borrowed;
   bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
                            once other streams use the buffer, a crossing from it waits on that, not on a record
                            made then) */
   uint16_t alloc_exports; /* live exports to the allocation stream as their consumer: it may write at any time */
+  int cap;              /* the room in `uses` */
   /* The hazard state (access.c), a bit per party: bit 0 the allocation (producer) stream, bit 1 + i use entry i,
    * bit 63 every entry from the 62nd on (told apart by a walk). */
   uint64_t writers;     /* the last writer of each capture (and of eager work); the producer at first */
