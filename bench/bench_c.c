@@ -104,8 +104,8 @@ static void measure_pair(bench_body anchor, bench_body dls, bench_drain drain, v
 
 typedef struct row {
   const char *backend; /* "CUDA", "CPU" */
-  char operation[96];
-  char anchor_name[64]; /* "" when there is no anchor */
+  char operation[128];
+  char anchor_name[96]; /* "" when there is no anchor */
   figure anchor, dls;
   double ratio; /* dlstream / anchor: the median of the interleaved repetitions' ratios */
   int n;
