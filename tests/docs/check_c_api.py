@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fails when docs/c-api.md and the public headers disagree.
+"""Fails when the C API reference (docs/c-api.md and docs/c-api-work.md) and the public headers disagree.
 
-    check_c_api.py INCLUDE_DIR C_API_MD
+    check_c_api.py INCLUDE_DIR C_API_MD...
 
 Every public function of include/dlstream/*.h (DLS_API declarations and the static inline helpers) must be
 documented in the reference: named in backticks outside the code blocks (`dls_stream_create` or
@@ -30,9 +30,10 @@ def prose(path):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) < 3:
         sys.exit(__doc__)
-    include_dir, doc = argv[1], argv[2]
+    include_dir, docs = argv[1], argv[2:]
+    doc = " + ".join(docs)
     functions, known = {}, set()
     for header in sorted(glob.glob(os.path.join(include_dir, "dlstream", "*.h"))):
         with open(header, encoding="utf-8") as f:
@@ -41,7 +42,7 @@ def main(argv):
         for name in DECL.findall(text):
             if not name.startswith("dls__"):
                 functions.setdefault(name, os.path.basename(header))
-    text = prose(doc)
+    text = "".join(prose(d) for d in docs)
     missing = [f"{name} ({header})" for name, header in sorted(functions.items())
                if not re.search(r"`" + re.escape(name) + r"[`(]", text)]
     unknown = sorted({name for name in IDENT.findall(text) if name not in known and not name.startswith("dls__")})
