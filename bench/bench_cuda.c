@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "bench_cuda.h"
 
 #ifdef DLS_HAVE_CUDA_KERNELS
 /* The built-ins' fatbin inside dlstream_static: the anchors launch the very same kernels. */
@@ -65,34 +65,7 @@ static const char *cuda_load(void) {
   return NULL;
 }
 
-typedef struct cuda_ctx {
-  DLDevice device;
-  dls__CUcontext ctx;
-  dls__CUstream s1, s2;     /* raw streams, also wrapped for dlstream */
-  dls_stream_t ds1, ds2;    /* s1, s2 wrapped: foreign streams, as torch's are */
-  dls_stream_t os1, os2;    /* streams dlstream made itself */
-  dls_stream_t u1, u2;      /* the pair the dlstream rows use now (ds or os) */
-  size_t bytes;             /* the size the allocation rows allocate now */
-  bool ask;                 /* the raw allocation rows ask the capture state as dlstream must on wrapped streams */
-  dls__CUevent ev;          /* raw event */
-  dls__CUevent ev2[2];      /* a raw event per stream, recorded after each launch on it (the by-hand crossing) */
-  dls_event_t dev_ev;       /* dlstream event */
-  dls__CUfunction raw_empty, raw_axpy;
-  dls_function_t dls_empty_fn, dls_axpy_fn;
-  dls__CUdeviceptr x, y;    /* axpy operands, raw allocations */
-  dls_buffer_t bx, by;      /* axpy operands, dlstream buffers (on ds1) */
-  dls_buffer_t obx, oby;    /* the same on os1 */
-  dls_buffer_t ux, uy;      /* the operands the launch rows use: bx, by or obx, oby */
-  dls_buffer_t bx2, by2;    /* a second pair on ds2, and on os2: each stream's own operands (the by-hand crossing) */
-  dls_buffer_t obx2, oby2;
-  dls_buffer_t ux2, uy2;    /* u2's own pair: bx2, by2 or obx2, oby2 */
-  dls_latch_t hold;         /* the held rows' latch, holding s1, s2, os1 and os2 (0: none) */
-  bool holding;             /* held_drain holds the streams again after each drain */
-  unsigned long long n_elems;
-  float a;
-} cuda_ctx;
-
-static int cuda_drain(void *p) {
+int cuda_drain(void *p) {
   cuda_ctx *c = p;
   CU_CHECK(cu.cuStreamSynchronize(c->s1));
   CU_CHECK(cu.cuStreamSynchronize(c->s2));
@@ -101,25 +74,6 @@ static int cuda_drain(void *p) {
   return 0;
 }
 
-/* The held rows' drain: lets the streams go, waits for them, and holds them again behind a latch, so that the next
- * timed batch is queued and not run: it times the host's part alone, with nothing for the device to throttle. */
-static int held_drain(void *p) {
-  cuda_ctx *c = p;
-  if (c->hold.id != 0) {
-    DLS_CHECK(dls_latch_open(c->hold));
-    DLS_CHECK(dls_latch_destroy(c->hold));
-    c->hold.id = 0;
-  }
-  if (cuda_drain(c) != 0)
-    return -1;
-  if (!c->holding)
-    return 0;
-  DLS_CHECK(dls_latch_create(c->device, &c->hold));
-  const dls_stream_t held[4] = {c->ds1, c->ds2, c->os1, c->os2};
-  for (int i = 0; i < 4; i++)
-    DLS_CHECK(dls_latch_wait(c->hold, held[i], 20ull * 1000 * 1000 * 1000));
-  return 0;
-}
 
 static int raw_launch_empty(void *p, int n) {
   cuda_ctx *c = p;
@@ -136,7 +90,7 @@ static int dls_launch_empty(void *p, int n) {
   return 0;
 }
 
-static int raw_launch_axpy(void *p, int n) {
+int raw_launch_axpy(void *p, int n) {
   cuda_ctx *c = p;
   void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
   for (int i = 0; i < n; i++)
@@ -144,7 +98,7 @@ static int raw_launch_axpy(void *p, int n) {
   return 0;
 }
 
-static int dls_launch_axpy_ptr(void *p, int n) {
+int dls_launch_axpy_ptr(void *p, int n) {
   cuda_ctx *c = p;
   dls_launch_config_t cfg = dls_config_1d(1, 256);
   dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_ptr((void *)(uintptr_t)c->x),
@@ -154,7 +108,7 @@ static int dls_launch_axpy_ptr(void *p, int n) {
   return 0;
 }
 
-static int dls_launch_axpy_buf(void *p, int n) {
+int dls_launch_axpy_buf(void *p, int n) {
   cuda_ctx *c = p;
   dls_launch_config_t cfg = dls_config_1d(1, 256);
   dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer(c->ux), dls_arg_buffer(c->uy)};
@@ -166,7 +120,7 @@ static int dls_launch_axpy_buf(void *p, int n) {
 /* Two streams taking turns writing one output: every launch crosses from the other stream's write (the
  * hazard rule: dlstream makes the stream wait; the anchor records an event and waits on it by hand). */
 
-static int dls_launch_axpy_alternate(void *p, int n) {
+int dls_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
   dls_launch_config_t cfg = dls_config_1d(1, 256);
   dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux), dls_arg_buffer(c->uy)};
@@ -223,7 +177,7 @@ static inline __attribute__((always_inline)) int alternate_loop(cuda_ctx *c, int
 
 /* The same launches taking turns on two streams with nothing ordering them (raw pointers): what the crossing rows
  * pay besides the crossing. */
-static int raw_launch_axpy_turns(void *p, int n) {
+int raw_launch_axpy_turns(void *p, int n) {
   cuda_ctx *c = p;
   void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
   for (int i = 0; i < n; i++)
@@ -231,7 +185,7 @@ static int raw_launch_axpy_turns(void *p, int n) {
   return 0;
 }
 
-static int dls_launch_axpy_ptr_turns(void *p, int n) {
+int dls_launch_axpy_ptr_turns(void *p, int n) {
   cuda_ctx *c = p;
   dls_launch_config_t cfg = dls_config_1d(1, 256);
   dls_arg_t args[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_ptr((void *)(uintptr_t)c->x),
@@ -241,45 +195,8 @@ static int dls_launch_axpy_ptr_turns(void *p, int n) {
   return 0;
 }
 
-/* A crossing by hand, in the rule's order: each launch waits on the event the other stream recorded after its last
- * launch, then records its stream's own. The launch is dlstream's with operands of its own stream (HAND_OWN: no
- * crossing for the rule to see, and the same buffers' resolution as the rule's side), dlstream's with raw pointers
- * (HAND_PTR), or the driver's (HAND_RAW). Against dls_launch_axpy_alternate, the difference is what the rule's
- * crossing costs above the raw record and wait, less what differs in the launches. */
-enum { HAND_OWN, HAND_PTR, HAND_RAW };
-static inline __attribute__((always_inline)) int hand_crossing(cuda_ctx *c, int n, const int how) {
-  dls_launch_config_t cfg = dls_config_1d(1, 256);
-  dls_arg_t args[2][4] = {
-      {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux), dls_arg_buffer(c->uy)},
-      {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_buffer_in(c->ux2), dls_arg_buffer(c->uy2)}};
-  dls_arg_t ptrs[4] = {dls_arg_u64(c->n_elems), dls_arg_f32(c->a), dls_arg_ptr((void *)(uintptr_t)c->x),
-                       dls_arg_ptr((void *)(uintptr_t)c->y)};
-  void *params[4] = {&c->n_elems, &c->a, &c->x, &c->y};
-  void *n1 = NULL, *n2 = NULL;
-  DLS_CHECK(dls_stream_native(c->u1, &n1));
-  DLS_CHECK(dls_stream_native(c->u2, &n2));
-  for (int i = 0; i < n; i++) {
-    dls__CUstream on = (dls__CUstream)(i % 2 ? n2 : n1);
-    CU_CHECK(cu.cuStreamWaitEvent(on, c->ev2[1 - i % 2], 0));
-    if (how == HAND_OWN)
-      DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, args[i % 2], 4));
-    else if (how == HAND_PTR)
-      DLS_CHECK(dls_launch(c->dls_axpy_fn, i % 2 ? c->u2 : c->u1, &cfg, ptrs, 4));
-    else
-      CU_CHECK(cu.cuLaunchKernel(c->raw_axpy, 1, 1, 1, 256, 1, 1, 0, on, params, NULL));
-    CU_CHECK(cu.cuEventRecord(c->ev2[i % 2], on));
-  }
-  return 0;
-}
 
-static int hand_crossing_own_operands(void *p, int n) { return hand_crossing(p, n, HAND_OWN); }
-static int hand_crossing_raw_pointers(void *p, int n) { return hand_crossing(p, n, HAND_PTR); }
-static int hand_crossing_raw_launches(void *p, int n) { return hand_crossing(p, n, HAND_RAW); }
-
-/* The rows comparing the rule's crossing with the by-hand ones, on the streams u1 and u2 (`which` names them). */
-static void rule_against_hand_rows(cuda_ctx *c, const char *which);
-
-static int raw_launch_axpy_alternate(void *p, int n) {
+int raw_launch_axpy_alternate(void *p, int n) {
   cuda_ctx *c = p;
   return c->ask ? alternate_loop(c, n, true) : alternate_loop(c, n, false);
 }
@@ -390,72 +307,6 @@ static int dls_event_create_destroy(void *p, int n) {
 DLDeviceType bench_gpu_type = kDLCUDA;
 const char *bench_gpu_label = "CUDA";
 
-/* The hazard rule's rows again with the streams held (held_drain): a batch of HELD_BATCH launches queues behind a
- * latch, so each figure is the host's time alone, which is what the rule adds to (a free-running batch also
- * times the device, which throttles the host once its queue fills, and moves the figures by 10-30 %). */
-enum { HELD_BATCH = 200 };
-static void rule_against_hand_rows(cuda_ctx *c, const char *which) {
-  char row[200];
-  snprintf(row, sizeof row, "held: a crossing by the rule, against one by hand around the same launches (%s)", which);
-  add_row(bench_gpu_label, row, "cuStreamWaitEvent + dls_launch (each stream's own operands) + cuEventRecord",
-          hand_crossing_own_operands, dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
-  snprintf(row, sizeof row, "held: a crossing by the rule, against one by hand around dls_launch, raw pointers (%s)",
-           which);
-  add_row(bench_gpu_label, row, "cuStreamWaitEvent + dls_launch (raw pointers) + cuEventRecord",
-          hand_crossing_raw_pointers, dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
-  snprintf(row, sizeof row, "held: a crossing by the rule, against one by hand around cuLaunchKernel (%s)", which);
-  add_row(bench_gpu_label, row, "cuStreamWaitEvent + cuLaunchKernel + cuEventRecord", hand_crossing_raw_launches,
-          dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
-  /* Both sides raw: what the driver's record and wait cost, paired, the yardstick of the rows above. */
-  snprintf(row, sizeof row, "held: the raw record and wait alone, both sides raw (%s)", which);
-  add_row(bench_gpu_label, row, "cuLaunchKernel taking turns (the other side: wait + launch + record)",
-          raw_launch_axpy_turns, hand_crossing_raw_launches, held_drain, c, HELD_BATCH);
-}
-static void held_rows(cuda_ctx *c) {
-  c->holding = true;
-  if (held_drain(c) != 0)
-    return;
-  add_row(bench_gpu_label, "held: launch axpy_f32, 4 args (raw pointers)", "cuLaunchKernel", raw_launch_axpy,
-          dls_launch_axpy_ptr, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream (wrapped stream)",
-          "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
-  /* What a crossing costs is each crossing row less this one's side (the launches taking turns alone) and, for
-   * dlstream, less the buffers' own cost on one stream (the row above). */
-  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 wrapped streams, no crossing (raw pointers)",
-          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)",
-          "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
-          held_drain, c, HELD_BATCH);
-  rule_against_hand_rows(c, "wrapped streams");
-  c->ask = cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL;
-  if (c->ask)
-    add_row(bench_gpu_label, "held: the same crossing, anchor asks the capture state as dlstream does",
-            "cuStreamGetCaptureInfo + cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
-            dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
-  c->ask = false;
-  c->u1 = c->os1;
-  c->u2 = c->os2;
-  c->ux = c->obx;
-  c->uy = c->oby;
-  c->ux2 = c->obx2;
-  c->uy2 = c->oby2;
-  add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream, dlstream's own stream",
-          "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
-          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)",
-          "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
-          held_drain, c, HELD_BATCH);
-  rule_against_hand_rows(c, "dlstream's own streams");
-  c->u1 = c->ds1;
-  c->u2 = c->ds2;
-  c->ux = c->bx;
-  c->uy = c->by;
-  c->ux2 = c->bx2;
-  c->uy2 = c->by2;
-  c->holding = false;
-  (void)held_drain(c);
-}
 
 const char *run_cuda(int device, int launch_batch, char *device_name, size_t name_size) {
   static char why[600];
@@ -541,6 +392,11 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   c.uy = c.by;
   c.ux2 = c.bx2;
   c.uy2 = c.by2;
+  for (int i = 0; i < 4; i++) {
+    SETUP_DLS(dls_buffer_alloc(c.ds1, c.n_elems * sizeof(float), &c.tb[i]));
+    SETUP_DLS(dls_buffer_alloc(c.os1, c.n_elems * sizeof(float), &c.otb[i]));
+  }
+  c.ut = c.tb;
 
   bool kernels = false;
   dls__CUmodule mod = NULL;
@@ -649,6 +505,10 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   dls_buffer_free(c.by2);
   dls_buffer_free(c.obx2);
   dls_buffer_free(c.oby2);
+  for (int i = 0; i < 4; i++) {
+    dls_buffer_free(c.tb[i]);
+    dls_buffer_free(c.otb[i]);
+  }
   dls_event_destroy(c.dev_ev);
   dls_stream_destroy(c.ds1);
   dls_stream_destroy(c.ds2);
