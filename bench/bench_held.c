@@ -89,6 +89,8 @@ static int hand_four_operands(void *p, int n) { return one_stream_hand(p, n, tru
  * latch, so each figure is the host's time alone, which is what the rule adds to (a free-running batch also
  * times the device, which throttles the host once its queue fills, and moves the figures by 10-30 %). */
 enum { HELD_BATCH = 200 };
+
+/* The rule's crossing against the crossings by hand, on the streams u1 and u2 (`which` names them). */
 static void rule_against_hand_rows(cuda_ctx *c, const char *which) {
   char row[200];
   snprintf(row, sizeof row, "held: a crossing by the rule, against one by hand around the same launches (%s)", which);
@@ -110,50 +112,60 @@ static void rule_against_hand_rows(cuda_ctx *c, const char *which) {
   add_row(bench_gpu_label, row, "wait + dls_launch (one pair of operands) + record", hand_two_operands,
           hand_four_operands, held_drain, c, HELD_BATCH);
 }
+/* The two sets of streams the held rows run on, with their rows' names: wrapped ones, as a framework's are, and
+ * streams dlstream made. */
+typedef struct stream_set {
+  const char *which, *own_buffers, *turns, *alternating;
+} stream_set;
+static const stream_set wrapped_set = {
+    "wrapped streams", "held: launch axpy_f32, 2 own buffers on their stream (wrapped stream)",
+    "held: axpy_f32 taking turns on 2 wrapped streams, no crossing (raw pointers)",
+    "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)"};
+static const stream_set own_set = {
+    "dlstream's own streams", "held: launch axpy_f32, 2 own buffers on their stream, dlstream's own stream",
+    "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
+    "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)"};
+
+/* Points the rows at the wrapped streams and their buffers, or at dlstream's own. */
+static void use_set(cuda_ctx *c, bool own) {
+  c->u1 = own ? c->os1 : c->ds1;
+  c->u2 = own ? c->os2 : c->ds2;
+  c->ux = own ? c->obx : c->bx;
+  c->uy = own ? c->oby : c->by;
+  c->ux2 = own ? c->obx2 : c->bx2;
+  c->uy2 = own ? c->oby2 : c->by2;
+  c->ut = own ? c->otb : c->tb;
+}
+
+/* The rows of one set. What a crossing costs is each crossing row less the side of the turns row (the launches
+ * taking turns alone) and, for dlstream, less the buffers' own cost (the first row); or the rule against the hand
+ * around the same launches (rule_against_hand_rows, with its control). */
+static void set_rows(cuda_ctx *c, const stream_set *set) {
+  add_row(bench_gpu_label, set->own_buffers, "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf,
+          held_drain, c, HELD_BATCH);
+  add_row(bench_gpu_label, set->turns, "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain,
+          c, HELD_BATCH);
+  add_row(bench_gpu_label, set->alternating, "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel",
+          raw_launch_axpy_alternate, dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
+  rule_against_hand_rows(c, set->which);
+}
+
 void held_rows(cuda_ctx *c) {
   c->holding = true;
   if (held_drain(c) != 0)
     return;
   add_row(bench_gpu_label, "held: launch axpy_f32, 4 args (raw pointers)", "cuLaunchKernel", raw_launch_axpy,
           dls_launch_axpy_ptr, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream (wrapped stream)",
-          "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
-  /* What a crossing costs is each crossing row less this one's side (the launches taking turns alone) and, for
-   * dlstream, less the buffers' own cost on one stream (the row above). */
-  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 wrapped streams, no crossing (raw pointers)",
-          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 wrapped streams on one y (a crossing each)",
-          "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
-          held_drain, c, HELD_BATCH);
-  rule_against_hand_rows(c, "wrapped streams");
+  set_rows(c, &wrapped_set);
   c->ask = cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL;
   if (c->ask)
     add_row(bench_gpu_label, "held: the same crossing, anchor asks the capture state as dlstream does",
             "cuStreamGetCaptureInfo + cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
             dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
   c->ask = false;
-  c->u1 = c->os1;
-  c->u2 = c->os2;
-  c->ux = c->obx;
-  c->uy = c->oby;
-  c->ux2 = c->obx2;
-  c->uy2 = c->oby2;
-  c->ut = c->otb;
-  add_row(bench_gpu_label, "held: launch axpy_f32, 2 own buffers on their stream, dlstream's own stream",
-          "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
-          "cuLaunchKernel", raw_launch_axpy_turns, dls_launch_axpy_ptr_turns, held_drain, c, HELD_BATCH);
-  add_row(bench_gpu_label, "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)",
-          "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate, dls_launch_axpy_alternate,
-          held_drain, c, HELD_BATCH);
-  rule_against_hand_rows(c, "dlstream's own streams");
-  c->u1 = c->ds1;
-  c->u2 = c->ds2;
-  c->ux = c->bx;
-  c->uy = c->by;
-  c->ux2 = c->bx2;
-  c->uy2 = c->by2;
-  c->ut = c->tb;
+  use_set(c, true);
+  set_rows(c, &own_set);
+  use_set(c, false);
   c->holding = false;
   (void)held_drain(c);
 }
