@@ -35,6 +35,7 @@ typedef struct cuda_ctx {
   unsigned long long n_elems;
   float a;
 } cuda_ctx;
+
 /* Waits for everything queued on the four streams. */
 int cuda_drain(void *p);
 
