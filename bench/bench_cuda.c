@@ -74,6 +74,15 @@ int cuda_drain(void *p) {
   return 0;
 }
 
+void cuda_use_set(cuda_ctx *c, bool own) {
+  c->u1 = own ? c->os1 : c->ds1;
+  c->u2 = own ? c->os2 : c->ds2;
+  c->ux = own ? c->obx : c->bx;
+  c->uy = own ? c->oby : c->by;
+  c->ux2 = own ? c->obx2 : c->bx2;
+  c->uy2 = own ? c->oby2 : c->by2;
+  c->ut = own ? c->otb : c->tb;
+}
 
 static int raw_launch_empty(void *p, int n) {
   cuda_ctx *c = p;
@@ -369,8 +378,6 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_DLS(dls_stream_wrap(c.device, c.s2, &c.ds2));
   SETUP_DLS(dls_stream_create(c.device, NULL, &c.os1));
   SETUP_DLS(dls_stream_create(c.device, NULL, &c.os2));
-  c.u1 = c.ds1;
-  c.u2 = c.ds2;
   c.bytes = (size_t)1 << 20;
   SETUP_DLS(dls_event_create(c.device, DLS_EVENT_DEFAULT, &c.dev_ev));
   /* The anchor's pool keeps its memory too, as dlstream's does. */
@@ -388,15 +395,11 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   SETUP_DLS(dls_buffer_alloc(c.ds2, c.n_elems * sizeof(float), &c.by2));
   SETUP_DLS(dls_buffer_alloc(c.os2, c.n_elems * sizeof(float), &c.obx2));
   SETUP_DLS(dls_buffer_alloc(c.os2, c.n_elems * sizeof(float), &c.oby2));
-  c.ux = c.bx;
-  c.uy = c.by;
-  c.ux2 = c.bx2;
-  c.uy2 = c.by2;
   for (int i = 0; i < 4; i++) {
     SETUP_DLS(dls_buffer_alloc(c.ds1, c.n_elems * sizeof(float), &c.tb[i]));
     SETUP_DLS(dls_buffer_alloc(c.os1, c.n_elems * sizeof(float), &c.otb[i]));
   }
-  c.ut = c.tb;
+  cuda_use_set(&c, false);
 
   bool kernels = false;
   dls__CUmodule mod = NULL;
@@ -457,8 +460,7 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   /* The same on streams dlstream made (dls_stream_create), as C code of its own uses: a wrapped stream may
    * be put into a capture by its framework at any time, so each alloc, free and record on one asks the
    * driver for its capture state; a stream dlstream made is asked only while a capture is known. */
-  c.u1 = c.os1;
-  c.u2 = c.os2;
+  cuda_use_set(&c, true);
   add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered, dlstream's own stream", "cuMemAllocAsync+cuMemFreeAsync",
           raw_alloc_free, dls_alloc_free, cuda_drain, &c, 1000);
   add_row(bench_gpu_label, "alloc+use on 2nd stream+free 1 MiB, dlstream's own streams",
@@ -469,18 +471,13 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
   if (kernels) {
     /* The hazard rule's two rows again on streams dlstream made, with buffers allocated on os1: no capture-state
      * question to the driver (see above), so what is left is the rule's own bookkeeping. */
-    c.ux = c.obx;
-    c.uy = c.oby;
     add_row(bench_gpu_label, "launch axpy_f32, 2 own buffers on their stream, dlstream's own stream (hazard rule)",
             "dls_launch, raw pointers", dls_launch_axpy_ptr, dls_launch_axpy_buf, cuda_drain, &c, launch_batch);
     add_row(bench_gpu_label, "axpy_f32 alternating between 2 streams on one y, dlstream's own streams (a crossing each)",
             "cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
             dls_launch_axpy_alternate, cuda_drain, &c, launch_batch);
-    c.ux = c.bx;
-    c.uy = c.by;
   }
-  c.u1 = c.ds1;
-  c.u2 = c.ds2;
+  cuda_use_set(&c, false);
   if (kernels)
     held_rows(&c);
   run_groups(c.device, c.ctx, kernels);

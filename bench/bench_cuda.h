@@ -38,6 +38,8 @@ typedef struct cuda_ctx {
 
 /* Waits for everything queued on the four streams. */
 int cuda_drain(void *p);
+/* Points the rows at the wrapped streams (ds1, ds2) and their buffers, or at dlstream's own (os1, os2). */
+void cuda_use_set(cuda_ctx *c, bool own);
 
 /* Loops timed by both files (bench_body): axpy_f32 on raw pointers, on the pair of buffers ux/uy, alternating
  * between u1 and u2 on one y (a crossing each), and taking turns on the two streams with nothing ordering them. */

@@ -126,17 +126,6 @@ static const stream_set own_set = {
     "held: axpy_f32 taking turns on 2 of dlstream's own streams, no crossing (raw pointers)",
     "held: axpy_f32 alternating between 2 of dlstream's own streams on one y (a crossing each)"};
 
-/* Points the rows at the wrapped streams and their buffers, or at dlstream's own. */
-static void use_set(cuda_ctx *c, bool own) {
-  c->u1 = own ? c->os1 : c->ds1;
-  c->u2 = own ? c->os2 : c->ds2;
-  c->ux = own ? c->obx : c->bx;
-  c->uy = own ? c->oby : c->by;
-  c->ux2 = own ? c->obx2 : c->bx2;
-  c->uy2 = own ? c->oby2 : c->by2;
-  c->ut = own ? c->otb : c->tb;
-}
-
 /* The rows of one set. What a crossing costs is each crossing row less the side of the turns row (the launches
  * taking turns alone) and, for dlstream, less the buffers' own cost (the first row); or the rule against the hand
  * around the same launches (rule_against_hand_rows, with its control). */
@@ -163,9 +152,9 @@ void held_rows(cuda_ctx *c) {
             "cuStreamGetCaptureInfo + cuEventRecord + cuStreamWaitEvent + cuLaunchKernel", raw_launch_axpy_alternate,
             dls_launch_axpy_alternate, held_drain, c, HELD_BATCH);
   c->ask = false;
-  use_set(c, true);
+  cuda_use_set(c, true);
   set_rows(c, &own_set);
-  use_set(c, false);
+  cuda_use_set(c, false);
   c->holding = false;
   (void)held_drain(c);
 }
