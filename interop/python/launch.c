@@ -516,19 +516,13 @@ PyType_Spec dlspy_function_spec = {
 
 /* ---- built-in functions ---- */
 
-static const char *builtin_signature(const char *name) {
-  if (strcmp(name, "dls_fill") == 0)
-    return "p,u64,u32,u64";
-  if (strcmp(name, "dls_axpy_f32") == 0)
-    return "u64,f32,cp,p";
-  if (strcmp(name, "dls_axpy_f64") == 0)
-    return "u64,f64,cp,p";
-  if (strcmp(name, "dls_copy_strided") == 0)
-    return "p,cp,bytes";
-  if (strcmp(name, "dls_spin") == 0)
-    return "u64";
-  if (strcmp(name, "dls_latch") == 0)
-    return "p,u64,p";
+/* The signature the built-ins' table gives `name` (in buf), or NULL for a name it does not hold. */
+static const char *builtin_signature(const char *name, char *buf, size_t size) {
+  const char *n;
+  char types[512];
+  for (size_t k = 0; dls__builtin_describe(k, &n, buf, size, types, sizeof types); k++)
+    if (strcmp(n, name) == 0)
+      return buf;
   return NULL;
 }
 
@@ -556,7 +550,8 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   PyObject *sig = a[2];
   PyObject *dflt = NULL;
   if (sig == NULL || sig == Py_None) {
-    const char *s = builtin_signature(name);
+    char buf[DLS_MAX_ARGS * 8];
+    const char *s = builtin_signature(name, buf, sizeof buf);
     if (s != NULL && (dflt = PyUnicode_FromString(s)) == NULL)
       return NULL;
     sig = dflt;
