@@ -323,5 +323,7 @@ PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssiz
 extern PyMethodDef dlspy_compile_methods[];
 /* _xla_handlers and _xla_release (xla.c): the XLA FFI handlers for dlstream.jax. */
 extern PyMethodDef dlspy_xla_methods[];
+/* _builtins and _builtin_check (builtin_table.c): the built-ins' table and checks. */
+extern PyMethodDef dlspy_builtin_table_methods[];
 
 #endif /* DLSTREAM_PY_DLSPY_H */

@@ -460,6 +460,7 @@ static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicod
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
 static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.n >= 0); }
+static PyObject *function_get_builtin(FunctionObject *f, void *c) { return PyBool_FromLong(f->builtin); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;
@@ -495,6 +496,7 @@ static PyGetSetDef function_getset[] = {
     {"handle", (getter)function_get_handle, NULL, "The dlstream handle.", NULL},
     {"signature", (getter)function_get_signature, NULL, "The argument kinds, or None.", NULL},
     {"_planned", (getter)function_get_planned, NULL, "Whether a call shaped like the last takes its launch plan.", NULL},
+    {"_builtin", (getter)function_get_builtin, NULL, "Whether it is a built-in (its launches are checked).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -161,7 +161,7 @@ static int module_exec(PyObject *m) {
       add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0)
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
-      PyModule_AddFunctions(m, dlspy_xla_methods) != 0)
+      PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_builtin_table_methods) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||

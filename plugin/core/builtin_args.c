@@ -108,6 +108,14 @@ static dls_status_t want_kind(const char *call, const char *name, size_t i, dls_
 
 /* ---- element types ---- */
 
+/* Memory argument i's address is aligned to its elements of `size` bytes (sizes 2, 4 and 8 need it). */
+static dls_status_t element_aligned(const char *call, const char *name, size_t i, const mem_arg *m, uint32_t size) {
+  if (m->addr == NULL || (size != 2 && size != 4 && size != 8) || (uintptr_t)m->addr % size == 0)
+    return DLS_OK;
+  return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu] %s=%p): not aligned to its elements of %u bytes", call, i,
+                   name, (void *)m->addr, size);
+}
+
 static size_t dtype_size(DLDataType dt) { return ((size_t)dt.bits * dt.lanes + 7) / 8; }
 
 static bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
@@ -169,6 +177,20 @@ static dls_status_t check_type(const char *call, const dls__builtin_info *b, siz
     break;
   }
   return ok ? DLS_OK : type_error(call, b, i, dt, type_text(b, t, want, sizeof want));
+}
+
+/* A typed kernel reads and writes its elements as words of their size: a memory argument of a rule that gives the
+ * size (one type, or the size argument) must be aligned to it (a GPU faults on a misaligned word). */
+static dls_status_t check_align(const char *call, const dls__builtin_info *b, size_t i, const dls_arg_t *args,
+                                const mem_arg *m) {
+  uint32_t t = DLS__A_TYPE(b->args[i].what), p = DLS__T_PARAM(t), size = 0;
+  switch (DLS__T_RULE(t)) {
+  case DLS__T_RULE(DLS__T_EXACT(0, 0)): size = (p & 0xff) / 8; break;
+  case DLS__T_RULE(DLS__T_INT(0)): size = p / 8; break;
+  case DLS__T_RULE(DLS__T_SIZED(0)): size = args[p].v.u32; break;
+  default: break;
+  }
+  return element_aligned(call, b->args[i].name, i, m, size);
 }
 
 /* ---- the checkers ---- */
@@ -339,6 +361,7 @@ static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args
   DLS__TRY(dls__convert_desc_check(call, cd, &d, &count));
   const DLDataType want[2] = {cd->dst_dtype, cd->src_dtype};
   for (int i = 0; i < 2; i++) {
+    DLS__TRY(element_aligned(call, i == 0 ? "dst" : "src", (size_t)i, &mem[i], (uint32_t)dtype_size(want[i])));
     if (mem[i].dtype.lanes != 0 && !same_dtype(mem[i].dtype, want[i])) {
       char a[40], b[40];
       return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%d] %s): its elements are %s, but desc.%s_dtype is %s", call,
@@ -402,9 +425,12 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
     else
       DLS__TRY(want_kind(call, b->args[i].name, i, &args[i], (int32_t)kind));
   }
-  for (size_t i = 0; i < nargs; i++)
-    if (DLS__A_TYPE(b->args[i].what) != 0)
+  for (size_t i = 0; i < nargs; i++) {
+    if (DLS__A_TYPE(b->args[i].what) != 0) {
       DLS__TRY(check_type(call, b, i, args, &mem[i]));
+      DLS__TRY(check_align(call, b, i, args, &mem[i]));
+    }
+  }
   return g_checkers[k](call, k, args, mem, out_overlap);
 }
 

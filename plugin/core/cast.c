@@ -12,6 +12,8 @@ const char *dls__dtype_name(DLDataType dt, char *buf, size_t size) {
   int n;
   if (dt.code == kDLBool && dt.bits == 8)
     n = snprintf(buf, size, "bool");
+  else if (dt.code == kDLOpaqueHandle && dt.bits == 0)
+    n = snprintf(buf, size, "of a type dlstream does not know");
   else if (code != NULL)
     n = snprintf(buf, size, "%s%u", code, (unsigned)dt.bits);
   else

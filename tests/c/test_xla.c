@@ -49,6 +49,7 @@ typedef struct frame {
   void *attrs[4];
   dls__xla_array arrays[4];
   dls__xla_buffer bufs[8];
+  int64_t dims[8];
   void *arg_ptrs[4], *ret_ptrs[4];
   int arg_types[4], ret_types[4];
   int64_t cfg[DLS_XLA_CFG_LEN];
@@ -65,9 +66,12 @@ static void add_array(frame *fr, const char *name, int dtype, void *data, size_t
   fr->attrs[i] = &fr->arrays[i];
 }
 
-static void add_buffer(frame *fr, int result, void *data) {
-  dls__xla_buffer *b = &fr->bufs[fr->f.args.size + fr->f.rets.size];
-  *b = (dls__xla_buffer){sizeof *b, NULL, DLS__XLA_DTYPE_F32, data, 0, NULL};
+/* An operand or result of `n` elements of XLA type `dtype` (a vector). */
+static void add_buffer_of(frame *fr, int result, void *data, int dtype, int64_t n) {
+  int64_t k = fr->f.args.size + fr->f.rets.size;
+  dls__xla_buffer *b = &fr->bufs[k];
+  fr->dims[k] = n;
+  *b = (dls__xla_buffer){sizeof *b, NULL, dtype, data, 1, &fr->dims[k]};
   if (result) {
     fr->ret_ptrs[fr->f.rets.size] = b;
     fr->ret_types[fr->f.rets.size++] = DLS__XLA_RET_BUFFER;
@@ -76,6 +80,9 @@ static void add_buffer(frame *fr, int result, void *data) {
     fr->arg_types[fr->f.args.size++] = DLS__XLA_ARG_BUFFER;
   }
 }
+
+/* One float32. */
+static void add_buffer(frame *fr, int result, void *data) { add_buffer_of(fr, result, data, DLS__XLA_DTYPE_F32, 1); }
 
 /* A frame for `op` on `handle` of `device`, 1 block of 1 thread, no attributes added yet but dls_cfg. */
 static void frame_init(frame *fr, int stage, int op, uint64_t handle, DLDevice device) {
@@ -102,9 +109,9 @@ static void axpy_frame(frame *fr, int stage, dls_function_t f, DLDevice d, uint6
   fr->args[3] = DLS_XLA_ARG(DLS_XLA_FROM_RESULT, 0, 0);
   add_array(fr, "dls_args", DLS__XLA_DTYPE_S64, fr->args, 4);
   add_array(fr, "dls_vals", DLS__XLA_DTYPE_U8, fr->vals, 12);
-  add_buffer(fr, 0, x);
-  add_buffer(fr, 0, y); /* the aliased operand: XLA passes it too */
-  add_buffer(fr, 1, y);
+  add_buffer_of(fr, 0, x, DLS__XLA_DTYPE_F32, (int64_t)n);
+  add_buffer_of(fr, 0, y, DLS__XLA_DTYPE_F32, (int64_t)n); /* the aliased operand: XLA passes it too */
+  add_buffer_of(fr, 1, y, DLS__XLA_DTYPE_F32, (int64_t)n);
 }
 
 static struct XLA_FFI_Error *call_cpu(frame *fr) { return dls_xla_call_cpu((struct XLA_FFI_CallFrame *)&fr->f); }
