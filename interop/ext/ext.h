@@ -211,10 +211,14 @@ dls_status_t dls__launch_ext(const char *call, dls__function *fn, dls__stream *s
  * what it writes (the caller refuses). `extents` are dls__ext_extents(...). */
 dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args, size_t nargs,
                                 const struct dls__extent *extents, bool *out_overlap);
-/* Built-in k of the table (plugin/kernels/builtin_table.h), from 0: its name, signature ("p,u64,u32,u64") and its
- * arguments' element types ("dst:any type of elem_size bytes;count:;..."); false past the last. */
-bool dls__builtin_describe(size_t k, const char **out_name, char *signature, size_t sig_size, char *types,
-                           size_t types_size);
+/* Built-in k of the table (plugin/kernels/builtin_table.h), from 0: its name, GPU symbol and argument count; false
+ * past the last. */
+bool dls__builtin_describe(size_t k, const char **out_name, const char **out_gpu, size_t *out_nargs);
+/* Argument i (< its count) of built-in k: its name, signature token ("p", "cp", "u64", "bytes" ...), what the table
+ * says of it (bits: plugin/kernels/builtin_table.h) and the element types it takes in words (for bytes, the struct;
+ * "" for a scalar). */
+void dls__builtin_describe_arg(size_t k, size_t i, const char **out_name, const char **out_token, uint32_t *out_what,
+                               char *types, size_t size);
 /* Whether `call` may convert elements of `src` into `dst` (NumPy's same_kind casting, types dls_copy_convert
  * converts): DLS_OK, or an error naming the call, both types and the rule. */
 dls_status_t dls__cast_check(const char *call, DLDataType dst, DLDataType src);

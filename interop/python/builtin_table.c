@@ -6,31 +6,73 @@
 #include "dlspy.h"
 #include "errors.h"
 
-/* _builtins() -> ({"name": "dls_fill", "signature": "p,u64,u32,u64",
- *                  "args": (("dst", "any type of elem_size bytes"), ("count", None), ...)}, ...) */
+/* The table's rule of a memory argument's element types: ("exact", code, bits), ("int", bits), ("sized", index of
+ * its size argument), ("desc", index of its descriptor); None for a scalar. */
+static PyObject *rule_of(uint32_t what) {
+  uint32_t kind = what >> 24, t = what & 0xfffffu, rule = (t >> 16) & 0xfu, p = t & 0xffffu;
+  if (kind != 0x10u && kind != 0x11u) /* not memory: DLS__ARG_MEM_P, DLS__ARG_MEM_CP */
+    Py_RETURN_NONE;
+  switch (rule) {
+  case 1: return Py_BuildValue("(sII)", "exact", p >> 8, p & 0xffu);
+  case 2: return Py_BuildValue("(sI)", "int", p);
+  case 3: return Py_BuildValue("(sI)", "sized", p);
+  case 4: return Py_BuildValue("(sI)", "desc", p);
+  default: Py_RETURN_NONE;
+  }
+}
+
+static PyObject *arg_dict(size_t k, size_t i) {
+  const char *name, *token;
+  uint32_t what;
+  char types[96];
+  dls__builtin_describe_arg(k, i, &name, &token, &what, types, sizeof types);
+  bool memory = strcmp(token, "p") == 0 || strcmp(token, "cp") == 0;
+  return Py_BuildValue("{sssssssNsNsN}", "name", name, "kind", token, "types", memory ? types : "", "rule",
+                       rule_of(what), "ordered_as_read", PyBool_FromLong((what & 0x100000u) != 0), "struct",
+                       !memory && types[0] ? PyUnicode_FromString(types) : Py_NewRef(Py_None));
+}
+
+const char *dlspy_builtin_signature(const char *name, char *buf, size_t size) {
+  const char *n, *gpu;
+  size_t nargs;
+  for (size_t k = 0; dls__builtin_describe(k, &n, &gpu, &nargs); k++) {
+    if (strcmp(n, name) != 0)
+      continue;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < nargs && used < size; i++) {
+      const char *an, *token;
+      uint32_t what;
+      char types[8];
+      dls__builtin_describe_arg(k, i, &an, &token, &what, types, sizeof types);
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "", token);
+    }
+    return buf;
+  }
+  return NULL;
+}
+
+/* _builtins() -> ({"name": "dls_fill", "gpu_symbol": "dls_fill", "signature": "p,u64,u32,u64",
+ *                  "args": ({"name": "dst", "kind": "p", "types": "any type of elem_size bytes",
+ *                            "rule": ("sized", 2), "ordered_as_read": False, "struct": None}, ...)}, ...) */
 static PyObject *py_builtins(PyObject *m, PyObject *unused) {
   (void)m, (void)unused;
   PyObject *out = PyList_New(0);
-  const char *name;
-  char sig[DLS_MAX_ARGS * 8], types[1024];
-  for (size_t k = 0; out != NULL && dls__builtin_describe(k, &name, sig, sizeof sig, types, sizeof types); k++) {
-    PyObject *args = PyList_New(0);
-    for (char *p = types; args != NULL && *p != '\0';) { /* "dst:any type of elem_size bytes;count:;..." */
-      char *end = strchr(p, ';'), *colon = strchr(p, ':');
-      if (end == NULL)
-        end = p + strlen(p);
-      if (colon == NULL || colon > end)
-        break;
-      PyObject *t = colon + 1 == end ? Py_NewRef(Py_None) : PyUnicode_FromStringAndSize(colon + 1, end - colon - 1);
-      PyObject *a = t ? Py_BuildValue("(s#N)", p, (Py_ssize_t)(colon - p), t) : NULL;
-      if (a == NULL || PyList_Append(args, a) != 0)
+  const char *name, *gpu;
+  size_t nargs;
+  for (size_t k = 0; out != NULL && dls__builtin_describe(k, &name, &gpu, &nargs); k++) {
+    char sig[DLS_MAX_ARGS * 8];
+    PyObject *args = PyTuple_New((Py_ssize_t)nargs);
+    for (size_t i = 0; args != NULL && i < nargs; i++) {
+      PyObject *a = arg_dict(k, i);
+      if (a == NULL)
         Py_CLEAR(args);
-      Py_XDECREF(a);
-      p = *end ? end + 1 : end;
+      else
+        PyTuple_SET_ITEM(args, (Py_ssize_t)i, a);
     }
-    PyObject *tuple = args ? PyList_AsTuple(args) : NULL;
-    Py_XDECREF(args);
-    PyObject *d = tuple ? Py_BuildValue("{sssssN}", "name", name, "signature", sig, "args", tuple) : NULL;
+    PyObject *d = args ? Py_BuildValue("{sssssssN}", "name", name, "gpu_symbol", gpu, "signature",
+                                       dlspy_builtin_signature(name, sig, sizeof sig), "args", args)
+                       : NULL;
     if (d == NULL || PyList_Append(out, d) != 0)
       Py_CLEAR(out);
     Py_XDECREF(d);

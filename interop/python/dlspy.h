@@ -325,5 +325,8 @@ extern PyMethodDef dlspy_compile_methods[];
 extern PyMethodDef dlspy_xla_methods[];
 /* _builtins and _builtin_check (builtin_table.c): the built-ins' table and checks. */
 extern PyMethodDef dlspy_builtin_table_methods[];
+/* The signature the built-ins' table gives the built-in `name` ("p,u64,u32,u64", in buf), or NULL for a name it does
+ * not hold. */
+const char *dlspy_builtin_signature(const char *name, char *buf, size_t size);
 
 #endif /* DLSTREAM_PY_DLSPY_H */

@@ -518,16 +518,6 @@ PyType_Spec dlspy_function_spec = {
 
 /* ---- built-in functions ---- */
 
-/* The signature the built-ins' table gives `name` (in buf), or NULL for a name it does not hold. */
-static const char *builtin_signature(const char *name, char *buf, size_t size) {
-  const char *n;
-  char types[512];
-  for (size_t k = 0; dls__builtin_describe(k, &n, buf, size, types, sizeof types); k++)
-    if (strcmp(n, name) == 0)
-      return buf;
-  return NULL;
-}
-
 PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "builtin_function";
   dlspy_state *st = dlspy_state_of_module(module);
@@ -553,7 +543,7 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   PyObject *dflt = NULL;
   if (sig == NULL || sig == Py_None) {
     char buf[DLS_MAX_ARGS * 8];
-    const char *s = builtin_signature(name, buf, sizeof buf);
+    const char *s = dlspy_builtin_signature(name, buf, sizeof buf);
     if (s != NULL && (dflt = PyUnicode_FromString(s)) == NULL)
       return NULL;
     sig = dflt;

@@ -11,7 +11,7 @@
 #include "core/cast.h"
 #include "core/tensor.h"
 
-#define BUILTIN_INFO(id, name, nargs, args, ...) [DLS__BI_##id] = {name, nargs, {DLS__UNPAREN args}},
+#define BUILTIN_INFO(id, name, nargs, args, check, cpu, gpu) [DLS__BI_##id] = {name, nargs, {DLS__UNPAREN args}, gpu},
 const dls__builtin_info dls__builtins[DLS__NBUILTIN] = {DLS__BUILTINS(BUILTIN_INFO)};
 #undef BUILTIN_INFO
 
@@ -33,6 +33,13 @@ static const char *const g_kind_names[] = {[DLS_ARG_I32] = "an i32", [DLS_ARG_I6
                                            [DLS_ARG_U32] = "a u32",  [DLS_ARG_U64] = "a u64",
                                            [DLS_ARG_F32] = "an f32", [DLS_ARG_F64] = "an f64",
                                            [DLS_ARG_BYTES] = "bytes (dls_arg_bytes)"};
+
+/* The structs a bytes argument holds (DLS__DESC_*). */
+static const struct {
+  const char *what, *type;
+  size_t size;
+} g_descs[] = {[DLS__DESC_COPY] = {"copy", "dls_copy_desc_t", sizeof(dls_copy_desc_t)},
+               [DLS__DESC_CONVERT] = {"conversion", "dls_convert_desc_t", sizeof(dls_convert_desc_t)}};
 
 static dls_status_t kind_error(const char *call, const char *name, size_t i, const dls_arg_t *a, const char *want) {
   return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%zu] %s): kind %d, but the built-in takes %s here", call, i, name,
@@ -85,13 +92,20 @@ static dls_status_t need(const char *call, const char *name, const mem_arg *m, i
   return DLS_OK;
 }
 
-/* A scalar or bytes argument of the kind the kernel reads; a scalar's bytes of that size (DLS_ARG_BYTES, as the
- * XLA handler passes them) are read as that kind. */
-static dls_status_t want_kind(const char *call, const char *name, size_t i, dls_arg_t *a, int32_t kind) {
+/* A scalar or bytes argument of the kind the kernel reads (`what`: the table's); a scalar's bytes of that size
+ * (DLS_ARG_BYTES, as the XLA handler passes them) are read as that kind. */
+static dls_status_t want_kind(const char *call, const char *name, size_t i, dls_arg_t *a, uint32_t what) {
+  int32_t kind = (int32_t)DLS__A_KIND(what);
   if (kind == DLS_ARG_BYTES) {
-    if (a->kind == DLS_ARG_BYTES && a->v.bytes != NULL)
-      return DLS_OK;
-    return kind_error(call, name, i, a, g_kind_names[kind]);
+    if (a->kind != DLS_ARG_BYTES || a->v.bytes == NULL)
+      return kind_error(call, name, i, a, g_kind_names[kind]);
+    uint32_t d = DLS__T_PARAM(what);
+    if (d != 0 && a->size != g_descs[d].size)
+      return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                       "%s(args[%zu] %s): a %s descriptor is dls_arg_bytes(&desc, sizeof(%s)) (%zu bytes), not %u "
+                       "bytes",
+                       call, i, name, g_descs[d].what, g_descs[d].type, g_descs[d].size, a->size);
+    return DLS_OK;
   }
   if (a->kind == kind)
     return DLS_OK;
@@ -310,15 +324,6 @@ static dls_status_t check_axpy(const char *call, int k, const dls_arg_t *args, c
   return DLS_OK;
 }
 
-/* The descriptor (bytes argument 2) is `size` bytes of its type. */
-static dls_status_t desc_size(const char *call, const dls_arg_t *a, size_t size, const char *what, const char *type) {
-  if (a->size == size)
-    return DLS_OK;
-  return dls__fail(DLS_ERR_INVALID_ARGUMENT,
-                   "%s(args[2] desc): a %s descriptor is dls_arg_bytes(&desc, sizeof(%s)) (%zu bytes), not %u bytes",
-                   call, what, type, size, a->size);
-}
-
 /* A strided copy's two views (`d`: shape, strides, dst's element size; `src_elem`: src's) inside their memory;
  * *ov: a partial overlap. */
 static dls_status_t check_views(const char *call, const dls_copy_desc_t *d, uint32_t src_elem, const mem_arg *mem,
@@ -334,7 +339,6 @@ static dls_status_t check_views(const char *call, const dls_copy_desc_t *d, uint
 }
 
 static dls_status_t check_copy(const char *call, int k, const dls_arg_t *args, const mem_arg *mem, bool *ov) {
-  DLS__TRY(desc_size(call, &args[2], sizeof(dls_copy_desc_t), "copy", "dls_copy_desc_t"));
   const dls_copy_desc_t *d = args[2].v.bytes;
   uint64_t count;
   DLS__TRY(dls__copy_desc_check(call, d, &count));
@@ -354,7 +358,6 @@ static dls_status_t check_copy(const char *call, int k, const dls_arg_t *args, c
 }
 
 static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args, const mem_arg *mem, bool *ov) {
-  DLS__TRY(desc_size(call, &args[2], sizeof(dls_convert_desc_t), "conversion", "dls_convert_desc_t"));
   const dls_convert_desc_t *cd = args[2].v.bytes;
   dls_copy_desc_t d;
   uint64_t count;
@@ -423,7 +426,7 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
     if (kind == DLS__ARG_MEM_P || kind == DLS__ARG_MEM_CP)
       DLS__TRY(mem_resolve(call, b->args[i].name, i, &args[i], extents, &held.h[i], &mem[i]));
     else
-      DLS__TRY(want_kind(call, b->args[i].name, i, &args[i], (int32_t)kind));
+      DLS__TRY(want_kind(call, b->args[i].name, i, &args[i], b->args[i].what));
   }
   for (size_t i = 0; i < nargs; i++) {
     if (DLS__A_TYPE(b->args[i].what) != 0) {
@@ -436,25 +439,28 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
 
 /* ---- the table for the extension (ext.h) ---- */
 
-bool dls__builtin_describe(size_t k, const char **out_name, char *signature, size_t sig_size, char *types,
-                           size_t types_size) {
+bool dls__builtin_describe(size_t k, const char **out_name, const char **out_gpu, size_t *out_nargs) {
+  if (k >= DLS__NBUILTIN)
+    return false;
+  *out_name = dls__builtins[k].name;
+  *out_gpu = dls__builtins[k].gpu;
+  *out_nargs = dls__builtins[k].nargs;
+  return true;
+}
+
+void dls__builtin_describe_arg(size_t k, size_t i, const char **out_name, const char **out_token, uint32_t *out_what,
+                               char *types, size_t size) {
   static const char *const tokens[] = {[DLS_ARG_I32] = "i32", [DLS_ARG_I64] = "i64",     [DLS_ARG_U32] = "u32",
                                        [DLS_ARG_U64] = "u64", [DLS_ARG_F32] = "f32",     [DLS_ARG_F64] = "f64",
                                        [DLS_ARG_BYTES] = "bytes", [DLS__ARG_MEM_P] = "p", [DLS__ARG_MEM_CP] = "cp"};
-  if (k >= DLS__NBUILTIN)
-    return false;
   const dls__builtin_info *b = &dls__builtins[k];
-  *out_name = b->name;
-  size_t ns = 0, nt = 0;
-  signature[0] = types[0] = '\0';
-  for (size_t i = 0; i < b->nargs; i++) {
-    uint32_t kind = DLS__A_KIND(b->args[i].what);
-    char t[64];
-    type_text(b, DLS__A_TYPE(b->args[i].what), t, sizeof t);
-    ns += (size_t)snprintf(signature + ns, ns < sig_size ? sig_size - ns : 0, "%s%s", i ? "," : "",
-                           kind < sizeof tokens / sizeof tokens[0] && tokens[kind] ? tokens[kind] : "?");
-    nt += (size_t)snprintf(types + nt, nt < types_size ? types_size - nt : 0, "%s%s:%s", i ? ";" : "",
-                           b->args[i].name, t);
-  }
-  return true;
+  uint32_t what = b->args[i].what, kind = DLS__A_KIND(what);
+  *out_name = b->args[i].name;
+  *out_token = kind < sizeof tokens / sizeof tokens[0] && tokens[kind] != NULL ? tokens[kind] : "?";
+  *out_what = what;
+  if (kind == DLS__ARG_MEM_P || kind == DLS__ARG_MEM_CP)
+    type_text(b, DLS__A_TYPE(what), types, size);
+  else
+    snprintf(types, size, "%s", kind == DLS_ARG_BYTES && DLS__T_PARAM(what) != 0 ? g_descs[DLS__T_PARAM(what)].type
+                                                                                  : "");
 }

@@ -12,6 +12,7 @@ typedef struct dls__builtin_info {
   const char *name;
   size_t nargs;
   dls__builtin_arg args[DLS__BUILTIN_MAX_ARGS];
+  const char *gpu; /* its GPU symbol */
 } dls__builtin_info;
 /* The table's lines by DLS__BI_* (builtin_args.c). */
 DLS__INTERNAL extern const dls__builtin_info dls__builtins[DLS__NBUILTIN];
@@ -52,9 +53,12 @@ DLS__INTERNAL dls_status_t dls__copy_view_span(const char *call, const char *whi
  * NumPy's same_kind casting converts, extents); its element count. */
 DLS__INTERNAL dls_status_t dls__convert_desc_check(const char *call, const dls_convert_desc_t *d,
                                                    dls_copy_desc_t *out_copy, uint64_t *out_count);
-/* Built-in k of the table for the extension (ext.h): its name, its signature ("p,u64,u32,u64") and its arguments'
- * element types ("dst:any type of elem_size bytes;count:;...", each cut to its buffer); false past the last. */
-DLS__INTERNAL bool dls__builtin_describe(size_t k, const char **out_name, char *signature, size_t sig_size,
-                                         char *types, size_t types_size);
+/* Built-in k of the table for the extension (ext.h): its name, GPU symbol and argument count; false past the
+ * last. */
+DLS__INTERNAL bool dls__builtin_describe(size_t k, const char **out_name, const char **out_gpu, size_t *out_nargs);
+/* Argument i (< its count) of built-in k: its name, signature token ("p", "cp", "u64", "bytes" ...), what the table
+ * says of it (DLS__A_*, DLS__T_*, DLS__DESC_*) and the element types it takes in words ("" for a scalar). */
+DLS__INTERNAL void dls__builtin_describe_arg(size_t k, size_t i, const char **out_name, const char **out_token,
+                                             uint32_t *out_what, char *types, size_t size);
 
 #endif /* DLSTREAM_CORE_BUILTIN_ARGS_H */

@@ -37,7 +37,9 @@
 #define DLS__U64 ((uint32_t)DLS_ARG_U64 << 24)
 #define DLS__F32 ((uint32_t)DLS_ARG_F32 << 24)
 #define DLS__F64 ((uint32_t)DLS_ARG_F64 << 24)
-#define DLS__BYTES ((uint32_t)DLS_ARG_BYTES << 24)
+#define DLS__BYTES_OF(desc) ((uint32_t)DLS_ARG_BYTES << 24 | (desc)) /* a struct by value: DLS__DESC_* */
+#define DLS__DESC_COPY 1u    /* dls_copy_desc_t */
+#define DLS__DESC_CONVERT 2u /* dls_convert_desc_t */
 
 /* One argument: its name in messages, and what it is. */
 typedef struct dls__builtin_arg {
@@ -58,26 +60,26 @@ typedef struct dls__builtin_arg {
  *   GPU symbol  the extern "C" kernel of kernels/builtins.cu (cuModuleGetFunction / hipModuleGetFunction)
  * The latch's memory is ordered as a read: streams waiting on one latch are not ordered after each other. */
 #define DLS__BUILTINS(X)                                                                                             \
-  X(FILL, "dls_fill", 4,                                                                                            \
-    ({"dst", DLS__P(DLS__T_SIZED(2))}, {"count", DLS__U64}, {"elem_size", DLS__U32}, {"pattern", DLS__U64}),        \
-    check_fill, k_fill, "dls_fill")                                                                                 \
-  X(AXPY_F32, "dls_axpy_f32", 4,                                                                                    \
-    ({"n", DLS__U64}, {"a", DLS__F32}, {"x", DLS__CP(DLS__T_F32)}, {"y", DLS__P(DLS__T_F32)}), check_axpy,            \
-    k_axpy_f32, "dls_axpy_f32")                                                                                     \
-  X(AXPY_F64, "dls_axpy_f64", 4,                                                                                    \
-    ({"n", DLS__U64}, {"a", DLS__F64}, {"x", DLS__CP(DLS__T_F64)}, {"y", DLS__P(DLS__T_F64)}), check_axpy,            \
-    k_axpy_f64, "dls_axpy_f64")                                                                                     \
-  X(COPY_STRIDED, "dls_copy_strided", 3,                                                                            \
-    ({"dst", DLS__P(DLS__T_DESC(2))}, {"src", DLS__CP(DLS__T_DESC(2))}, {"desc", DLS__BYTES}), check_copy,          \
-    k_copy_strided, "dls_copy_strided")                                                                             \
-  X(CONVERT, "dls_convert", 3,                                                                                      \
-    ({"dst", DLS__P(DLS__T_DESC(2))}, {"src", DLS__CP(DLS__T_DESC(2))}, {"desc", DLS__BYTES}), check_convert,       \
-    k_convert, "dls_convert")                                                                                       \
-  X(SPIN, "dls_spin", 1, ({"nanoseconds", DLS__U64}), check_none, k_spin, "dls_spin")                               \
-  X(LATCH, "dls_latch", 3,                                                                                          \
-    ({"flag", DLS__P(DLS__T_INT(32)) | DLS__A_AS_READ}, {"timeout_ns", DLS__U64},                                   \
-     {"timed_out", DLS__P(DLS__T_INT(32)) | DLS__A_AS_READ}),                                                       \
-    check_latch, k_latch, "dls_latch")                                                                              \
+  X(FILL, "dls_fill", 4,                                                                                             \
+    ({"dst", DLS__P(DLS__T_SIZED(2))}, {"count", DLS__U64}, {"elem_size", DLS__U32}, {"pattern", DLS__U64}),         \
+    check_fill, k_fill, "dls_fill")                                                                                  \
+  X(AXPY_F32, "dls_axpy_f32", 4,                                                                                     \
+    ({"n", DLS__U64}, {"a", DLS__F32}, {"x", DLS__CP(DLS__T_F32)}, {"y", DLS__P(DLS__T_F32)}), check_axpy,           \
+    k_axpy_f32, "dls_axpy_f32")                                                                                      \
+  X(AXPY_F64, "dls_axpy_f64", 4,                                                                                     \
+    ({"n", DLS__U64}, {"a", DLS__F64}, {"x", DLS__CP(DLS__T_F64)}, {"y", DLS__P(DLS__T_F64)}), check_axpy,           \
+    k_axpy_f64, "dls_axpy_f64")                                                                                      \
+  X(COPY_STRIDED, "dls_copy_strided", 3,                                                                             \
+    ({"dst", DLS__P(DLS__T_DESC(2))}, {"src", DLS__CP(DLS__T_DESC(2))}, {"desc", DLS__BYTES_OF(DLS__DESC_COPY)}),    \
+    check_copy, k_copy_strided, "dls_copy_strided")                                                                  \
+  X(CONVERT, "dls_convert", 3,                                                                                       \
+    ({"dst", DLS__P(DLS__T_DESC(2))}, {"src", DLS__CP(DLS__T_DESC(2))}, {"desc", DLS__BYTES_OF(DLS__DESC_CONVERT)}), \
+    check_convert, k_convert, "dls_convert")                                                                         \
+  X(SPIN, "dls_spin", 1, ({"nanoseconds", DLS__U64}), check_none, k_spin, "dls_spin")                                \
+  X(LATCH, "dls_latch", 3,                                                                                           \
+    ({"flag", DLS__P(DLS__T_INT(32)) | DLS__A_AS_READ}, {"timeout_ns", DLS__U64},                                    \
+     {"timed_out", DLS__P(DLS__T_INT(32)) | DLS__A_AS_READ}),                                                        \
+    check_latch, k_latch, "dls_latch")                                                                               \
   X(EMPTY, "dls_empty", 0, ({NULL, 0}), check_none, k_empty, "dls_empty")
 
 /* The built-ins by index: DLS__BI_FILL ... and DLS__NBUILTIN. */
@@ -90,9 +92,9 @@ enum { DLS__BUILTINS(DLS__BI_ENUM_ONE) DLS__NBUILTIN };
 
 /* Each line's count is its list's length (an empty list is one {NULL, 0}), and at most DLS__BUILTIN_MAX_ARGS. */
 #define DLS__BI_COUNT_CHECK(id, name, nargs, args, ...)                                                           \
-  _Static_assert(sizeof((dls__builtin_arg[]){DLS__UNPAREN args}) / sizeof(dls__builtin_arg) ==                     \
-                         ((nargs) == 0 ? 1 : (nargs)) &&                                                           \
-                     (nargs) <= DLS__BUILTIN_MAX_ARGS,                                                             \
+  _Static_assert(sizeof((dls__builtin_arg[]){DLS__UNPAREN args}) / sizeof(dls__builtin_arg) ==                       \
+                         ((nargs) == 0 ? 1 : (nargs)) &&                                                             \
+                     (nargs) <= DLS__BUILTIN_MAX_ARGS,                                                               \
                  "built-in " name ": its count is not its list's length");
 DLS__BUILTINS(DLS__BI_COUNT_CHECK)
 #undef DLS__BI_COUNT_CHECK

@@ -150,10 +150,11 @@ def _builtin_dtypes(spec: OpSpec, kernels: dict[str, Any]) -> None:
         return
     bname = builtins.pop()
     table = next(b for b in _dlstream._builtins() if b["name"] == bname)
-    for n, (_, want) in zip(spec.params, table["args"]):
-        t = getattr(torch, want, None) if want else None
+    for n, arg in zip(spec.params, table["args"]):
+        want = arg["types"]
+        t = getattr(torch, want, None) if arg["rule"] and arg["rule"][0] == "exact" else None
         if not isinstance(t, torch.dtype):
-            continue  # a scalar, or a type a rule gives (elem_size bytes, a descriptor's): the launch checks it
+            continue  # a scalar, or types a rule gives (elem_size bytes, a descriptor's): the launch checks them
         given = spec.dtypes.get(n) if n in spec.tensors else spec.outputs[n].dtype if n in spec.outputs else None
         where = f"dtypes[{n!r}]" if n in spec.tensors else f"outputs[{n!r}].dtype"
         if given is not None and _dtype(spec, where, given) != t:
