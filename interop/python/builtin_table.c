@@ -27,8 +27,9 @@ static PyObject *arg_dict(size_t k, size_t i) {
   char types[96];
   dls__builtin_describe_arg(k, i, &name, &token, &what, types, sizeof types);
   bool memory = strcmp(token, "p") == 0 || strcmp(token, "cp") == 0;
-  return Py_BuildValue("{sssssssNsNsN}", "name", name, "kind", token, "types", memory ? types : "", "rule",
-                       rule_of(what), "ordered_as_read", PyBool_FromLong((what & 0x100000u) != 0), "struct",
+  return Py_BuildValue("{sssssssNsNsNsN}", "name", name, "kind", token, "types", memory ? types : "", "rule",
+                       rule_of(what), "ordered_as_read", PyBool_FromLong((what & 0x100000u) != 0), "count",
+                       PyBool_FromLong(!memory && (what & 0x200000u) != 0), "struct",
                        !memory && types[0] ? PyUnicode_FromString(types) : Py_NewRef(Py_None));
 }
 
@@ -54,7 +55,8 @@ const char *dlspy_builtin_signature(const char *name, char *buf, size_t size) {
 
 /* _builtins() -> ({"name": "dls_fill", "gpu_symbol": "dls_fill", "signature": "p,u64,u32,u64",
  *                  "args": ({"name": "dst", "kind": "p", "types": "any type of elem_size bytes",
- *                            "rule": ("sized", 2), "ordered_as_read": False, "struct": None}, ...)}, ...) */
+ *                            "rule": ("sized", 2), "ordered_as_read": False, "count": False, "struct": None},
+ *                           ...)}, ...) */
 static PyObject *py_builtins(PyObject *m, PyObject *unused) {
   (void)m, (void)unused;
   PyObject *out = PyList_New(0);

@@ -132,7 +132,9 @@ static dls_status_t element_aligned(const char *call, const char *name, size_t i
 
 static size_t dtype_size(DLDataType dt) { return ((size_t)dt.bits * dt.lanes + 7) / 8; }
 
-static bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+static bool same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
 
 /* What a memory argument of type rule `t` takes, in words (messages, the Python registry). */
 static const char *type_text(const dls__builtin_info *b, uint32_t t, char *buf, size_t size) {
@@ -351,8 +353,8 @@ static dls_status_t check_copy(const char *call, int k, const dls_arg_t *args, c
                        d->elem_size);
   if (mem[0].dtype.lanes != 0 && mem[1].dtype.lanes != 0 && !same_dtype(mem[0].dtype, mem[1].dtype))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
-                     "%s(dst %s, src %s): copies bits, so dst and src must have one element type; dls_copy_convert "
-                     "(dlstream.copy) converts",
+                     "%s(args[0] dst, args[1] src): their elements are %s and %s, but dls_copy_strided copies bits: "
+                     "both must have one element type (dls_copy_convert, and dlstream.copy, convert)",
                      call, dls__dtype_name(mem[0].dtype, a, sizeof a), dls__dtype_name(mem[1].dtype, b, sizeof b));
   return check_views(call, d, d->elem_size, mem, ov);
 }
@@ -429,7 +431,8 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
       DLS__TRY(want_kind(call, b->args[i].name, i, &args[i], b->args[i].what));
   }
   for (size_t i = 0; i < nargs; i++) {
-    if (DLS__A_TYPE(b->args[i].what) != 0) {
+    uint32_t kind = DLS__A_KIND(b->args[i].what);
+    if (kind == DLS__ARG_MEM_P || kind == DLS__ARG_MEM_CP) {
       DLS__TRY(check_type(call, b, i, args, &mem[i]));
       DLS__TRY(check_align(call, b, i, args, &mem[i]));
     }

@@ -19,6 +19,7 @@
 #define DLS__A_KIND(a) ((uint32_t)(a) >> 24)
 #define DLS__A_TYPE(a) ((uint32_t)(a)&0xfffffu)
 #define DLS__A_AS_READ 0x100000u /* a "p" argument ordered as a read (the latch's: see below) */
+#define DLS__A_COUNT 0x200000u   /* a scalar that counts the elements its memory arguments hold */
 
 /* Element types (DLS__A_TYPE): */
 #define DLS__T_EXACT(code, bits) (0x10000u | (uint32_t)(code) << 8 | (uint32_t)(bits)) /* that type, one lane */
@@ -61,14 +62,15 @@ typedef struct dls__builtin_arg {
  * The latch's memory is ordered as a read: streams waiting on one latch are not ordered after each other. */
 #define DLS__BUILTINS(X)                                                                                             \
   X(FILL, "dls_fill", 4,                                                                                             \
-    ({"dst", DLS__P(DLS__T_SIZED(2))}, {"count", DLS__U64}, {"elem_size", DLS__U32}, {"pattern", DLS__U64}),         \
+    ({"dst", DLS__P(DLS__T_SIZED(2))}, {"count", DLS__U64 | DLS__A_COUNT}, {"elem_size", DLS__U32},                  \
+     {"pattern", DLS__U64}),                                                                                         \
     check_fill, k_fill, "dls_fill")                                                                                  \
   X(AXPY_F32, "dls_axpy_f32", 4,                                                                                     \
-    ({"n", DLS__U64}, {"a", DLS__F32}, {"x", DLS__CP(DLS__T_F32)}, {"y", DLS__P(DLS__T_F32)}), check_axpy,           \
-    k_axpy_f32, "dls_axpy_f32")                                                                                      \
+    ({"n", DLS__U64 | DLS__A_COUNT}, {"a", DLS__F32}, {"x", DLS__CP(DLS__T_F32)}, {"y", DLS__P(DLS__T_F32)}),        \
+    check_axpy, k_axpy_f32, "dls_axpy_f32")                                                                          \
   X(AXPY_F64, "dls_axpy_f64", 4,                                                                                     \
-    ({"n", DLS__U64}, {"a", DLS__F64}, {"x", DLS__CP(DLS__T_F64)}, {"y", DLS__P(DLS__T_F64)}), check_axpy,           \
-    k_axpy_f64, "dls_axpy_f64")                                                                                      \
+    ({"n", DLS__U64 | DLS__A_COUNT}, {"a", DLS__F64}, {"x", DLS__CP(DLS__T_F64)}, {"y", DLS__P(DLS__T_F64)}),        \
+    check_axpy, k_axpy_f64, "dls_axpy_f64")                                                                          \
   X(COPY_STRIDED, "dls_copy_strided", 3,                                                                             \
     ({"dst", DLS__P(DLS__T_DESC(2))}, {"src", DLS__CP(DLS__T_DESC(2))}, {"desc", DLS__BYTES_OF(DLS__DESC_COPY)}),    \
     check_copy, k_copy_strided, "dls_copy_strided")                                                                  \
