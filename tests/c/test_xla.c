@@ -237,6 +237,56 @@ Test(xla, a_latch_wait_holds_the_cpu_call_until_the_latch_is_open) {
   XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_NOT_FOUND, "dls_latch_status(latch)");
 }
 
+/* A built-in's memory is what XLA's buffers hold: their sizes bound its descriptors and counts, their element types
+ * must be the built-in's, and partially overlapping buffers are refused; nothing is written (issue 31 items 2, 3). */
+Test(xla, a_builtins_memory_is_bounded_by_xlas_buffers) {
+  dls_function_t copy, axpy;
+  OK(dls_builtin_function(dls_cpu(), "dls_copy_strided", &copy));
+  OK(dls_builtin_function(dls_cpu(), "dls_axpy_f32", &axpy));
+  float out[4] = {9, 9, 9, 9}, in[4] = {1, 2, 3, 4};
+  dls_copy_desc_t d = {.ndim = 1, .elem_size = 4, .shape = {65536}, .dst_strides = {1}, .src_strides = {0}};
+  frame fr;
+  frame_init(&fr, DLS__XLA_STAGE_EXECUTE, DLS_XLA_OP_LAUNCH, copy.id, dls_cpu());
+  static uint8_t vals[sizeof(dls_copy_desc_t)];
+  memcpy(vals, &d, sizeof d);
+  fr.args[0] = DLS_XLA_ARG(DLS_XLA_FROM_RESULT, 0, 0);
+  fr.args[1] = DLS_XLA_ARG(DLS_XLA_FROM_OPERAND, 0, 0);
+  fr.args[2] = DLS_XLA_ARG(DLS_XLA_FROM_VALUE, 0, sizeof d);
+  add_array(&fr, "dls_args", DLS__XLA_DTYPE_S64, fr.args, 3);
+  add_array(&fr, "dls_vals", DLS__XLA_DTYPE_U8, vals, sizeof vals);
+  add_buffer_of(&fr, 0, in, DLS__XLA_DTYPE_F32, 4);
+  add_buffer_of(&fr, 1, out, DLS__XLA_DTYPE_F32, 4);
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_launch(dst): needs bytes [0, 262144) from its "
+                                                            "start, but only 0..16 lie in its memory");
+  d.shape[0] = 4; /* inside: the copy runs */
+  memcpy(vals, &d, sizeof d);
+  XLA_OK(call_cpu(&fr));
+  cr_assert_eq(out[3], 1.0f, "a broadcast of in[0]");
+  for (int i = 0; i < 4; i++)
+    out[i] = 9;
+  fr.bufs[1].dtype = DLS__XLA_DTYPE_S32; /* the result int32, the operand float32: a copy of bits between types */
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "their elements are int32 and float32");
+  fr.bufs[1].dtype = 20; /* an XLA type dlstream does not know (F8E4M3FN) */
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "of a type dlstream does not know");
+  cr_assert(out[0] == 9 && out[3] == 9, "a refused call wrote its result");
+
+  float xy[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 8, 2.0f, xy, xy + 1);
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "partially overlaps");
+  double x64[8] = {0}, y64[8] = {0};
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 8, 2.0f, x64, y64);
+  for (int i = 0; i < 3; i++)
+    fr.bufs[i].dtype = DLS__XLA_DTYPE_F64;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_launch(args[2] x): its elements are float64, but "
+                                                            "dls_axpy_f32 takes float32 here");
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 9, 2.0f, xy, xy); /* n past the 9-element buffers' 8 */
+  fr.dims[0] = fr.dims[1] = fr.dims[2] = 8;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "needs bytes [0, 36)");
+  for (int i = 0; i < 9; i++)
+    cr_assert_eq(xy[i], 1.0f, "a refused call wrote xy[%d]", i);
+  cr_assert(x64[0] == 0 && y64[0] == 0);
+}
+
 /* Each malformed call is refused with a message naming the attribute, and nothing runs. */
 Test(xla, malformed_attributes_are_refused_with_what_is_wrong) {
   dls_function_t f;
