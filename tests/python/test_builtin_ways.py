@@ -129,7 +129,7 @@ class Call:
             return rf"{a['name']}\b.*\b{np.dtype(wrong_dtype(a)).name}\b"
         if self.case == "overlap":
             return "partially overlaps"
-        return r"needs bytes|NULL memory"
+        return r"(?:needs bytes|NULL memory)"
 
 
 def applies(b, case):
