@@ -3,6 +3,7 @@
 kernel, and the wall-clock and host-time measurements (medians of repetitions, or interleaved samples)."""
 import argparse
 import statistics
+import sys
 import time
 
 
@@ -80,11 +81,54 @@ def measure_interleaved(fns, calls, reps, sync):
     return out
 
 
+SMOKE_HELP = "a smoke run (CI: scripts/bench-smoke): a few repetitions of a few calls, on the CPU backend where the " \
+             "script has one; what needs a GPU here is skipped and said so"
+
+
+def add_smoke(parser):
+    """The --smoke option every benchmark script has."""
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
+def smoke(args, reps=1, calls=20):
+    """With --smoke, at most `reps` repetitions and `calls` calls; returns args."""
+    if getattr(args, "smoke", False):
+        args.reps = min(args.reps, reps)
+        if hasattr(args, "calls"):
+            args.calls = min(args.calls, calls)
+    return args
+
+
 def arguments(doc, reps, calls, cpu_help):
-    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu."""
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=reps)
     p.add_argument("--calls", type=int, default=calls)
     p.add_argument("--cpu", action="store_true", help=cpu_help)
-    return p.parse_args()
+    add_smoke(p)
+    return smoke(p.parse_args())
+
+
+def main():
+    """--smoke: the helpers that need no GPU, on two trivial loops (the torch helpers run inside the scripts)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_smoke(p)
+    if not p.parse_args().smoke:
+        p.error("gpubench.py is the benchmarks' shared module; run it only with --smoke")
+    count = [0, 0]
+
+    def loop(i):
+        def run(n):
+            count[i] += n
+        return run
+
+    samples = measure_interleaved([loop(0), loop(1)], 10, 3, lambda: None)
+    assert [len(s) for s in samples] == [3, 3] and count == [230, 230], (samples, count)  # 200 warm-up calls each
+    print("gpubench: measure_interleaved ok on two trivial loops; skipped: sleep_cycles, wall_ms and host_us "
+          "(torch with CUDA: they run inside the GPU benchmarks)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
