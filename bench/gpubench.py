@@ -16,8 +16,11 @@ def torch_and_dlstream():
         print("skipped: torch is not installed")
         return None
     import dlstream
-    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
-        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
+    if not torch.cuda.is_available():
+        print("skipped: torch has no CUDA device")
+        return None
+    if dlstream.device_count("cuda") == 0:
+        print("skipped: no CUDA device for dlstream (" + dlstream.backend_available("cuda")[1] + ")")
         return None
     return torch, dlstream
 
@@ -35,30 +38,39 @@ def sleep_cycles(torch, seconds):
     return cycles
 
 
+def _sync_of(torch_or_sync):
+    """torch.cuda.synchronize for torch, else the callable given (a smoke run's dlstream.synchronize)."""
+    return torch_or_sync.cuda.synchronize if hasattr(torch_or_sync, "cuda") else torch_or_sync
+
+
 def wall_ms(torch, fn, reps):
-    """Median wall time of fn() up to torch.cuda.synchronize(), in ms, after one warm-up call."""
+    """Median wall time of fn() up to torch.cuda.synchronize() (or the sync callable given for torch), in ms,
+    after one warm-up call."""
+    sync = _sync_of(torch)
     fn()
-    torch.cuda.synchronize()
+    sync()
     out = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         out.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(out)
 
 
 def host_us(torch, fn, n, reps, warm=None):
     """Median host time of one of n calls, in µs: fn(n) makes the n calls, which are queued, not waited for
-    (the device is synchronized outside the timing). warm(): the warm-up (default fn(n))."""
+    (the device is synchronized outside the timing, by torch or the sync callable given). warm(): the warm-up
+    (default fn(n))."""
+    sync = _sync_of(torch)
     (warm or (lambda: fn(n)))()
-    torch.cuda.synchronize()
+    sync()
     out = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn(n)
         t1 = time.perf_counter()
-        torch.cuda.synchronize()
+        sync()
         out.append((t1 - t0) / n * 1e6)
     return statistics.median(out)
 
@@ -125,8 +137,9 @@ def main():
 
     samples = measure_interleaved([loop(0), loop(1)], 10, 3, lambda: None)
     assert [len(s) for s in samples] == [3, 3] and count == [230, 230], (samples, count)  # 200 warm-up calls each
-    print("gpubench: measure_interleaved ok on two trivial loops; skipped: sleep_cycles, wall_ms and host_us "
-          "(torch with CUDA: they run inside the GPU benchmarks)")
+    assert wall_ms(lambda: None, lambda: loop(0)(1), 2) >= 0 and host_us(lambda: None, loop(1), 5, 2) >= 0
+    print("gpubench: measure_interleaved, wall_ms and host_us ok on trivial loops; skipped: sleep_cycles (torch with "
+          "CUDA: it runs inside the GPU benchmarks)")
     return 0
 
 
