@@ -7,6 +7,7 @@
 
 #include "core/buffer.h"
 #include "core/builtin.h"
+#include "core/cast.h"
 #include "core/launch.h"
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -123,7 +124,7 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
   } else if (k == DLS__BI_CONVERT) {
     const dls_convert_desc_t *cd = args[2].v.bytes;
     DLS__TRY(dls__convert_desc_check(call, cd, &d, &count));
-    d.elem_size = (uint32_t)dls_dtype_size(cd->src_dtype);
+    d.elem_size = (uint32_t)dls__dtype_bytes(cd->src_dtype);
   } else { /* axpy: x, contiguous */
     uint32_t elem = k == DLS__BI_AXPY_F32 ? 4 : 8;
     count = args[0].v.u64;

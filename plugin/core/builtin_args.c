@@ -130,8 +130,6 @@ static dls_status_t element_aligned(const char *call, const char *name, size_t i
                    name, (void *)m->addr, size);
 }
 
-static size_t dtype_size(DLDataType dt) { return ((size_t)dt.bits * dt.lanes + 7) / 8; }
-
 static bool same_dtype(DLDataType a, DLDataType b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
@@ -181,11 +179,11 @@ static dls_status_t check_type(const char *call, const dls__builtin_info *b, siz
     ok = (dt.code == kDLInt || dt.code == kDLUInt) && dt.bits == p && dt.lanes == 1;
     break;
   case DLS__T_RULE(DLS__T_SIZED(0)):
-    if (dtype_size(dt) != args[p].v.u32 || dt.bits % 8 != 0) {
+    if (dls__dtype_bytes(dt) != args[p].v.u32 || dt.bits % 8 != 0) {
       char g[40];
       return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                        "%s(args[%zu] %s): its elements are %s (%zu bytes), but %s=%u: %s takes elements of %s bytes",
-                       call, i, b->args[i].name, dls__dtype_name(dt, g, sizeof g), dtype_size(dt), b->args[p].name,
+                       call, i, b->args[i].name, dls__dtype_name(dt, g, sizeof g), dls__dtype_bytes(dt), b->args[p].name,
                        args[p].v.u32, b->name, b->args[p].name);
     }
     break;
@@ -251,7 +249,7 @@ dls_status_t dls__convert_desc_check(const char *call, const dls_convert_desc_t 
   dls_copy_desc_t c;
   memset(&c, 0, sizeof c);
   c.ndim = d->ndim;
-  c.elem_size = (uint32_t)dtype_size(d->dst_dtype);
+  c.elem_size = (uint32_t)dls__dtype_bytes(d->dst_dtype);
   size_t n = d->ndim <= DLS_COPY_MAX_DIMS ? d->ndim : 0;
   memcpy(c.shape, d->shape, n * sizeof c.shape[0]);
   memcpy(c.dst_strides, d->dst_strides, n * sizeof c.dst_strides[0]);
@@ -346,10 +344,10 @@ static dls_status_t check_copy(const char *call, int k, const dls_arg_t *args, c
   DLS__TRY(dls__copy_desc_check(call, d, &count));
   char a[40], b[40];
   for (int i = 0; i < 2; i++)
-    if (mem[i].dtype.lanes != 0 && dtype_size(mem[i].dtype) != d->elem_size)
+    if (mem[i].dtype.lanes != 0 && dls__dtype_bytes(mem[i].dtype) != d->elem_size)
       return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                        "%s(args[%d] %s): its elements are %s (%zu bytes), but desc.elem_size=%u", call, i,
-                       i == 0 ? "dst" : "src", dls__dtype_name(mem[i].dtype, a, sizeof a), dtype_size(mem[i].dtype),
+                       i == 0 ? "dst" : "src", dls__dtype_name(mem[i].dtype, a, sizeof a), dls__dtype_bytes(mem[i].dtype),
                        d->elem_size);
   if (mem[0].dtype.lanes != 0 && mem[1].dtype.lanes != 0 && !same_dtype(mem[0].dtype, mem[1].dtype))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
@@ -366,7 +364,7 @@ static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args
   DLS__TRY(dls__convert_desc_check(call, cd, &d, &count));
   const DLDataType want[2] = {cd->dst_dtype, cd->src_dtype};
   for (int i = 0; i < 2; i++) {
-    DLS__TRY(element_aligned(call, i == 0 ? "dst" : "src", (size_t)i, &mem[i], (uint32_t)dtype_size(want[i])));
+    DLS__TRY(element_aligned(call, i == 0 ? "dst" : "src", (size_t)i, &mem[i], (uint32_t)dls__dtype_bytes(want[i])));
     if (mem[i].dtype.lanes != 0 && !same_dtype(mem[i].dtype, want[i])) {
       char a[40], b[40];
       return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(args[%d] %s): its elements are %s, but desc.%s_dtype is %s", call,
@@ -374,7 +372,7 @@ static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args
                        dls__dtype_name(want[i], b, sizeof b));
     }
   }
-  return check_views(call, &d, (uint32_t)dtype_size(cd->src_dtype), mem, ov);
+  return check_views(call, &d, (uint32_t)dls__dtype_bytes(cd->src_dtype), mem, ov);
 }
 
 static dls_status_t check_latch(const char *call, int k, const dls_arg_t *args, const mem_arg *mem, bool *ov) {

@@ -7,6 +7,8 @@
 #include "base/error.h"
 #include "dlstream/dlstream.h"
 
+/* The bytes of one element of `dt` (its lanes together; sub-byte types round up). */
+static inline size_t dls__dtype_bytes(DLDataType dt) { return ((size_t)dt.bits * dt.lanes + 7) / 8; }
 /* "float32", "int8", "bfloat16", "bool", "complex64"; others by code and bits. Returns buf. */
 DLS__INTERNAL const char *dls__dtype_name(DLDataType dt, char *buf, size_t size);
 /* The kind of an element type dls_convert converts: 0 bool, 1 unsigned, 2 signed, 3 floating (float16, bfloat16,
