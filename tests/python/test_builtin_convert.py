@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """copy between dtypes converts as NumPy's astype does under its same_kind casting (np.copyto's default), and refuses
-an unsafe cast naming the call, both dtypes and the rule (issue 31 item 4): the dls_convert built-in and its CPU twin.
-tests/python/test_gpu.py runs the CUDA kernel the same way."""
+an unsafe cast naming the call, both dtypes and the rule (issue 31 item 4): the dls_convert built-in, its CPU twin and
+(on a GPU; skipped, with the reason, without one) its CUDA kernel."""
 import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, settle
+from conftest import CPU, needs_cuda, settle
 
 TYPES = ["?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f2", "f4", "f8"]
 
@@ -114,4 +114,54 @@ def test_bfloat16_converts_as_ml_dtypes_does(no_leaks):
         with np.errstate(all="ignore"):
             want = src.astype(ml.bfloat16).astype(np.float32)
         assert np.array_equal(back, want, equal_nan=True), src.dtype
+        t.close()
+
+
+GPU = "cuda:0"
+
+
+def on_gpu(a):
+    t = dlstream.empty(a.shape, a.dtype.name, device=GPU)
+    dlstream.copy(t, a)  # one dtype: staged from the host, its bits
+    return t
+
+
+@needs_cuda
+@pytest.mark.parametrize("src_t", TYPES)
+def test_the_gpu_kernel_converts_as_numpy_for_every_same_kind_cast(src_t, no_leaks):
+    rng = np.random.default_rng(100 + TYPES.index(src_t))
+    src = sample(src_t, rng)
+    ts = on_gpu(src)
+    for dst_t in TYPES:
+        td = on_gpu(np.zeros(len(src), dst_t))
+        out = np.zeros(len(src), dst_t)
+        if not np.can_cast(src_t, dst_t, "same_kind"):
+            with pytest.raises(dlstream.InvalidArgumentError, match=r"^copy\(dst .*: an unsafe cast"):
+                dlstream.copy(td, ts)
+        else:
+            dlstream.copy(td, ts)  # the dls_convert kernel on the GPU
+        dlstream.copy(out, td)
+        dlstream.synchronize(GPU)
+        with np.errstate(all="ignore"):
+            want = src.astype(dst_t) if np.can_cast(src_t, dst_t, "same_kind") else np.zeros(len(src), dst_t)
+        assert same(out, want), f"{src_t} -> {dst_t} on {GPU}: {out[:8]} vs {want[:8]}"
+        td.close()
+    ts.close()
+
+
+@needs_cuda
+def test_the_gpu_kernel_converts_bfloat16_and_strided_views(no_leaks):
+    ml = pytest.importorskip("ml_dtypes", reason="ml_dtypes (JAX's bfloat16) is not installed")
+    src = sample("f8", np.random.default_rng(7))
+    ts = on_gpu(src)
+    tb = dlstream.empty(len(src), "bfloat16", device=GPU)
+    dlstream.copy(tb, ts)
+    tf = on_gpu(np.zeros(len(src), np.float32))
+    dlstream.copy(tf, tb)
+    back = np.zeros(len(src), np.float32)
+    dlstream.copy(back, tf)
+    dlstream.synchronize(GPU)
+    with np.errstate(all="ignore"):
+        assert np.array_equal(back, src.astype(ml.bfloat16).astype(np.float32), equal_nan=True)
+    for t in (ts, tb, tf):
         t.close()

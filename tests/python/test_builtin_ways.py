@@ -4,7 +4,9 @@ plugin/kernels/builtin_table.h): a new built-in is covered without an edit here.
 
 Ways in: Function.launch (the general path), its launch plan (a fake exchange-API framework's tensors, the plan taken
 before the bad call), dlstream.jax.kernel at trace time, the XLA handler at execution (a custom call made by hand, as
-any lowering could), and dlstream.torch (skipped without torch). tests/c/test_builtin_ways.c does dls_launch.
+any lowering could), and dlstream.torch (skipped without torch); on a GPU, Function.launch of the GPU built-in with
+dlstream tensors and the CUDA XLA handler (skipped, with the reason, without CUDA or JAX's CUDA backend).
+tests/c/test_builtin_ways.c does dls_launch on the CPU and the GPU.
 Cases: a wrong element type for each memory argument; too few elements (each memory argument empty in turn); counts
 and descriptors that reach past every array; what a built-in reads partially overlapping what it writes. Each must
 be the error of its own call, with every array left as it was.
@@ -16,13 +18,14 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, JAX_UNDER_TSAN, UNDER_TSAN, fake_exchange, settle
+from conftest import CPU, HAVE_CUDA, JAX_UNDER_TSAN, UNDER_TSAN, fake_exchange, settle
 
 TABLE = {b["name"]: b for b in dlstream._dlstream._builtins()}
 N = 8
 SENTINEL = 7
 CASES = ("wrong_dtype", "too_few", "reach_past", "overlap")
-WAYS = ("launch", "plan", "jax", "xla", "torch")
+WAYS = ("launch", "plan", "jax", "xla", "torch", "launch_gpu", "xla_gpu")
+GPU = "cuda:0"
 _DL = {"i": 0, "u": 1, "f": 2, "b": 6}
 
 
@@ -236,13 +239,13 @@ def way_jax(call):
             jax.jit(lambda *xs: k(*call.ordered(dict(zip(arrays, xs)))))(*arrays.values())
 
 
-def way_xla(call):
+def way_xla(call, device=None, platform="cpu"):
     """The handler itself, past dlstream.jax's trace-time checks: a custom call written by hand."""
     jax, dj = _jax()
     if call.case == "overlap":
         pytest.skip("XLA's arrays never partially overlap; tests/c/test_xla.c hands the handler overlapping buffers")
     dj.register()
-    f = dlstream.builtin_function(call.b["name"], CPU)
+    f = dlstream.builtin_function(call.b["name"], CPU if platform == "cpu" else GPU)
     entries, vals, operands, results = [], bytearray(), [], []
     for i, a in enumerate(call.b["args"]):
         if a["kind"] == "cp":
@@ -257,18 +260,67 @@ def way_xla(call):
             vals.extend(b"\0" * (-len(vals) % 8))
             entries.append(3 | len(vals) << 8 | len(raw) << 32)
             vals.extend(raw)
-    attrs = {"dls_cfg": np.array([1, f.handle, 1, 1, 1, 1, 1, 1, 0, 1, 0], np.int64),
+    device_type = 1 if platform == "cpu" else 2
+    attrs = {"dls_cfg": np.array([1, f.handle, 1, 1, 1, 1, 1, 1, 0, device_type, 0], np.int64),
              "dls_args": np.array(entries, np.int64)}
     if vals:
         attrs["dls_vals"] = np.frombuffer(bytes(vals), np.uint8)
-    with _on_cpu_x64(jax):
+    with _on_cpu_x64(jax), jax.default_device(device or jax.devices("cpu")[0]):
         ops = [jax.numpy.asarray(a) for a in operands]
         run = jax.jit(lambda *xs: jax.ffi.ffi_call(dj.TARGET, results, has_side_effect=True)(*xs, **attrs))
         with pytest.raises(jax.errors.JaxRuntimeError,
-                           match=r"INVALID_ARGUMENT: dlstream XLA call \(cpu\): dls_launch\(.*" + call.expected()):
+                           match=rf"INVALID_ARGUMENT: dlstream XLA call \({platform}\): dls_launch\(.*" +
+                           call.expected()):
             jax.block_until_ready(run(*ops))
         for a, o in zip(operands, ops):
             np.testing.assert_array_equal(np.asarray(o), a)
+
+
+def way_launch_gpu(call):
+    """The GPU built-in with dlstream tensors on the GPU (their dtypes known); an overlap as raw addresses."""
+    if not HAVE_CUDA:
+        pytest.skip("no CUDA device: " + dlstream.backend_available("cuda")[1])
+    f = dlstream.builtin_function(call.b["name"], GPU)
+    tensors = {}
+    for i, a in call.arrays.items():
+        tensors[i] = dlstream.empty(a.shape, a.dtype.name, device=GPU)
+        if a.size:
+            dlstream.copy(tensors[i], a)
+    args = dict(tensors)
+    if call.case == "overlap":
+        base = dlstream.empty(call.base.shape, call.base.dtype.name, device=GPU)
+        dlstream.copy(base, call.base)
+        w, r = call.pair()
+        args[w], args[r] = base.data_ptr + call.base.itemsize, base.data_ptr
+    try:
+        with pytest.raises(dlstream.InvalidArgumentError, match=r"^Function\.launch\(.*" + call.expected()):
+            f.launch(1, 1, *call.ordered(args))
+        for i, a in call.arrays.items():
+            if a.size:
+                back = np.empty_like(a)
+                dlstream.copy(back, tensors[i])
+                dlstream.synchronize(GPU)
+                np.testing.assert_array_equal(back, call.before[i], err_msg=f"{call.b['name']} wrote its {i} on {GPU}")
+        if call.case == "overlap":
+            back = np.empty_like(call.base)
+            dlstream.copy(back, base)
+            dlstream.synchronize(GPU)
+            np.testing.assert_array_equal(back, call.base)
+            base.close()
+    finally:
+        for t in tensors.values():
+            t.close()
+
+
+def way_xla_gpu(call):
+    jax, dj = _jax()
+    try:
+        gpus = jax.devices("gpu") if HAVE_CUDA else []
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("no CUDA device for dlstream" if not HAVE_CUDA else "this JAX has no CUDA backend")
+    way_xla(call, device=gpus[0], platform="cuda")
 
 
 def way_torch(call):
