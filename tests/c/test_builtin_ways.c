@@ -125,11 +125,11 @@ static void make_args(ctx *c, const bi *b, int cs, size_t arg) {
                                           .shape = {n}, .dst_strides = {1}, .src_strides = {stride}};
         c->args[i] = dls_arg_bytes(&c->convert, sizeof c->convert);
       } else {
-        cr_assert_fail("%s: no descriptor maker for struct %u: add one here for the table's new struct", b->name,
+        cr_assert(false, "%s: no descriptor maker for struct %u: add one here for the table's new struct", b->name,
                        DLS__T_PARAM(a));
       }
       break;
-    default: cr_assert_fail("%s: argument kind %u unknown to this test", b->name, kind);
+    default: cr_assert(false, "%s: argument kind %u unknown to this test", b->name, kind);
     }
   }
 }
@@ -163,7 +163,7 @@ static int one_case(ctx *c, const bi *b, dls_function_t f, int cs, size_t arg) {
   int failed = 0;
   if (st != DLS_ERR_INVALID_ARGUMENT || strncmp(msg, "dls_launch(", 11) != 0 || strstr(msg, expected(cs)) == NULL ||
       (cs == WRONG_DTYPE && strstr(msg, what) == NULL)) {
-    cr_expect_fail("%s, %s (%s): %s \"%s\", not dls_launch's INVALID_ARGUMENT naming %s with \"%s\"", b->name,
+    cr_expect(false, "%s, %s (%s): %s \"%s\", not dls_launch's INVALID_ARGUMENT naming %s with \"%s\"", b->name,
                    g_cases[cs], what, dls_status_name(st), msg, what, expected(cs));
     failed = 1;
   }
@@ -174,7 +174,7 @@ static int one_case(ctx *c, const bi *b, dls_function_t f, int cs, size_t arg) {
     OK(dls_buffer_read(c->buf[i], 0, now, sizeof now, c->s));
     OK(dls_stream_synchronize(c->s));
     if (memcmp(now, sentinel, sizeof now) != 0) {
-      cr_expect_fail("%s, %s (%s): the launch wrote %s", b->name, g_cases[cs], what, b->args[i].name);
+      cr_expect(false, "%s, %s (%s): the launch wrote %s", b->name, g_cases[cs], what, b->args[i].name);
       failed = 1;
     }
   }
@@ -195,7 +195,7 @@ BACKEND_TEST(builtin_ways, every_builtin_refuses_every_bad_launch_and_writes_not
     const bi *b = &g_table[k];
     dls_function_t f;
     if (dls_builtin_function(c.d, b->name, &f) != DLS_OK) {
-      cr_expect_fail("%s: %s", b->name, dls_last_error());
+      cr_expect(false, "%s: %s", b->name, dls_last_error());
       failed++;
       continue;
     }
