@@ -273,6 +273,10 @@ PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t);
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
+/* ---- tensors shared with other processes (ipc.c): from_ipc, and Tensor.ipc_handle added to the type ---- */
+extern PyMethodDef dlspy_ipc_methods[];
+int dlspy_ipc_init(dlspy_state *st);
+
 /* ---- fault injection (fault.c): _fault_* in fault-injection builds, else empty ---- */
 extern PyMethodDef dlspy_fault_methods[];
 
