@@ -12,15 +12,7 @@ static int named_stream(dlspy_state *st, PyObject *obj, DLDevice dev, const char
   out->id = 0;
   if (dlspy_stream_resolve(st, obj, dev, pycall, "stream", out) != 0)
     return -1;
-  if (out->id != 0)
-    return 0;
-  if (dlspy_context_stream(st, out) != 0)
-    return -1;
-  DLDevice sd;
-  if (out->id != 0 && (dls_stream_device(*out, &sd) != DLS_OK || sd.device_type != dev.device_type ||
-                       sd.device_id != dev.device_id))
-    out->id = 0; /* the use_stream() stream is on another device */
-  return 0;
+  return out->id != 0 ? 0 : dlspy_context_stream_on(st, dev, out);
 }
 
 static PyObject *tensor_ipc_handle(PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,

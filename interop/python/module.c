@@ -89,6 +89,8 @@ static PyMethodDef g_module_methods[] = {
     {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
+    {"_exchange_stats", dlspy_mod_exchange_stats, METH_NOARGS,
+     "Calls of each entry of dlstream.Tensor's DLPack C exchange API so far (tests)."},
     {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
     {"_test_hazards", dlspy_mod_test_hazards, METH_O,
      "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
@@ -163,7 +165,7 @@ static int module_exec(PyObject *m) {
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_ipc_methods) != 0 ||
-      dlspy_ipc_init(st) != 0)
+      dlspy_ipc_init(st) != 0 || dlspy_exchange_init(st) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||
