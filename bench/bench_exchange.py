@@ -3,7 +3,7 @@
 importing a torch tensor, in one run: host time per import (and the imported tensor's end), median of repetitions
 after warm-up, interleaved. Prints a Markdown table with each row's ratio to its anchor; --json FILE writes it.
 
-  python3 bench/bench_exchange.py [--json out.json] [--reps 9] [--calls 20000] [--cpu]
+  python3 bench/bench_exchange.py [--json out.json] [--reps 9] [--calls 20000] [--cpu] [--smoke]
 
 Rows (on cuda:0, or with --cpu on host memory):
   torch.from_dlpack(torch tensor)               the anchor of the torch rows
@@ -61,6 +61,9 @@ def main():
         import tvm_ffi
     except ImportError:
         tvm_ffi = None
+    if args.smoke and not args.cpu and not (torch.cuda.is_available() and dlstream.device_count("cuda") > 0):
+        args.cpu = True  # a smoke run without a GPU: host memory
+        print("smoke: no CUDA device: host memory on the CPU backend")
     if args.cpu:
         dev, tdev, sync = "cpu", "cpu", dlstream.synchronize
     elif torch.cuda.is_available() and dlstream.device_count("cuda") > 0:
