@@ -130,13 +130,18 @@ dls_status_t dls__gpu_stream_write_value(const dls__backend *be, int dev, void *
   return DLS_OK;
 }
 
+/* Asked of every device by an importer looking for the exporter's: a device not opened yet stays so (its context is
+ * not made for the question; the driver's device handle of an ordinal is the ordinal, for both vendors). */
 dls_status_t dls__gpu_device_uuid(const dls__backend *be, int dev, uint8_t *out_uuid) {
   dls__gpu *g = dls__gpu_of(be);
   DLS__GPU_NEEDS(g, dev, device_uuid);
-  dls__gpu_device *d = NULL;
-  DLS__TRY(dls__gpu_device_get(g, dev, &d));
-  dls__gpu_result r = g->calls.device_uuid(out_uuid, d->handle);
+  if ((unsigned)dev >= (unsigned)g->ndev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s:%d does not exist: %d %s device(s) visible", g->devname, dev,
+                     g->ndev, g->devname);
+  dls__gpu_device *d = &g->devs[dev];
+  int handle = atomic_load_explicit(&d->ready, memory_order_acquire) ? d->handle : dev;
+  dls__gpu_result r = g->calls.device_uuid(out_uuid, handle);
   if (r != DLS__GPU_OK)
-    return dls__gpu_fail(g, r, dev, "%s(device=%d)", g->names.device_uuid, d->handle);
+    return dls__gpu_fail(g, r, dev, "%s(device=%d)", g->names.device_uuid, handle);
   return DLS_OK;
 }

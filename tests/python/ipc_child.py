@@ -54,6 +54,7 @@ def export_held(device, n):
     hear("open")
     latch.open()
     dlstream.synchronize()
+    latch.close()
     hear("exit")
 
 
@@ -109,6 +110,7 @@ def import_held(device, n):
     s.synchronize()
     say("value", first_value(out, device))
     out.close()
+    latch.close()
     dlstream.synchronize()
 
 
