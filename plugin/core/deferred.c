@@ -104,8 +104,9 @@ void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id) {
 size_t dls_deferred_poll(void) {
   if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
     return 0;
-  /* Polling is dlstream's own initiative: never while a capture forbids it. */
-  if (!dls__capture_polling_allowed())
+  /* Polling is dlstream's own initiative: never while a capture forbids it, nor inside a pin (capture.h), which
+   * must not run release callbacks. */
+  if (dls__pins_held > 0 || !dls__capture_polling_allowed())
     return atomic_load(&dls__deferred_count);
   dls__deferred *ready = NULL;
   pthread_mutex_lock(&g_deferred_mu);

@@ -113,22 +113,48 @@ typedef struct dls__late_free {
 
 static void late_free(void *user_data) {
   dls__late_free *f = user_data;
-  dls__mem_free(f->dev, f->ptr, f->stream);
+  dls__mem_free_eager(f->dev, f->ptr, f->stream);
   dls__stream_unref(f->stream);
   dls__free(f);
+}
+
+/* A late free's record, `s` referenced. NULL when out of memory. */
+static dls__late_free *late_free_new(dls__device *dev, void *ptr, dls__stream *s) {
+  dls__late_free *f = dls__malloc(sizeof *f);
+  if (f == NULL)
+    return NULL;
+  f->dev = dev;
+  f->ptr = ptr;
+  f->stream = s;
+  dls__stream_ref(s);
+  return f;
+}
+
+void dls__mem_free_eager(dls__device *dev, void *ptr, dls__stream *s) {
+  dls__capture_pin();
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE) {
+    dls__mem_free(dev, ptr, s);
+    dls__capture_unpin();
+    return;
+  }
+  /* `s` captures now (a capture begun since the free was decided): the free waits until that capture is over. */
+  dls__deferred *d = dls__deferred_entry();
+  dls__late_free *f = d != NULL ? late_free_new(dev, ptr, s) : NULL;
+  if (f != NULL)
+    dls__deferred_enqueue(d, dls__deferred_marks(d, 0), 0, 0, cap, late_free, f);
+  dls__capture_unpin();
+  if (f == NULL) /* out of host memory, and the stream captures: the memory is lost rather than freed in a graph */
+    dls__deferred_entry_free(d);
 }
 
 /* Frees `ptr` on `s` once the buffer's eager uses completed and capture
  * `cap` (0: none) is over, taking the use events. false: no memory for that
  * (nothing was done). */
 static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  dls__late_free *f = dls__malloc(sizeof *f);
+  dls__late_free *f = late_free_new(s->dev, ptr, s);
   if (f == NULL)
     return false;
-  f->dev = s->dev;
-  f->ptr = ptr;
-  f->stream = s;
-  dls__stream_ref(s);
   defer_release(b, cap, late_free, f);
   return true;
 }
@@ -143,11 +169,19 @@ static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
       dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
     use_done(&b->uses[i]);
   }
-  dls__mem_free(s->dev, ptr, s);
+  dls__mem_free_eager(s->dev, ptr, s);
 }
 
-/* Frees owned memory by the rule; nothing here blocks the host. */
-static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
+/* What a pinned release leaves for after its pin (a last reference may run a release callback). */
+typedef struct dls__after_pin {
+  struct dls__graph *graph; /* the buffer's reference on its graph */
+  dls__stream *stream;      /* a reference on a stream */
+} dls__after_pin;
+
+/* Frees owned memory by the rule, pinned (the capture state `a_status`,
+ * `a_cap` of the allocation stream was read in the same pin); nothing here
+ * blocks the host. */
+static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__after_pin *after) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
@@ -159,9 +193,10 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
     dls__graph *gr = b->graph;
     b->graph = NULL;
     dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
+    after->graph = gr;
     if (last != NULL) {
       free_unordered(b, b->ptr, last);
-      dls__stream_unref(last);
+      after->stream = last;
       return;
     }
     for (int i = 0; i < b->nuses; i++)
@@ -230,9 +265,18 @@ static void buffer_release_rule(dls__buffer *b) {
       (void)us->dev->be->stream_synchronize(us->dev->be, us->dev->id, us->native);
   }
   if (!b->borrowed) {
+    /* The capture state read and the free (or its deferral, or its graph's) in one pin: a capture begun or
+     * ended meanwhile would free eager memory in a graph, or graph memory eagerly. */
+    dls__after_pin after = {NULL, NULL};
+    dls__capture_pin();
     uint64_t a_cap = 0;
     int a_status = dls__stream_capture(a, &a_cap);
-    release_owned(b, a_status, a_cap);
+    release_owned(b, a_status, a_cap, &after);
+    dls__capture_unpin();
+    if (after.stream != NULL)
+      dls__stream_unref(after.stream);
+    if (after.graph != NULL)
+      dls__graph_unref(after.graph);
   } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
     /* No release to hold back: the use events go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
@@ -257,14 +301,21 @@ static void buffer_release_rule(dls__buffer *b) {
  * with nothing to wait for. */
 void dls__buffer_release(dls__buffer *b) {
   dls__stream *a = b->stream;
-  uint64_t a_cap;
-  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
-      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
+  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0)) {
     buffer_release_rule(b);
     return;
   }
-  if (b->ptr != NULL)
+  /* Asked and freed in one pin: a capture begun in between would take the free of eager memory into its graph. */
+  dls__capture_pin();
+  uint64_t a_cap;
+  bool eager = dls__stream_capture(a, &a_cap) == DLS__CAPTURE_NONE;
+  if (DLS__LIKELY(eager) && b->ptr != NULL)
     dls__mem_free(b->dev, b->ptr, a);
+  dls__capture_unpin();
+  if (DLS__UNLIKELY(!eager)) {
+    buffer_release_rule(b);
+    return;
+  }
   dls__stream_unref(a);
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }
