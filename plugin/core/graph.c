@@ -102,15 +102,15 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
   return DLS_OK;
 }
 
-dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s) {
+dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s, dls__stream **out_old) {
+  *out_old = NULL;
   dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
   if (st != DLS_OK)
     return st;
   __atomic_store_n(&gr->launches, gr->launches + 1, __ATOMIC_RELEASE); /* read unlocked by dls__graph_replayed */
   if (gr->last != s) {
     dls__stream_ref(s);
-    if (gr->last != NULL)
-      dls__stream_unref(gr->last);
+    *out_old = gr->last;
     gr->last = s;
   }
   return DLS_OK;

@@ -42,8 +42,9 @@ static inline bool dls__graph_replayed(const dls__graph *gr) {
 /* Drops a reference; the last one frees the memory the graph still owns and destroys it. Never pinned: what its
  * replays used is dropped with it. */
 DLS__INTERNAL void dls__graph_unref(dls__graph *gr);
-/* Queues one replay of `gr` on eager stream `s` (gr->mu held) and notes it as the latest. */
-DLS__INTERNAL dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s);
+/* Queues one replay of `gr` on eager stream `s` (gr->mu held) and notes it as the latest; *out_old is the
+ * reference on the stream of the replay before, if another, for the caller to drop (unpinned, unlocked). */
+DLS__INTERNAL dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s, dls__stream **out_old);
 /* Frees a graph output after the capture, its buffer gone (memory `ptr` on
  * `dev`, the buffer's `uses`), pinned: stream-ordered after the graph's last
  * replay and the buffer's eager uses. Returns the stream of that replay (ref

@@ -173,14 +173,8 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
   return st;
 }
 
-dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
-  static const char call[] = "dls_graph_launch";
-  DLS__ENTER(call);
-  DLS__GET_GRAPH(gr, graph, call, "graph");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (s->dev != gr->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
-                     s->dev->name);
+/* dls_graph_launch's checks and replay, pinned; failures carry their message. */
+static dls_status_t replay_pinned(const char *call, dls__graph *gr, dls__stream *s, dls__stream **out_old) {
   uint64_t id;
   if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
     char d[128];
@@ -200,13 +194,33 @@ dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
                                 "used (nothing was replayed)",
                             call, s->dev->name);
   }
-  st = dls__graph_launch_locked(gr, s);
+  st = dls__graph_launch_locked(gr, s, out_old);
   dls_status_t noted = u != NULL ? replay_end(u, st == DLS_OK) : DLS_OK;
   pthread_mutex_unlock(&gr->mu);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   if (noted != DLS_OK)
     return dls__fail_prefix(noted, "%s: recording a buffer use after the replay", call);
+  return DLS_OK;
+}
+
+dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
+  static const char call[] = "dls_graph_launch";
+  DLS__ENTER(call);
+  DLS__GET_GRAPH(gr, graph, call, "graph");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != gr->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
+                     s->dev->name);
+  /* Checked and replayed in one pin: a capture begun in between would take the replay into its graph. */
+  dls__capture_pin();
+  dls__stream *old = NULL;
+  dls_status_t st = replay_pinned(call, gr, s, &old);
+  dls__capture_unpin();
+  if (old != NULL)
+    dls__stream_unref(old); /* its last reference may let go of a framework's stream object */
+  if (st != DLS_OK)
+    return st;
   dls_deferred_poll();
   return DLS_OK;
 }
