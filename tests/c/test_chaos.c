@@ -352,7 +352,8 @@ static dls_status_t race_overlapping_copy(dls_stream_t s, dls_buffer_t b) {
   return dls_copy_strided(s, dls_arg_buffer(b), dls_arg_buffer(b), &desc);
 }
 
-/* Thread B: buffers allocated, filled, copied through a staged temporary and freed, on the captured stream. */
+/* Thread B: buffers allocated, filled, copied through a staged temporary and freed, and events recorded, on the
+ * captured stream. */
 static void race_buffers(racer_t *t) {
   dls_stream_t s = t->r->s;
   dls_buffer_t b;
@@ -363,6 +364,11 @@ static void race_buffers(racer_t *t) {
   if (race_rand(t) % 2)
     race_expect(t, race_overlapping_copy(s, b), "dls_copy_strided (staged)");
   race_expect(t, dls_axpy_f32(s, NVALUES, 0.5f, dls_arg_buffer(b), dls_arg_buffer(b)), "dls_axpy_f32");
+  dls_event_t e; /* a pooled event recorded on the stream and ended at once */
+  if (race_expect(t, dls_event_create(t->r->d, DLS_EVENT_DEFAULT, &e), "dls_event_create") == DLS_OK) {
+    race_expect(t, dls_event_record(e, s), "dls_event_record");
+    race_expect(t, dls_event_destroy(e), "dls_event_destroy");
+  }
   race_expect(t, dls_buffer_free(b), "dls_buffer_free");
 }
 
