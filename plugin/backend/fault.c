@@ -13,6 +13,8 @@
  * for the runtime's life. Release methods are counted, never failed: the
  * core treats releases as infallible. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -161,6 +163,32 @@ static dls_status_t w_graph_destroy(const dls__backend *be, int dev, void *graph
     dls__fault_count(DLS_FAULT_GRAPH, -1);
   }
   return st;
+}
+
+/* Host waits: a point, then the wait. One on work not complete while a latch holds a stream is counted
+ * (dls_fault_blocked_waits): only the latch's timeout may end it. The question costs a query, made only while a
+ * latch holds (it asks what the wait itself is about to wait for). */
+static _Atomic uint64_t g_blocked_waits;
+
+uint64_t dls_fault_blocked_waits(void) { return atomic_load(&g_blocked_waits); }
+
+static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
+
+static dls_status_t w_stream_synchronize(const dls__backend *be, int dev, void *s) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_POINT("stream_synchronize", BACKEND);
+  int idle = 1;
+  if (DLS__UNLIKELY(latch_holding()) && r->stream_query(r, dev, s, &idle) == DLS_OK && !idle)
+    atomic_fetch_add(&g_blocked_waits, 1);
+  return r->stream_synchronize(r, dev, s);
+}
+static dls_status_t w_event_synchronize(const dls__backend *be, int dev, void *e) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_POINT("event_synchronize", BACKEND);
+  int done = 1;
+  if (DLS__UNLIKELY(latch_holding()) && r->event_query(r, dev, e, &done) == DLS_OK && !done)
+    atomic_fetch_add(&g_blocked_waits, 1);
+  return r->event_synchronize(r, dev, e);
 }
 
 /* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS: a
