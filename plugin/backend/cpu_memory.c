@@ -121,21 +121,6 @@ dls_status_t dls__cpu_mem_alloc(const dls__backend *be, int dev, size_t size, vo
   return DLS_OK;
 }
 
-/* The free, in stream order on `s`, of the latest replay's instance of a graph output (after its capture): the
- * graph no longer keeps it; if the graph is gone when the free runs, the block goes then (dls__cpu_exec_free). */
-static dls_status_t free_instance(cpu_stream *s, cpu_block *b) {
-  cpu_cmd *c = dls__cpu_cmd_new(CMD_FREE, 0);
-  if (c == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory to queue a free");
-  pthread_mutex_lock(&g.mu);
-  b->outstanding = false;
-  b->frees_queued++;
-  c->u.fr.blk = b;
-  c->u.fr.seq = 0;
-  pthread_mutex_unlock(&g.mu);
-  return dls__cpu_enqueue(s, c);
-}
-
 dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void *stream) {
   (void)dev;
   if (ptr == NULL)
@@ -153,17 +138,22 @@ dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void 
   pthread_mutex_unlock(&g.mu);
   if (capturing)
     return dls__cpu_refuse_capturing(s, "free of memory allocated outside the capture");
-  if (state == BLOCK_GRAPH)
-    return free_instance(s, b);
   cpu_cmd *c = dls__cpu_cmd_new(CMD_FREE, 0);
   if (c == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory to queue a free");
   pthread_mutex_lock(&g.mu);
-  b->state = BLOCK_PENDING;
-  b->free_seq++;
-  b->pending_on = s;
-  b->next = s->pending;
-  s->pending = b;
+  if (state == BLOCK_GRAPH) {
+    /* After its capture: the free of the latest replay's instance of a graph output, in stream order. The graph
+     * no longer keeps it; if the graph is gone when the free runs, the block goes then (dls__cpu_exec_free). */
+    b->outstanding = false;
+    b->frees_queued++;
+  } else {
+    b->state = BLOCK_PENDING;
+    b->free_seq++;
+    b->pending_on = s;
+    b->next = s->pending;
+    s->pending = b;
+  }
   c->u.fr.blk = b;
   c->u.fr.seq = b->free_seq;
   pthread_mutex_unlock(&g.mu);

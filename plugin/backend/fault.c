@@ -174,21 +174,21 @@ uint64_t dls_fault_blocked_waits(void) { return atomic_load(&g_blocked_waits); }
 
 static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
 
-static dls_status_t w_stream_synchronize(const dls__backend *be, int dev, void *s) {
+/* A stream's (`event` false) or an event's synchronize. */
+static dls_status_t host_wait(const dls__backend *be, int dev, void *obj, bool event) {
   const dls__backend *r = real_of(be);
-  DLS__FAULT_POINT("stream_synchronize", BACKEND);
-  int idle = 1;
-  if (DLS__UNLIKELY(latch_holding()) && r->stream_query(r, dev, s, &idle) == DLS_OK && !idle)
+  DLS__FAULT_POINT(event ? "event_synchronize" : "stream_synchronize", BACKEND);
+  int done = 1;
+  if (DLS__UNLIKELY(latch_holding()) &&
+      (event ? r->event_query(r, dev, obj, &done) : r->stream_query(r, dev, obj, &done)) == DLS_OK && !done)
     atomic_fetch_add(&g_blocked_waits, 1);
-  return r->stream_synchronize(r, dev, s);
+  return event ? r->event_synchronize(r, dev, obj) : r->stream_synchronize(r, dev, obj);
+}
+static dls_status_t w_stream_synchronize(const dls__backend *be, int dev, void *s) {
+  return host_wait(be, dev, s, false);
 }
 static dls_status_t w_event_synchronize(const dls__backend *be, int dev, void *e) {
-  const dls__backend *r = real_of(be);
-  DLS__FAULT_POINT("event_synchronize", BACKEND);
-  int done = 1;
-  if (DLS__UNLIKELY(latch_holding()) && r->event_query(r, dev, e, &done) == DLS_OK && !done)
-    atomic_fetch_add(&g_blocked_waits, 1);
-  return r->event_synchronize(r, dev, e);
+  return host_wait(be, dev, e, true);
 }
 
 /* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS: a

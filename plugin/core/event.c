@@ -136,7 +136,8 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   dls__capture_pin();
   uint64_t cap = 0;
   bool invalidated = dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED;
-  dls_status_t st = invalidated ? DLS_ERR_STATE : e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
+  dls_status_t st =
+      invalidated ? DLS_ERR_STATE : e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
   if (st == DLS_OK) {
     atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
     atomic_store_explicit(&e->recorded, true, memory_order_release);
