@@ -6,6 +6,7 @@
 #        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
 # Packaging (docs/install.md): make install PREFIX=DIR, make install-check,
 #        make wheel (dist/*.whl, repaired by auditwheel), make wheel-check.
+# Benchmarks: make bench (bench_c), make bench-smoke (every benchmark, a few calls: what CI runs).
 
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
@@ -21,12 +22,13 @@ CMAKE_ARGS ?=
 MAKEFLAGS  += --no-print-directory
 
 .PHONY: all deps configure build test test-c test-python demo install install-check wheel wheel-check fuzz bench \
+        bench-smoke \
         clean help
 
 all: build
 
 help:
-	@sed -n '2,8p' Makefile
+	@sed -n '2,9p' Makefile
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
@@ -64,6 +66,9 @@ fuzz:
 
 bench: build
 	"$(BUILD_DIR)/bench/bench_c"
+
+bench-smoke: build
+	"$(PYTHON)" scripts/bench-smoke "$(BUILD_DIR)"
 
 clean:
 	rm -rf build
