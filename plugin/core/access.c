@@ -22,7 +22,6 @@
 #include "core/access.h"
 #include "core/buffer.h"
 #include "core/capture.h"
-#include "core/graph.h"
 #include "core/wait.h"
 
 /* The allocation stream, as a party. */
@@ -110,6 +109,13 @@ dls_status_t dls__use_refresh(dls__use *u) {
   u->stale = false;
   u->recorded = true;
   return DLS_OK;
+}
+
+/* Whether memory allocated in a capture holds a replay's output: its graph exists (the capture ended and was not
+ * discarded) and was replayed. Before that nothing may use it outside its capture. Read in a pin: a capture's end
+ * sets the owner inside its change. */
+static inline bool owner_replayed(const dls__graph_owner *o) {
+  return o->launches != NULL && __atomic_load_n(o->launches, __ATOMIC_ACQUIRE) > 0;
 }
 
 /* Who stream `s` in capture `cap` is to the buffer: ALLOC, an entry, or NONE. */
@@ -276,7 +282,7 @@ static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__st
       x->a[i].party = ALLOC;
       continue;
     }
-    if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != x->cap) && !dls__graph_replayed(b->graph)) {
+    if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != x->cap) && !owner_replayed(&b->owner)) {
       unlock_all(x, x->n);
       return dls__fail(DLS_ERR_STATE,
                        "the memory was allocated in capture %llu and is its graph's: outside that capture it holds "

@@ -38,7 +38,7 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->alias = NULL;
   b->id = 0;
   b->cap_id = 0;
-  b->graph = NULL;
+  b->owner = (dls__graph_owner){NULL, NULL};
   b->spare = NULL;
   return b;
 }
@@ -60,7 +60,7 @@ static inline dls_status_t buffer_alloc_pinned(dls__stream *s, size_t size, dls_
   /* Allocated in a capture: a graph allocation, never touched eagerly. */
   b->cap_id = cap;
   if (DLS__UNLIKELY(cap != 0))
-    dls__capture_alloc_add(cap, &b->graph, b->ptr);
+    dls__capture_alloc_add(cap, &b->owner, b->ptr);
   *out = b;
   return DLS_OK;
 }

@@ -364,7 +364,7 @@ static void *room_for_one(void *p, int n, int *cap, size_t size) {
   return q;
 }
 
-void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr) {
+void dls__capture_alloc_add(uint64_t id, dls__graph_owner *owner, void *ptr) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   if (c != NULL && c->own) {
@@ -379,7 +379,7 @@ void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner) {
+void dls__capture_alloc_remove(uint64_t id, dls__graph_owner *owner) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {
@@ -391,7 +391,7 @@ void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner) {
+void dls__capture_alloc_orphan(uint64_t id, dls__graph_owner *owner) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {

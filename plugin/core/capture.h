@@ -69,15 +69,23 @@ DLS__INTERNAL void dls__capture_change_end(void);
 
 /* ---- memory allocated in a capture dlstream began ---- */
 
+/* Where memory allocated in a capture learns its graph when the capture ends (set by graph.c, inside the end's
+ * change): the graph (a reference held), and its replay count, which the hazard rule reads without knowing
+ * graphs (before the first replay the memory holds no output yet). Both NULL until then, or when orphaned. */
+typedef struct dls__graph_owner {
+  struct dls__graph *graph;
+  const uint64_t *launches;
+} dls__graph_owner;
+
 /* Memory allocated in capture `id`: its graph will own it once the capture
- * ends, and `*owner` (the buffer's graph) then names that graph. Removed
+ * ends, and `*owner` (the buffer's) then names that graph. Removed
  * when the memory is freed in the capture; orphaned when its buffer goes
  * without a free the capture could order after its uses (the graph still
  * owns the memory, as an output's whose buffer is gone: freed after the
  * graph's last replay). */
-DLS__INTERNAL void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr);
-DLS__INTERNAL void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner);
-DLS__INTERNAL void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner);
+DLS__INTERNAL void dls__capture_alloc_add(uint64_t id, dls__graph_owner *owner, void *ptr);
+DLS__INTERNAL void dls__capture_alloc_remove(uint64_t id, dls__graph_owner *owner);
+DLS__INTERNAL void dls__capture_alloc_orphan(uint64_t id, dls__graph_owner *owner);
 
 /* ---- memory an own capture uses but did not allocate (its graph's replays are uses of it) ---- */
 
@@ -116,9 +124,6 @@ DLS__INTERNAL void dls__relaxed_leave(dls__relaxed *r);
  * another ended a capture). No driver call more while neither exists. */
 DLS__INTERNAL dls_status_t dls__mem_alloc(dls__stream *s, size_t size, void **out_ptr);
 DLS__INTERNAL void dls__mem_free(dls__device *dev, void *ptr, dls__stream *s);
-/* Frees `ptr` (eager memory, or a replayed graph's output) on `s` in stream order outside any capture: now, when
- * `s` does not capture in the pin it takes, else from the deferred queue once that capture is over (release.c). */
-DLS__INTERNAL void dls__mem_free_eager(dls__device *dev, void *ptr, dls__stream *s);
 /* Graphs alive (graph.c counts them): while any is, pool calls take the lock. */
 DLS__INTERNAL extern _Atomic int dls__graphs_live;
 /* The backend's end of a capture and destroy of a graph, under that lock. */
@@ -141,7 +146,7 @@ DLS__INTERNAL void dls__graph_destroy_call(dls__device *dev, void *graph);
 /* Memory an own capture allocated and did not free: where its graph goes
  * (the buffer's; NULL once orphaned), and the memory. */
 typedef struct dls__capture_alloc {
-  struct dls__graph **owner;
+  dls__graph_owner *owner;
   void *ptr;
 } dls__capture_alloc;
 

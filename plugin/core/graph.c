@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/capture.h"
+#include "core/deferred.h"
 #include "core/graph.h"
 
 void dls__graph_unref(dls__graph *gr) {
@@ -89,9 +90,9 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
   atomic_fetch_add(&dls__graphs_live, 1);
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
-    dls__graph **owner = c->allocs[i].owner;
+    dls__graph_owner *owner = c->allocs[i].owner;
     if (owner != NULL) {
-      *owner = gr;
+      *owner = (dls__graph_owner){gr, &gr->launches};
       atomic_fetch_add(&gr->refs, 1);
     }
     gr->outs[gr->nouts].ptr = c->allocs[i].ptr;
@@ -107,7 +108,7 @@ dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s, dls__strea
   dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
   if (st != DLS_OK)
     return st;
-  __atomic_store_n(&gr->launches, gr->launches + 1, __ATOMIC_RELEASE); /* read unlocked by dls__graph_replayed */
+  __atomic_store_n(&gr->launches, gr->launches + 1, __ATOMIC_RELEASE); /* read unlocked through its outputs' owners */
   if (gr->last != s) {
     dls__stream_ref(s);
     *out_old = gr->last;

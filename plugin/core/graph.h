@@ -20,7 +20,7 @@ typedef struct dls__graph {
   _Atomic int refs;     /* the handle + buffers whose memory it owns */
   pthread_mutex_t mu;   /* last, launches, outs; a replay's declaration of `uses` */
   dls__stream *last;    /* the stream of the latest replay (ref held), NULL before the first */
-  uint64_t launches;     /* written under mu; dls__graph_replayed reads it without */
+  uint64_t launches;     /* written under mu; read without by its outputs' owners (dls__graph_owner) */
   dls__graph_out *outs;
   int nouts;
   uint64_t id;
@@ -33,12 +33,6 @@ typedef struct dls__graph {
  * `uses` stays the caller's (this runs inside the capture's change, where nothing may be dropped). */
 DLS__INTERNAL dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void (*uses_drop)(void *),
                                               const char *call, dls_graph_t *out);
-/* Whether memory allocated in a capture (its buffer's graph `gr`, NULL until the capture ended, or when it was
- * discarded) holds a replay's output: its graph exists and was replayed. Before that nothing may use it outside
- * its capture (the caller pins: a capture's end sets `gr`). */
-static inline bool dls__graph_replayed(const dls__graph *gr) {
-  return gr != NULL && __atomic_load_n(&gr->launches, __ATOMIC_ACQUIRE) > 0;
-}
 /* Drops a reference; the last one frees the memory the graph still owns and destroys it. Never pinned: what its
  * replays used is dropped with it. */
 DLS__INTERNAL void dls__graph_unref(dls__graph *gr);

@@ -103,59 +103,14 @@ static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, 
   dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
 }
 
-/* Owned memory whose free must wait for more than its stream's order: it
- * runs from the deferred queue. */
-typedef struct dls__late_free {
-  dls__device *dev;
-  void *ptr;
-  dls__stream *stream; /* ref held */
-} dls__late_free;
-
-static void late_free(void *user_data) {
-  dls__late_free *f = user_data;
-  dls__mem_free_eager(f->dev, f->ptr, f->stream);
-  dls__stream_unref(f->stream);
-  dls__free(f);
-}
-
-/* A late free's record, `s` referenced. NULL when out of memory. */
-static dls__late_free *late_free_new(dls__device *dev, void *ptr, dls__stream *s) {
-  dls__late_free *f = dls__malloc(sizeof *f);
-  if (f == NULL)
-    return NULL;
-  f->dev = dev;
-  f->ptr = ptr;
-  f->stream = s;
-  dls__stream_ref(s);
-  return f;
-}
-
-void dls__mem_free_eager(dls__device *dev, void *ptr, dls__stream *s) {
-  dls__capture_pin();
-  uint64_t cap = 0;
-  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE) {
-    dls__mem_free(dev, ptr, s);
-    dls__capture_unpin();
-    return;
-  }
-  /* `s` captures now (a capture begun since the free was decided): the free waits until that capture is over. */
-  dls__deferred *d = dls__deferred_entry();
-  dls__late_free *f = d != NULL ? late_free_new(dev, ptr, s) : NULL;
-  if (f != NULL)
-    dls__deferred_enqueue(d, dls__deferred_marks(d, 0), 0, 0, cap, late_free, f);
-  dls__capture_unpin();
-  if (f == NULL) /* out of host memory, and the stream captures: the memory is lost rather than freed in a graph */
-    dls__deferred_entry_free(d);
-}
-
 /* Frees `ptr` on `s` once the buffer's eager uses completed and capture
  * `cap` (0: none) is over, taking the use events. false: no memory for that
  * (nothing was done). */
 static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  dls__late_free *f = late_free_new(s->dev, ptr, s);
+  void *f = dls__late_free_new(s->dev, ptr, s);
   if (f == NULL)
     return false;
-  defer_release(b, cap, late_free, f);
+  defer_release(b, cap, dls__late_free, f);
   return true;
 }
 
@@ -188,10 +143,10 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__aft
     /* A graph allocation whose capture is over: its graph frees it. Should
      * dlstream still know the capture (the driver could not say that a
      * stream that joined it still captures), the memory is left to it. */
-    if (b->graph == NULL)
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
-    dls__graph *gr = b->graph;
-    b->graph = NULL;
+    if (b->owner.graph == NULL)
+      dls__capture_alloc_orphan(b->cap_id, &b->owner);
+    dls__graph *gr = b->owner.graph;
+    b->owner = (dls__graph_owner){NULL, NULL};
     dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
     after->graph = gr;
     if (last != NULL) {
@@ -218,7 +173,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__aft
       free_unordered(b, b->ptr, a);
     } else {
       /* Not freed in the capture: its graph owns the memory, like an output's. */
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
+      dls__capture_alloc_orphan(b->cap_id, &b->owner);
       for (int i = 0; i < b->nuses; i++)
         use_done(&b->uses[i]);
     }
@@ -229,7 +184,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__aft
   if (b->ptr != NULL)
     dls__mem_free(dev, b->ptr, a);
   if (b->cap_id != 0)
-    dls__capture_alloc_remove(b->cap_id, &b->graph);
+    dls__capture_alloc_remove(b->cap_id, &b->owner);
 }
 
 /* Entries whose event was never recorded (their work was never queued)

@@ -402,8 +402,7 @@ static void race_capture_body(racer_t *t, dls_buffer_t *out) {
   dls_stream_t br;
   if (race_expect(t, dls_group_branch(g, &br), "dls_group_branch in a capture") == DLS_OK) {
     dls_buffer_t bb;
-    dls_status_t st = race_expect(t, dls_buffer_alloc(br, NVALUES * sizeof(float), &bb), "dls_buffer_alloc on a branch");
-    if (st == DLS_OK) {
+    if (race_expect(t, dls_buffer_alloc(br, sizeof(float) * NVALUES, &bb), "dls_buffer_alloc, branch") == DLS_OK) {
       race_expect(t, dls_fill(br, dls_arg_buffer(bb), NVALUES, 4, &v), "dls_fill on a branch");
       race_expect(t, dls_buffer_free(bb), "dls_buffer_free on a branch");
     }
