@@ -5,6 +5,7 @@
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensorcopy.h"
+#include "tensornumpy.h"
 #include "tensortypes.h"
 
 #include <string.h>
@@ -349,6 +350,15 @@ static PyMethodDef tensor_methods[] = {
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "__dlpack_device__($self, /)\n--\n\n(device_type, device_id), as DLPack numbers them."},
     {"record_stream", (PyCFunction)(void (*)(void))tensor_record_stream, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "record_stream($self, stream)\n--\n\nDeclares that work queued on `stream` so far uses the tensor."},
+    {"__array__", (PyCFunction)(void (*)(void))dlspy_tensor_array, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "__array__($self, dtype=None, copy=None)\n--\n\n"
+     "NumPy's array of a CPU tensor (np.asarray, np.array): a view of its memory after its pending work is done, as "
+     "numpy.from_dlpack gives; copy=True copies, another dtype converts (a copy, refused with copy=False). A tensor "
+     "on a GPU raises TypeError: copy it to the host first."},
+    {"numpy", (PyCFunction)(void (*)(void))dlspy_tensor_numpy, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "numpy($self, /)\n--\n\n"
+     "A NumPy array viewing this CPU tensor's memory, once the work queued on it is done (the host waits, as "
+     "numpy.from_dlpack(t) does). A tensor on a GPU raises TypeError: copy it to the host first."},
     {"close", (PyCFunction)tensor_close, METH_NOARGS,
      "close($self, /)\n--\n\nReleases the tensor in stream order; the host does not wait (exports keep the memory alive). Idempotent."},
     {"__enter__", tensor_enter, METH_NOARGS, NULL},
