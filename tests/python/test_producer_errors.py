@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, HAVE_CUDA, needs_cuda
+from conftest import CPU, HAVE_CUDA, needs_cuda, needs_torch_cuda, torch
 
 
 class _Device(ctypes.Structure):
@@ -176,6 +176,16 @@ def test_copy_true_of_a_broadcast_view(no_leaks):
     c = dlstream.from_dlpack(t.__dlpack__(copy=True))
     np.testing.assert_array_equal(np.from_dlpack(c), a)
     c.close()
+    t.close()
+
+
+@needs_torch_cuda
+def test_copy_true_of_a_cuda_view_of_more_than_8_dimensions(no_leaks):
+    base = torch.arange(3 ** 10, dtype=torch.float32, device="cuda").reshape((3,) * 10)
+    view = base[(slice(None, None, 2),) * 10]  # strides that merge nowhere: the copy is walked in blocks
+    t = dlstream.from_dlpack(view)
+    c = torch.from_dlpack(dlstream.from_dlpack(t.__dlpack__(copy=True)))
+    assert c.is_contiguous() and torch.equal(c, view)
     t.close()
 
 
