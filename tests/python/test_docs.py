@@ -96,8 +96,9 @@ def test_every_pages_first_example_runs_on_the_cpu_or_says_it_needs_a_gpu(doc):
         return  # a page without examples
     where = f"{doc}: the first example (line {first.line})"
     assert not first.skip, f"{where} is a fragment ({first.skip}): a page's first example must run"
-    if first.lang == "c":
-        return  # every ```c block is a whole program, which CTest builds and runs on the CPU backend (tests/docs)
+    if first.lang == "c":  # CTest builds and runs every ```c block on the CPU backend (tests/docs): whole programs
+        assert re.search(r"\bint\s+main\s*\(", first.text), f"{where} is a C fragment: make it a whole program"
+        return
     gpu = sorted(set(first.needs) & doc_blocks.GPU_NEEDS)
     assert not gpu or FIRST_LINE_SAYS_GPU.match(first.text.splitlines()[0]), (
         f"{where} needs {', '.join(gpu)}: make it run on the CPU backend, or say in its first line that it needs a GPU")
