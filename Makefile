@@ -6,6 +6,7 @@
 #        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
 # Packaging (docs/install.md): make install PREFIX=DIR, make install-check,
 #        make wheel (dist/*.whl, repaired by auditwheel), make wheel-check.
+# Benchmarks: make bench (bench_c), make bench-smoke (every benchmark, a few calls: what CI runs).
 
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
@@ -25,12 +26,12 @@ MAKEFLAGS  += --no-print-directory
 DEMO_TARGETS = dls_example_extension dlstream_python
 
 .PHONY: all deps deps-demo configure build test test-c test-python demo install install-check wheel wheel-check fuzz \
-        bench clean help
+        bench bench-smoke clean help
 
 all: build
 
 help:
-	@sed -n '2,8p' Makefile
+	@sed -n '2,9p' Makefile
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
@@ -72,6 +73,9 @@ fuzz:
 
 bench: build
 	"$(BUILD_DIR)/bench/bench_c"
+
+bench-smoke: build
+	"$(PYTHON)" scripts/bench-smoke "$(BUILD_DIR)"
 
 clean:
 	rm -rf build

@@ -7,11 +7,12 @@ median of repetitions; and the cost per group of 4 empty kernels. Two times per 
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
           queued before any runs: how concurrently the GPU runs what was queued.
 
-  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N]
+  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--smoke]
 
 --connections sets CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues) before CUDA starts; the driver's default
 is 8, and K streams beyond it share queues, which serializes their event waits and records. Without CUDA or
-torch it prints "skipped: <reason>" and exits 0."""
+torch it prints "skipped: <reason>" and exits 0. --smoke (CI): K = 2 and a few calls; without torch's CUDA,
+dlstream's side on the CPU backend and the same tables, torch's columns and the device times skipped."""
 import argparse
 import json
 import os
@@ -24,25 +25,8 @@ KS = (2, 4, 8, 16, 32)
 SPIN_S = 200e-6
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json")
-    p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
-    args = p.parse_args()
-    if args.connections:
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
-    found = gpubench.torch_and_dlstream()
-    if found is None:
-        return 0
-    torch, dlstream = found
-    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
-    dev = "cuda:0"
-    cur = torch.cuda.current_stream()
-    # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
-    cycles = gpubench.sleep_cycles(torch, SPIN_S)
-    side = [torch.cuda.Stream() for _ in range(max(KS))]
-
+def dls_side(dlstream, cur, dev):
+    """dlstream's loops: K spins serially on `cur`, as a stream_parallel group, and groups of 4 empty kernels."""
     def run_serial_dls(k):
         for _ in range(k):
             dlstream.spin(SPIN_S, stream=cur)
@@ -52,6 +36,44 @@ def main():
             for _ in range(k):
                 with dlstream.branch():
                     dlstream.spin(SPIN_S)
+
+    empty = dlstream.builtin_function("dls_empty", dev)
+
+    def groups(n):
+        for _ in range(n):
+            with dlstream.stream_parallel(cur):
+                for _ in range(4):
+                    with dlstream.branch():
+                        empty.launch(1, 1)
+
+    def serial4(n):
+        for _ in range(n):
+            for _ in range(4):
+                empty.launch(1, 1, stream=cur)
+
+    return run_serial_dls, run_group_dls, groups, serial4
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json")
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
+    gpubench.add_smoke(p)
+    args = gpubench.smoke(p.parse_args())
+    if args.connections:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
+    found = gpubench.torch_and_dlstream()
+    if found is None:
+        return smoke_cpu(args) if args.smoke else 0
+    torch, dlstream = found
+    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
+    dev = "cuda:0"
+    cur = torch.cuda.current_stream()
+    # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
+    cycles = gpubench.sleep_cycles(torch, SPIN_S)
+    side = [torch.cuda.Stream() for _ in range(max(KS))]
+    run_serial_dls, run_group_dls, groups, serial4 = dls_side(dlstream, cur, dev)
 
     def run_serial_torch(k):
         for _ in range(k):
@@ -83,33 +105,14 @@ def main():
         return gpubench.wall_ms(torch, lambda: fn(k), args.reps)
 
     rows = []
-    for k in KS:
+    for k in KS[:1] if args.smoke else KS:
         r = {"k": k, "serial_dls_ms": wall_ms(run_serial_dls, k), "group_dls_ms": wall_ms(run_group_dls, k),
              "serial_torch_ms": wall_ms(run_serial_torch, k), "torch_idiom_ms": wall_ms(run_torch_idiom, k)}
-        r["dls_speedup"] = r["serial_dls_ms"] / r["group_dls_ms"]
-        r["torch_speedup"] = r["serial_torch_ms"] / r["torch_idiom_ms"]
         r["dev_serial_dls_ms"] = device_ms(run_serial_dls, k)
         r["dev_group_dls_ms"] = device_ms(run_group_dls, k)
         r["dev_serial_torch_ms"] = device_ms(run_serial_torch, k)
         r["dev_torch_idiom_ms"] = device_ms(run_torch_idiom, k)
-        r["dev_dls_speedup"] = r["dev_serial_dls_ms"] / r["dev_group_dls_ms"]
-        r["dev_torch_speedup"] = r["dev_serial_torch_ms"] / r["dev_torch_idiom_ms"]
-        rows.append(r)
-
-    # the cost of a group itself: 4 empty kernels per group, host time per group
-    empty = dlstream.builtin_function("dls_empty", dev)
-
-    def groups(n):
-        for _ in range(n):
-            with dlstream.stream_parallel(cur):
-                for _ in range(4):
-                    with dlstream.branch():
-                        empty.launch(1, 1)
-
-    def serial4(n):
-        for _ in range(n):
-            for _ in range(4):
-                empty.launch(1, 1, stream=cur)
+        rows.append(speedups(r))
 
     def torch_groups(n):
         for _ in range(n):
@@ -121,39 +124,83 @@ def main():
                 cur.wait_stream(s)
 
     def per_call_us(fn, n=2000):
-        return gpubench.host_us(torch, fn, n, args.reps, warm=lambda: fn(200))
+        n = 20 if args.smoke else n
+        return gpubench.host_us(torch, fn, n, args.reps, warm=lambda: fn(min(n, 200)))
 
     overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
                 "dlstream_4_empty_serial_us": per_call_us(serial4),
                 "torch_idiom_group_of_4_us": per_call_us(torch_groups)}
+    report(args, torch.cuda.get_device_name(), conn, rows, overhead)
+    return 0
 
-    name = torch.cuda.get_device_name()
+
+def speedups(r):
+    """Adds the speedups to a row of times (None where a side was skipped)."""
+    for key, serial, par in (("dls_speedup", "serial_dls_ms", "group_dls_ms"),
+                             ("torch_speedup", "serial_torch_ms", "torch_idiom_ms"),
+                             ("dev_dls_speedup", "dev_serial_dls_ms", "dev_group_dls_ms"),
+                             ("dev_torch_speedup", "dev_serial_torch_ms", "dev_torch_idiom_ms")):
+        r[key] = r[serial] / r[par] if r.get(serial) is not None and r.get(par) else None
+    return r
+
+
+def smoke_cpu(args):
+    """--smoke without torch's CUDA: dlstream's side on the CPU backend (K = 2, a few calls), the torch columns
+    and the device times skipped, the same tables."""
+    import dlstream
+    print("smoke: no torch with CUDA: dlstream's side on the CPU backend; skipped: torch's idiom and the device "
+          "times (CUDA events)")
+    dev = "cpu"
+    cur = dlstream.Stream(dev)
+    run_serial_dls, run_group_dls, groups, serial4 = dls_side(dlstream, cur, dev)
+    sync = cur.synchronize
+    rows = [speedups({"k": k, "serial_dls_ms": gpubench.wall_ms(sync, lambda: run_serial_dls(k), args.reps),
+                      "group_dls_ms": gpubench.wall_ms(sync, lambda: run_group_dls(k), args.reps),
+                      "serial_torch_ms": None, "torch_idiom_ms": None, "dev_serial_dls_ms": None,
+                      "dev_group_dls_ms": None, "dev_serial_torch_ms": None, "dev_torch_idiom_ms": None})
+            for k in KS[:1]]
+    overhead = {"dlstream_group_of_4_empty_us": gpubench.host_us(sync, groups, 20, args.reps),
+                "dlstream_4_empty_serial_us": gpubench.host_us(sync, serial4, 20, args.reps),
+                "torch_idiom_group_of_4_us": None}
+    cur.close()
+    report(args, "CPU backend (smoke)", "n/a", rows, overhead)
+    return 0
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def report(args, name, conn, rows, overhead):
+    """The tables, the K=16 line (or the largest K run) and the JSON."""
     print(f"### Fork/join from Python on {name} (CUDA_DEVICE_MAX_CONNECTIONS: {conn})\n")
-    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs; wall ms to torch.cuda.synchronize(), median of "
+    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs; wall ms to the device's synchronize, median of "
           f"{args.reps}\n")
     print("| K | dlstream serial ms | dlstream group ms | dlstream speedup | torch serial ms | torch idiom ms "
           "| torch speedup |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['k']} | {r['serial_dls_ms']:.3f} | {r['group_dls_ms']:.3f} | {r['dls_speedup']:.2f} | "
-              f"{r['serial_torch_ms']:.3f} | {r['torch_idiom_ms']:.3f} | {r['torch_speedup']:.2f} |")
+        print(f"| {r['k']} | {fmt(r['serial_dls_ms'], '.3f')} | {fmt(r['group_dls_ms'], '.3f')} | "
+              f"{fmt(r['dls_speedup'], '.2f')} | {fmt(r['serial_torch_ms'], '.3f')} | "
+              f"{fmt(r['torch_idiom_ms'], '.3f')} | {fmt(r['torch_speedup'], '.2f')} |")
     print("\nDevice time (origin held while everything is queued), ms, median\n")
     print("| K | dlstream serial | dlstream group | dlstream speedup | torch serial | torch idiom | torch speedup |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['k']} | {r['dev_serial_dls_ms']:.3f} | {r['dev_group_dls_ms']:.3f} | {r['dev_dls_speedup']:.2f} | "
-              f"{r['dev_serial_torch_ms']:.3f} | {r['dev_torch_idiom_ms']:.3f} | {r['dev_torch_speedup']:.2f} |")
+        print(f"| {r['k']} | {fmt(r['dev_serial_dls_ms'], '.3f')} | {fmt(r['dev_group_dls_ms'], '.3f')} | "
+              f"{fmt(r['dev_dls_speedup'], '.2f')} | {fmt(r['dev_serial_torch_ms'], '.3f')} | "
+              f"{fmt(r['dev_torch_idiom_ms'], '.3f')} | {fmt(r['dev_torch_speedup'], '.2f')} |")
     print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
     for key, v in overhead.items():
-        print(f"| {key} | {v:.2f} |")
-    k16 = next(r for r in rows if r["k"] == 16)
-    print(f"\nspeedup at K=16: wall: dlstream {k16['dls_speedup']:.1f}, torch {k16['torch_speedup']:.1f}; device: "
-          f"dlstream {k16['dev_dls_speedup']:.1f}, torch {k16['dev_torch_speedup']:.1f} (target >= 14)")
+        print(f"| {key} | {fmt(v, '.2f')} |")
+    big = next((r for r in rows if r["k"] == 16), rows[-1])
+    print(f"\nspeedup at K={big['k']}: wall: dlstream {fmt(big['dls_speedup'], '.1f')}, torch "
+          f"{fmt(big['torch_speedup'], '.1f')}; device: dlstream {fmt(big['dev_dls_speedup'], '.1f')}, torch "
+          f"{fmt(big['dev_torch_speedup'], '.1f')} (target >= 14 at K=16)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,
                        "overhead": overhead}, f, indent=2)
-    return 0
 
 
 if __name__ == "__main__":

@@ -231,6 +231,13 @@ typedef struct dls__ext_raw_launch {
 } dls__ext_raw_launch;
 dls_status_t dls__ext_raw_launch_of(dls_function_t fn, dls__ext_raw_launch *out);
 
+/* ---------------------------------------------------------------- modules */
+
+/* A new handle on the image `module` loaded, as Module.from_source's cache hands out: it shares the native module
+ * and the native functions found in it, and has its own functions and its own end (dls_module_unload ends only it;
+ * the image is unloaded with the last handle on it and the last of their functions). Messages name `call`. */
+dls_status_t dls__module_share(dls_module_t module, const char *call, dls_module_t *out_module);
+
 /* ---------------------------------------------------------------- at exit */
 
 /* A stream that dlstream knows of and that still has work queued. */
