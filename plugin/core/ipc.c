@@ -78,8 +78,9 @@ static bool free_past_gates(ipc_mem *m) {
   if (st == DLS_OK && (st = dls__event_pool_get(dev, &done)) == DLS_OK)
     st = be->ipc_free(be, dev->id, m->ptr, g);
   bool freed = st == DLS_OK;
+  int nwait = 1;
   if (freed && be->event_record(be, dev->id, done, g) != DLS_OK)
-    (void)be->stream_synchronize(be, dev->id, g); /* the gates only wait for the importers' closes */
+    nwait = 0; /* the records go at the next poll (an import not opened yet would then fail to open its event) */
   if (ev != NULL)
     dls__event_pool_put(dev, ev); /* the wait already took its record */
   if (g != NULL)
@@ -92,13 +93,21 @@ static bool free_past_gates(ipc_mem *m) {
   }
   dls__marker *marks = dls__deferred_marks(entry, 1);
   marks[0] = (dls__marker){dev, done, NULL};
-  dls__deferred_enqueue(entry, marks, 1, 1, 0, ipc_mem_done, m);
+  dls__deferred_enqueue(entry, marks, nwait, 1, 0, ipc_mem_done, m);
   return true;
 }
 
-/* The buffer's release: every use on another stream has passed. */
+static void ipc_mem_release_pinned(ipc_mem *m);
+
+/* The buffer's release: every use on another stream has passed. What it does follows the allocation stream's capture
+ * state: pinned (core/capture.h), and it never waits on the host. */
 static void ipc_mem_release(void *user_data) {
-  ipc_mem *m = user_data;
+  dls__capture_pin();
+  ipc_mem_release_pinned(user_data);
+  dls__capture_unpin();
+}
+
+static void ipc_mem_release_pinned(ipc_mem *m) {
   dls__device *dev = m->dev;
   uint64_t cap = 0;
   bool closing = atomic_load(&dls__ipc_closing);
@@ -128,7 +137,17 @@ static void ipc_mem_release(void *user_data) {
   ipc_mem_done(m);
 }
 
+static dls_status_t ipc_alloc_pinned(dls__stream *s, size_t size, dls__buffer **out);
+
+/* Allocation, export and import act on what they read of a stream's capture state: pinned (core/capture.h). */
 dls_status_t dls__ipc_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+  dls__capture_pin();
+  dls_status_t st = ipc_alloc_pinned(s, size, out);
+  dls__capture_unpin();
+  return st;
+}
+
+static dls_status_t ipc_alloc_pinned(dls__stream *s, size_t size, dls__buffer **out) {
   dls__device *dev = s->dev;
   const dls__backend *be = dev->be;
   if (be->ipc_alloc == NULL)
@@ -168,7 +187,16 @@ static _Atomic uint64_t g_export_ids;
 /* Why the memory of `b` cannot be exported. */
 static dls_status_t refuse_memory(const char *call, const dls__buffer *b);
 
+static dls_status_t ipc_export_pinned(const char *call, dls__buffer *b, dls__stream *s, dls__ipc_wire *out);
+
 dls_status_t dls__ipc_export(const char *call, dls__buffer *b, dls__stream *s, dls__ipc_wire *out) {
+  dls__capture_pin();
+  dls_status_t st = ipc_export_pinned(call, b, s, out);
+  dls__capture_unpin();
+  return st;
+}
+
+static dls_status_t ipc_export_pinned(const char *call, dls__buffer *b, dls__stream *s, dls__ipc_wire *out) {
   dls__buffer *t = dls__buffer_hazards(b);
   dls__device *dev = t->dev;
   const dls__backend *be = dev->be;
@@ -317,26 +345,27 @@ static void ipc_import_release(void *user_data) {
   dls__device *dev = r->dev;
   const dls__backend *be = dev->be;
   uint64_t cap = 0;
-  if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE) {
-    dls__deferred *d = dls__deferred_entry();
-    if (d != NULL) {
-      dls__deferred_enqueue(d, NULL, 0, 0, cap, ipc_import_release, r); /* once the capture is over */
-      return;
-    }
-    (void)be->stream_synchronize(be, dev->id, s);
-  }
   void *ev = NULL;
   dls__deferred *d = dls__deferred_entry();
-  bool written = be->stream_write_value(be, dev->id, s->native, r->gate_addr, r->gate_value) == DLS_OK;
+  dls__capture_pin(); /* the write and the record follow what was read of the stream's capture state */
+  int state = dls__stream_capture(s, &cap);
+  if (d != NULL && state != DLS__CAPTURE_NONE) {
+    dls__deferred_enqueue(d, NULL, 0, 0, cap, ipc_import_release, r); /* once the capture is over */
+    dls__capture_unpin();
+    return;
+  }
+  bool written = state == DLS__CAPTURE_NONE && be->stream_write_value(be, dev->id, s->native, r->gate_addr, r->gate_value) == DLS_OK;
   if (written && d != NULL && dls__event_pool_get(dev, &ev) == DLS_OK) {
     if (be->event_record(be, dev->id, ev, s->native) == DLS_OK) {
       dls__marker *marks = dls__deferred_marks(d, 1);
       marks[0] = (dls__marker){dev, ev, NULL};
       dls__deferred_enqueue(d, marks, 1, 1, 0, ipc_import_done, r);
+      dls__capture_unpin();
       return;
     }
     dls__event_pool_put(dev, ev);
   }
+  dls__capture_unpin();
   dls__deferred_entry_free(d);
   /* Out of events or memory: wait here for the producer rather than unmap under its work. */
   (void)be->stream_synchronize(be, dev->id, s);
@@ -385,7 +414,16 @@ static dls_status_t exporter_device(const char *call, const dls__ipc_wire *w, dl
                    call, (int)w->device_id, w->uuid[0], w->uuid[1], w->uuid[2], w->uuid[3]);
 }
 
+static dls_status_t ipc_import_pinned(const char *call, const dls__ipc_wire *w, dls__stream *s, dls__buffer **out);
+
 dls_status_t dls__ipc_import(const char *call, const dls__ipc_wire *w, dls__stream *s, dls__buffer **out) {
+  dls__capture_pin();
+  dls_status_t st = ipc_import_pinned(call, w, s, out);
+  dls__capture_unpin();
+  return st;
+}
+
+static dls_status_t ipc_import_pinned(const char *call, const dls__ipc_wire *w, dls__stream *s, dls__buffer **out) {
   dls__device *dev = s->dev;
   const dls__backend *be = dev->be;
   if (w->pid == (int64_t)getpid())
