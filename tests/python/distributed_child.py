@@ -9,8 +9,8 @@ model's trained on the whole batches. The dlstream operators: scale(a, x) (the a
 is scale itself) in the hidden layer, and on CUDA mul(x, y) compiled from source on the inputs. Rank 0 prints
 "<mode> <kind>: max |dlstream - plain torch| = <d> over <n> parameters" and exits 1 when d is above 1e-4."""
 import os
-import socket
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -92,15 +92,15 @@ def full_parameters(model):
     return out
 
 
-def run(rank, mode, kind, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def run(rank, mode, kind, rendezvous):
+    init = f"file://{rendezvous}"  # a file both ranks meet at: no port to find
     if kind == "cuda":
         torch.cuda.set_device(rank)
         device = f"cuda:{rank}"
-        dist.init_process_group("nccl", rank=rank, world_size=WORLD, device_id=torch.device(device))
+        dist.init_process_group("nccl", init_method=init, rank=rank, world_size=WORLD, device_id=torch.device(device))
     else:
         device = "cpu"
-        dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
     try:
         scale, mul = operators(device)
         torch.manual_seed(0)
@@ -136,12 +136,7 @@ def run(rank, mode, kind, port):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 if __name__ == "__main__":
     mode, kind = sys.argv[1], sys.argv[2]
-    mp.spawn(run, args=(mode, kind, free_port()), nprocs=WORLD, join=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(run, args=(mode, kind, os.path.join(tmp, "rendezvous")), nprocs=WORLD, join=True)
