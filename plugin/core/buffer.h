@@ -4,6 +4,7 @@
 #define DLSTREAM_CORE_BUFFER_H
 
 #include "core/access.h"
+#include "core/capture.h"
 
 struct dls__graph;
 struct dls__deferred;
@@ -42,7 +43,8 @@ struct dls__buffer {
   dls_release_fn release; /* borrowed only */
   void *user_data;
   uint64_t id;          /* its handle, 0 if none */
-  struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
+  dls__graph_owner owner; /* allocated in a capture: the graph that owns its memory once the capture ended (ref
+                            held) and its replay count */
   struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
                                   the buffer so that deferring the release needs no memory */
 };
@@ -63,6 +65,9 @@ static inline dls__buffer *dls__buffer_hazards(dls__buffer *b) {
 /* Enters `b` in the registry of exported memory (at its first export; later ones find it there), so that imports
  * of its bytes become its aliases. The caller holds a reference. Fails only out of host memory. */
 DLS__INTERNAL dls_status_t dls__buffer_exported(dls__buffer *b);
+/* Gives `b` (a new buffer: its only reference) a handle in *out; out of memory for it, drops `b` (a borrowed
+ * buffer's release runs) and fails naming `call`. */
+DLS__INTERNAL dls_status_t dls__buffer_handle_new(dls__buffer *b, const char *call, dls_buffer_t *out);
 /* Drops a reference; the last one frees / releases in stream order. */
 DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
 
