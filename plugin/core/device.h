@@ -31,6 +31,7 @@ typedef struct dls__device {
   size_t in_capture_n, in_capture_cap;
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
   struct dls__stream *live; /* stream objects alive on the device but its defaults (stream.c) */
+  _Atomic uint64_t threads; /* the threads it holds at once (dls__device_threads); 0: not asked yet */
 } dls__device;
 
 /* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
@@ -66,6 +67,10 @@ DLS__INTERNAL void dls__event_pool_put(dls__device *dev, void *event);
  * default target (PTX on CUDA, which the driver compiles for the device when
  * the module loads). */
 DLS__INTERNAL dls_status_t dls__device_arch(dls__device *dev, char *out_arch, size_t size);
+
+/* The threads the device holds at once (its multiprocessors times the threads each holds), asked of the backend
+ * once; where it cannot say (CPU, a failed query), 2^20: the grids of the core's built-in calls (builtin.c). */
+DLS__INTERNAL uint64_t dls__device_threads(dls__device *dev);
 
 /* Called by dls_shutdown once no stream is left: the event pools go, the
  * devices are forgotten, and each probed backend shuts down. */
