@@ -188,13 +188,26 @@ static bool foreign_over(dls__capture *c) {
   return driver_status(c->origin, &status, &id) == DLS_OK && (status != DLS__CAPTURE_ACTIVE || id != c->id);
 }
 
-static void forget_finished_foreign(void) {
+/* Unlinks the foreign captures that are over (g_mu held); their records are freed by forgotten_free once g_mu is
+ * let go: a record holds its stream, whose release (a cache giving memory back, a framework's stream let go) must
+ * not run under g_mu. */
+static dls__capture *forget_finished_foreign(void) {
+  dls__capture *gone = NULL;
   for (dls__capture *c = g_captures, *next; c != NULL; c = next) {
     next = c->next;
     if (!c->own && !c->ending && foreign_over(c)) {
       unlink_capture(c);
-      capture_free(c);
+      c->next = gone;
+      gone = c;
     }
+  }
+  return gone;
+}
+
+static void forgotten_free(dls__capture *gone) {
+  for (dls__capture *next; gone != NULL; gone = next) {
+    next = gone->next;
+    capture_free(gone);
   }
 }
 
@@ -204,7 +217,7 @@ static uint64_t forbidding(int *out_mode) {
   if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0))
     return 0;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign();
+  dls__capture *gone = forget_finished_foreign();
   uint64_t id = 0;
   pthread_t self = pthread_self();
   for (dls__capture *c = g_captures; c != NULL && id == 0; c = c->next) {
@@ -214,6 +227,7 @@ static uint64_t forbidding(int *out_mode) {
     }
   }
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return id;
 }
 
@@ -237,8 +251,10 @@ bool dls__capture_on_device(dls__device *dev) {
   if (DLS__LIKELY(atomic_load_explicit(&dev->captures, memory_order_acquire) == 0))
     return false;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign(); /* a capture another framework ended is known only once its stream says so */
+  dls__capture *gone = forget_finished_foreign(); /* a capture another framework ended is known only once its stream
+                                                     says so */
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return atomic_load_explicit(&dev->captures, memory_order_acquire) > 0;
 }
 
@@ -246,9 +262,10 @@ bool dls__capture_underway(uint64_t id) {
   if (id == 0 || atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0)
     return false;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign();
+  dls__capture *gone = forget_finished_foreign();
   bool underway = known(id) != NULL;
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return underway;
 }
 
