@@ -133,7 +133,7 @@ static bool bin_has_any(dls__stream_cache *sc) {
   return has;
 }
 
-static bool cache_gone(dls__stream *s);
+static bool cache_gone(dls__stream *s, bool release);
 
 /* The stream's cache, made at its first free (NULL when out of host memory). */
 static DLS__COLD dls__stream_cache *cache_make(dls__stream *s) {
@@ -183,10 +183,11 @@ static size_t flush(dls__stream *t, dls__stream_cache *sc) {
   return bytes;
 }
 
-/* The stream object is going (its release, no reference left): its blocks go back to the driver in its order,
- * while its native stream is still there. While it captures that cannot be: the cache keeps the object (one
- * reference) and a later trim gives the blocks back and lets it go. */
-static bool cache_gone(dls__stream *s) {
+/* The stream object is going (its release, no reference left; `release` false: a foreign stream's handle ended):
+ * its blocks go back to the driver in its order, while its native stream is still there. While it captures that
+ * cannot be: at a release the cache keeps the object (one reference) and a later trim gives the blocks back and
+ * lets it go; at a handle's end they wait for the release. */
+static bool cache_gone(dls__stream *s, bool release) {
   dls__device *dev = s->dev;
   dls__stream_cache *sc = atomic_load_explicit(&s->cache, memory_order_acquire);
   bool empty = !bin_has_any(sc);
@@ -194,6 +195,8 @@ static bool cache_gone(dls__stream *s) {
     (void)flush(s, sc);
     empty = !bin_has_any(sc);
   }
+  if (!release)
+    return true;
   pthread_mutex_lock(&dev->mu);
   if (!empty) {
     sc->orphan = true;
@@ -323,7 +326,8 @@ dls_status_t dls__cache_alloc(dls__stream *s, size_t size, void **out_ptr, bool 
 bool dls__cache_put(dls__stream *s, void *ptr, size_t size) {
   dls__device *dev = s->dev;
   int c = class_of(size);
-  if (DLS__UNLIKELY(c < 0 || atomic_load_explicit(&dev->cache_state, memory_order_relaxed) != DLS__CACHE_ON))
+  if (DLS__UNLIKELY(c < 0 || atomic_load_explicit(&dev->cache_state, memory_order_relaxed) != DLS__CACHE_ON ||
+                    atomic_load_explicit(&s->cache_off, memory_order_relaxed)))
     return false;
   size_t csize = class_size(c);
   size_t limit = atomic_load_explicit(&dev->cache_limit, memory_order_relaxed);

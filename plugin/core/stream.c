@@ -26,6 +26,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->keep_data = NULL;
   atomic_init(&s->cache, NULL);
   s->cache_gone = NULL;
+  atomic_init(&s->cache_off, false);
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
     s->live_next = dev->live;
@@ -229,7 +230,7 @@ dls_status_t dls__stream_mark_make(dls__stream *s, void **out_event) {
 }
 
 void dls__stream_release(dls__stream *s) {
-  if (atomic_load_explicit(&s->cache, memory_order_acquire) != NULL && !s->cache_gone(s))
+  if (atomic_load_explicit(&s->cache, memory_order_acquire) != NULL && !s->cache_gone(s, true))
     return; /* its cache keeps it until the stream's capture is over */
   pthread_mutex_lock(&s->dev->mu);
   live_remove(s);
@@ -396,6 +397,11 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
 void dls__stream_drop(void *obj) {
   dls__stream *s = obj;
   dls__capture_drop_on(s);
+  if (s->kind == DLS__STREAM_FOREIGN) { /* its native need outlive the handle only: no memory is kept on it */
+    atomic_store_explicit(&s->cache_off, true, memory_order_release);
+    if (atomic_load_explicit(&s->cache, memory_order_acquire) != NULL)
+      (void)s->cache_gone(s, false);
+  }
   dls__stream_unref(s);
 }
 dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);
