@@ -45,6 +45,7 @@ from ._dlstream import (
     default_device as default_device,
     device_count as device_count,
     empty as empty,
+    empty_cache as empty_cache,
     fill as fill,
     from_dlpack as from_dlpack,
     kDLCPU as kDLCPU,
@@ -62,8 +63,8 @@ __all__ = [
     "InvalidArgumentError", "InvalidDeviceError", "InvalidHandleError", "InvalidTensorError", "Latch", "Module",
     "NotFoundError", "NotSupportedError", "OutOfMemoryError", "OutOfRangeError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
-    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
+    "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "empty_cache", "fill",
+    "from_dlpack", "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC", "compile", "compiler_version",
     "register_stream_provider",
 ]
