@@ -29,8 +29,7 @@ static inline int class_of(size_t size) {
   if (size > ((size_t)1 << CLASS_MAX_SHIFT))
     return -1;
   int k = 63 - __builtin_clzll((unsigned long long)(size - 1)); /* 2^k < size <= 2^(k+1) */
-  size_t step = (size_t)1 << (k - 2);
-  int j = (int)((size - ((size_t)1 << k) + step - 1) / step); /* 1..4 */
+  int j = (int)((size - 1 - ((size_t)1 << k)) >> (k - 2)) + 1;   /* steps of 2^(k-2): 1..4 */
   return (k - CLASS_MIN_SHIFT) * CLASS_STEPS + j;
 }
 
@@ -105,7 +104,7 @@ static DLS__COLD dls_status_t cache_start(dls__device *dev, int *out_state) {
 
 /* ---- one stream's bins ---- */
 
-static void *bin_pop(dls__device *dev, dls__stream_cache *sc, int c) {
+static inline void *bin_pop(dls__device *dev, dls__stream_cache *sc, int c) {
   void *p = NULL;
   dls__spin_lock(&sc->mu);
   cache_bin *bin = &sc->bins[c];

@@ -6,7 +6,6 @@
  * own capture allocates, and the lock that keeps pool calls apart from
  * graph calls. What a capture's end makes, a graph, is graph.c's. */
 #include <inttypes.h>
-#include <sched.h>
 #include <stdlib.h>
 
 #include "core/capture.h"
@@ -14,74 +13,6 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the registry; an own capture's allocs */
 static dls__capture *g_captures;
 _Atomic int dls__captures_known;
-
-/* ---- the capture state held still: pins and changes ---- */
-
-/* Pins are counted in stripes, a thread in its own (cache-line apart), so that threads pinning at once share no
- * line; a change sets g_changing, then waits until every stripe is empty. Dekker's pattern: a pin's increment and
- * a change's flag are both sequentially consistent, so either the pin sees the flag (and backs off) or the change
- * sees the pin (and waits for it). */
-enum { PIN_STRIPES = 64 };
-static struct {
-  _Atomic long n;
-  char pad[64 - sizeof(long)];
-} g_pins[PIN_STRIPES] __attribute__((aligned(64)));
-static _Atomic unsigned g_next_stripe;
-static _Atomic int g_changing;
-static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
-_Thread_local int dls__pins_held;
-static _Thread_local int t_stripe;  /* 1 + the thread's stripe; 0 until its first pin */
-static _Thread_local bool t_counted; /* the outer pin is counted in the stripe (not taken inside a change) */
-static _Thread_local int t_changes;  /* changes this thread is in (they nest) */
-
-void dls__capture_pin_first(void) {
-  if (t_changes > 0)
-    return; /* the thread's own change holds everything still */
-  if (DLS__UNLIKELY(t_stripe == 0))
-    t_stripe = 1 + (int)(atomic_fetch_add_explicit(&g_next_stripe, 1, memory_order_relaxed) % PIN_STRIPES);
-  _Atomic long *n = &g_pins[t_stripe - 1].n;
-  for (;;) {
-    atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
-    if (DLS__LIKELY(atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0))
-      break;
-    atomic_fetch_sub_explicit(n, 1, memory_order_release);
-    pthread_mutex_lock(&g_change_mu); /* waits the change out */
-    pthread_mutex_unlock(&g_change_mu);
-  }
-  t_counted = true;
-}
-
-void dls__capture_unpin_last(void) {
-  if (!t_counted)
-    return;
-  t_counted = false;
-  atomic_fetch_sub_explicit(&g_pins[t_stripe - 1].n, 1, memory_order_release);
-}
-
-void dls__capture_change_begin(void) {
-  if (t_changes++ > 0)
-    return;
-  pthread_mutex_lock(&g_change_mu);
-  atomic_store_explicit(&g_changing, 1, memory_order_seq_cst);
-  /* A pin of this very thread's (a capture begun or a stream destroyed from inside pinned work, which pins never
-   * allow: see capture.h) is not waited for: nothing could release it. */
-  long own = t_counted ? 1 : 0;
-  for (;;) {
-    long held = 0;
-    for (int i = 0; i < PIN_STRIPES; i++)
-      held += atomic_load_explicit(&g_pins[i].n, memory_order_seq_cst);
-    if (held <= own)
-      break;
-    sched_yield(); /* a pin lasts a few backend calls */
-  }
-}
-
-void dls__capture_change_end(void) {
-  if (--t_changes > 0)
-    return;
-  atomic_store_explicit(&g_changing, 0, memory_order_release);
-  pthread_mutex_unlock(&g_change_mu);
-}
 
 /* ---- what the driver says ---- */
 
