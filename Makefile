@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Thin wrappers over CMake. The two commands of the README:
-#   make demo    installs what is missing, builds, runs the main example
-#   make test    builds and runs every test suite (C and Python)
+#   make demo    installs what is missing, builds what the examples need, runs the main examples
+#   make test    builds and runs every test suite (C and Python); ends with one line for both
 # Knobs: BUILD_TYPE=Debug|Release|RelWithDebInfo, SANITIZE=address|thread,
 #        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
 # Packaging (docs/install.md): make install PREFIX=DIR, make install-check,
@@ -21,9 +21,12 @@ CMAKE_ARGS ?=
 # No "Entering/Leaving directory" lines from this make or the makes CMake runs under it.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps configure build test test-c test-python demo install install-check wheel wheel-check fuzz bench \
-        bench-smoke \
-        clean help
+# What `make demo` builds: the C example and the Python extension, with the library they link (the same build
+# folder and configuration as `make test`, which then builds the rest).
+DEMO_TARGETS = dls_example_extension dlstream_python
+
+.PHONY: all deps deps-demo configure build test test-c test-python demo install install-check wheel wheel-check fuzz \
+        bench bench-smoke clean help
 
 all: build
 
@@ -32,6 +35,9 @@ help:
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
+
+deps-demo:
+	@scripts/deps.sh "$(PYTHON)" demo
 
 configure:
 	cmake -S . -B "$(BUILD_DIR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDLS_SANITIZE=$(SANITIZE) \
@@ -46,7 +52,8 @@ test: deps build
 test-c: build
 	cd "$(BUILD_DIR)" && ctest --output-on-failure -j $(JOBS)
 
-demo: deps build
+demo: deps-demo configure
+	cmake --build "$(BUILD_DIR)" -j $(JOBS) --target $(DEMO_TARGETS)
 	scripts/demo.sh "$(BUILD_DIR)" "$(PYTHON)"
 
 install: build

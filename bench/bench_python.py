@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""dlstream from Python beside the anchors of shared/ANCHORS.md, in one run: host time per call, median of
+"""dlstream from Python beside its anchors (docs/benchmarks.md), in one run: host time per call, median of
 repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON with --json FILE.
 
   python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000] [--cpu] [--smoke]
@@ -576,7 +576,7 @@ def table(rows, title):
 
 
 def launch_targets(tags):
-    """The launch targets of issues 13 and 12 (shared/ANCHORS.md), met or missed in this run; printed, and returned
+    """The launch targets of issues 13 and 12 (docs/benchmarks.md), met or missed in this run; printed, and returned
     for the JSON as {key: {"what", "value", "limit", "met"}}: overhead above the C floor for 2 torch tensors + 2
     scalars, each extra torch tensor, and a launch on CuPy arrays inside `with cupy.cuda.Stream()` against CuPy's
     RawKernel on the same arrays and stream."""

@@ -254,6 +254,17 @@ typedef struct dls__ext_busy {
  * `out`, the rest counted in *out_more. Returns how many were written. */
 int dls__ext_busy_streams(dls__ext_busy *out, int max, int *out_more);
 
+/* ---------------------------------------------------------------- messages */
+
+/* A hint that the library's messages give in C words (plugin/base/hints.h: "the CPU backend (kDLCPU)"), with the
+ * words a Python caller acts on ("the CPU backend (device=\"cpu\")"). */
+typedef struct dls__ext_hint {
+  const char *c_words;
+  const char *python_words;
+} dls__ext_hint;
+/* Every such hint; *out_count of them. Static. */
+const dls__ext_hint *dls__ext_hints(size_t *out_count);
+
 #ifdef DLS_FAULT_INJECTION
 /* The fault injector's control (test builds; plugin's fault.h describes it). */
 void dls_fault_arm(uint64_t n, dls_status_t status);

@@ -12,6 +12,7 @@
 
 #include "backend/cuda_driver.h"
 #include "backend/gpu.h"
+#include "base/hints.h"
 
 #ifdef DLS_HAVE_CUDA_KERNELS
 /* The built-in kernels' fatbin, embedded by cmake/DlsCudaKernels.cmake. */
@@ -21,6 +22,8 @@ extern const size_t dls__cuda_kernels_fatbin_size;
 
 _Static_assert(DLS__CUDA_SUCCESS == DLS__GPU_OK, "CUDA_SUCCESS is the shared success value");
 _Static_assert(sizeof(dls__CUdeviceptr) == sizeof(void *), "device addresses travel as pointers");
+_Static_assert(sizeof(struct CUipcMemHandle_st) == DLS__IPC_BYTES && sizeof(struct CUipcEventHandle_st) == DLS__IPC_BYTES,
+               "interprocess handles are the bytes the backend methods carry");
 
 /* ---- the driver's entry points ---- */
 
@@ -108,6 +111,25 @@ static dls__gpu_result dls__cuda_cuStreamGetCaptureInfo(void *stream, unsigned *
   return r;
 }
 
+/* The interprocess handles travel by value: the neutral slots take their bytes. */
+static dls__gpu_result dls__cuda_cuIpcOpenMemHandle(void **out_ptr, const void *bytes, unsigned flags) {
+  struct CUipcMemHandle_st h;
+  memcpy(&h, bytes, sizeof h);
+  dls__CUdeviceptr p = 0;
+  dls__CUresult r = cu.cuIpcOpenMemHandle(&p, h, flags);
+  *out_ptr = (void *)(uintptr_t)p;
+  return r;
+}
+
+static dls__gpu_result dls__cuda_cuIpcOpenEventHandle(void **out_event, const void *bytes) {
+  struct CUipcEventHandle_st h;
+  memcpy(&h, bytes, sizeof h);
+  dls__CUevent e = NULL;
+  dls__CUresult r = cu.cuIpcOpenEventHandle(&e, h);
+  *out_event = e;
+  return r;
+}
+
 /* ---- devices: primary contexts ---- */
 
 static dls_status_t dls__cuda_device_open(dls__gpu *g, int dev, dls__gpu_device *d) {
@@ -184,12 +206,12 @@ static bool dls__cuda_load_version(dls__gpu *g) {
   if (r == DLS__CUDA_ERROR_STUB_LIBRARY) {
     dls__gpu_unavailable(g, "libcuda.so.1 is the CUDA toolkit's stub library, not the NVIDIA driver "
                             "(CUDA_ERROR_STUB_LIBRARY). Remove the toolkit's stubs directory from LD_LIBRARY_PATH, "
-                            "install the driver, or use the CPU backend (kDLCPU).");
+                            "install the driver, or use " DLS__HINT_CPU_BACKEND ".");
     return false;
   }
   if (cu.cuDriverGetVersion == NULL || r != DLS__CUDA_SUCCESS || dls__cuda_driver_version <= 0) {
     dls__gpu_unavailable(g, "libcuda.so.1 does not answer cuDriverGetVersion (CUresult %u); the NVIDIA driver "
-                            "installation looks broken. Check it with nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "installation looks broken. Check it with nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          r);
     return false;
   }
@@ -203,7 +225,7 @@ static bool dls__cuda_load_symbols(dls__gpu *g) {
   if (cu.name == NULL) {                                                                                       \
     dls__gpu_unavailable(g,                                                                                    \
                          "the NVIDIA driver (CUDA %d.%d) lacks " #name " (ABI of CUDA %d.%d). Update the "     \
-                         "driver, or use the CPU backend (kDLCPU).",                                           \
+                         "driver, or use " DLS__HINT_CPU_BACKEND ".",                                       \
                          dv_major, dv_minor, (version) / 1000, (version) % 1000 / 10);                         \
     return false;                                                                                              \
   }
@@ -225,7 +247,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   if (r == DLS__CUDA_ERROR_NO_DEVICE) {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     dls__gpu_unavailable(g, "no CUDA device is visible (cuInit: CUDA_ERROR_NO_DEVICE; CUDA_VISIBLE_DEVICES=%s). "
-                            "Check nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "Check nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          vis != NULL ? vis : "(unset)");
     return false;
   }
@@ -237,7 +259,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   }
   if (r != DLS__CUDA_SUCCESS) {
     dls__gpu_unavailable(g, "cuInit failed with %s (%s), driver CUDA %d.%d. Check the NVIDIA driver with "
-                            "nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          dls__cuda_error_name(r), dls__cuda_error_string(r), dv_major, dv_minor);
     return false;
   }
@@ -245,7 +267,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   r = cu.cuDeviceGetCount(&n);
   if (r != DLS__CUDA_SUCCESS || n <= 0) {
     dls__gpu_unavailable(g, "no CUDA device is visible (cuDeviceGetCount: %s, count %d). Check nvidia-smi and "
-                            "CUDA_VISIBLE_DEVICES, or use the CPU backend (kDLCPU).",
+                            "CUDA_VISIBLE_DEVICES, or use " DLS__HINT_CPU_BACKEND ".",
                          dls__cuda_error_name(r), n);
     return false;
   }
@@ -257,8 +279,8 @@ static void dls__cuda_load(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     const char *why = dlerror();
-    dls__gpu_unavailable(g, "libcuda.so.1 not found (dlopen: %s). Install the NVIDIA driver, or use the CPU "
-                            "backend (kDLCPU).",
+    dls__gpu_unavailable(g, "libcuda.so.1 not found (dlopen: %s). Install the NVIDIA driver, or use "
+                            DLS__HINT_CPU_BACKEND ".",
                          why != NULL ? why : "no reason given");
     return;
   }
@@ -269,7 +291,7 @@ static void dls__cuda_load(void) {
   bool ok = dls__cuda_gpa2 != NULL || dls__cuda_gpa1 != NULL;
   if (!ok)
     dls__gpu_unavailable(g, "libcuda.so.1 has no cuGetProcAddress: the NVIDIA driver is older than CUDA 11.3. "
-                            "Update the driver, or use the CPU backend (kDLCPU).");
+                            "Update the driver, or use " DLS__HINT_CPU_BACKEND ".");
   ok = ok && dls__cuda_load_version(g) && dls__cuda_load_symbols(g) && dls__cuda_load_devices(g);
   if (!ok) {
     memset(&cu, 0, sizeof cu);
@@ -281,6 +303,10 @@ static void dls__cuda_load(void) {
 #undef DLS__CUDA_FILL
   if (cu.cuStreamGetCaptureInfo == NULL && dls__cuda_capture_info_v3 == NULL)
     g->calls.capture_info = NULL;
+  if (cu.cuIpcOpenMemHandle == NULL) /* adapters of entry points the driver lacks */
+    g->calls.ipc_mem_open = NULL;
+  if (cu.cuIpcOpenEventHandle == NULL)
+    g->calls.ipc_event_open = NULL;
   /* The library stays loaded for the life of the process. */
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hints.h"
 #include "core/module.h"
 #include "core/module_names.h"
 
@@ -125,7 +126,7 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
     return st;
   if (dev->be->module_load == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED,
-                     "%s(device=%s): the %s backend loads no modules; make functions with dls_function_from_host",
+                     "%s(device=%s): the %s backend loads no modules; " DLS__HINT_HOST_FUNCTIONS,
                      call, dev->name, dev->be->name);
   void *native;
   st = dev->be->module_load(dev->be, dev->id, image, size, &native);

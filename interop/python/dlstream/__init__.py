@@ -63,6 +63,7 @@ from ._dlstream import (
     empty_cache,
     fill,
     from_dlpack,
+    from_ipc,
     kDLCPU,
     kDLCUDA,
     kDLCUDAHost,
