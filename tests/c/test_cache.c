@@ -27,26 +27,19 @@ static size_t cached(DLDevice d) {
   return n;
 }
 
-/* Allocations the backend made so far (fault-injection builds count them; elsewhere 0). */
-static uint64_t driver_allocs(void) {
+/* Allocations the backend made (`freed`: released) so far: fault-injection builds count them; elsewhere 0. */
+static uint64_t driver_count(bool freed) {
 #ifdef DLS_FAULT_INJECTION
-  uint64_t made = 0, freed = 0;
-  dls_fault_objects(DLS_FAULT_ALLOCATION, &made, &freed);
-  return made;
+  uint64_t made = 0, gone = 0;
+  dls_fault_objects(DLS_FAULT_ALLOCATION, &made, &gone);
+  return freed ? gone : made;
 #else
+  (void)freed;
   return 0;
 #endif
 }
-
-static uint64_t driver_frees(void) {
-#ifdef DLS_FAULT_INJECTION
-  uint64_t made = 0, freed = 0;
-  dls_fault_objects(DLS_FAULT_ALLOCATION, &made, &freed);
-  return freed;
-#else
-  return 0;
-#endif
-}
+#define driver_allocs() driver_count(false)
+#define driver_frees() driver_count(true)
 
 static void need_cache(void) {
   dlst_need_pooling(); /* DLSTREAM_DEBUG_ALLOC=1 turns the cache off */

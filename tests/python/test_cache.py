@@ -17,20 +17,26 @@ def _cache_on():
         pytest.skip("the cache is off (DLSTREAM_DEBUG_ALLOC=1 or DLSTREAM_CACHE_LIMIT=0)")
 
 
-def test_a_closed_tensors_memory_comes_back_on_its_stream():
+def _comes_back(device):
+    """A tensor closed on a stream: the next one of its size on that stream gets its memory, and empty_cache then
+    gives that memory back."""
     _cache_on()
-    dlstream.empty_cache("cpu")
-    s = dlstream.Stream("cpu")
+    dlstream.empty_cache(device)
+    s = dlstream.Stream(device)
     t = dlstream.empty(N, "float32", stream=s)
     p = t.data_ptr
     t.close()
     u = dlstream.empty(N, "float32", stream=s)
     assert u.data_ptr == p
     u.close()
-    assert dlstream.empty_cache("cpu") == N * 4
-    assert dlstream.empty_cache("cpu") == 0
-    assert dlstream.empty_cache() == 0  # every device
+    assert dlstream.empty_cache(device) == N * 4
+    assert dlstream.empty_cache(device) == 0
     s.close()
+
+
+def test_a_closed_tensors_memory_comes_back_on_its_stream():
+    _comes_back("cpu")
+    assert dlstream.empty_cache() == 0  # every device
 
 
 def test_another_stream_takes_the_memory_only_after_the_held_reader():
@@ -74,19 +80,9 @@ def _torch_cuda():
 
 
 def test_cuda_memory_comes_back_and_goes_back():
-    _cache_on()
     if dlstream.device_count("cuda") == 0:
         pytest.skip("no CUDA device")
-    dlstream.empty_cache("cuda:0")
-    s = dlstream.Stream("cuda:0")
-    t = dlstream.empty(N, "float32", stream=s)
-    p = t.data_ptr
-    t.close()
-    u = dlstream.empty(N, "float32", stream=s)
-    assert u.data_ptr == p
-    u.close()
-    assert dlstream.empty_cache("cuda:0") == N * 4
-    s.close()
+    _comes_back("cuda:0")
 
 
 def test_a_torch_stream_wrapped_for_a_call_keeps_nothing():
