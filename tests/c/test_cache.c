@@ -313,14 +313,19 @@ Test(cache, bad_arguments_are_refused) {
         "dls_device_set_cache_limit");
 }
 
+/* A stream `own` of d and a wrap `w` of its native stream. */
+static void own_and_wrap(DLDevice d, dls_stream_t *own, dls_stream_t *w) {
+  OK(dls_stream_create(d, NULL, own));
+  void *native = NULL;
+  OK(dls_stream_native(*own, &native));
+  OK(dls_stream_wrap(d, native, w));
+}
+
 BACKEND_TEST(cache, a_wrapped_stream_gives_its_blocks_back_when_its_handle_ends) {
   DLDevice d = dlst_device(*backend_type);
   need_cache();
   dls_stream_t own, w;
-  OK(dls_stream_create(d, NULL, &own));
-  void *native = NULL;
-  OK(dls_stream_native(own, &native));
-  OK(dls_stream_wrap(d, native, &w));
+  own_and_wrap(d, &own, &w);
   dls_buffer_t a, kept;
   OK(dls_buffer_alloc(w, MiB, &a));
   OK(dls_buffer_alloc(w, 4096, &kept));
@@ -340,10 +345,7 @@ BACKEND_TEST(cache, a_stream_released_while_capturing_is_kept_until_a_trim) {
   DLDevice d = dlst_device(*backend_type);
   need_cache();
   dls_stream_t own, w;
-  OK(dls_stream_create(d, NULL, &own));
-  void *native = NULL;
-  OK(dls_stream_native(own, &native));
-  OK(dls_stream_wrap(d, native, &w));
+  own_and_wrap(d, &own, &w);
   dls_buffer_t a;
   OK(dls_buffer_alloc(w, MiB, &a));
   OK(dls_buffer_free(a)); /* into the wrap's cache */
