@@ -26,7 +26,10 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->keep_data = NULL;
   atomic_init(&s->cache, NULL);
   s->cache_gone = NULL;
-  atomic_init(&s->cache_off, false);
+  /* A GPU's per-thread default stream is another stream on each thread: what one thread freed on it is in no order
+   * with another thread's next allocation on it, so nothing is cached there. */
+  atomic_init(&s->cache_off,
+              dev->device.device_type != kDLCPU && native == (void *)(uintptr_t)DLS_STREAM_PER_THREAD);
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
     s->live_next = dev->live;

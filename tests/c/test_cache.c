@@ -313,6 +313,26 @@ Test(cache, bad_arguments_are_refused) {
         "dls_device_set_cache_limit");
 }
 
+/* A GPU's per-thread default stream is a different stream on each thread: memory freed on it (or on a wrap of the
+ * per-thread handle) must not come back to another thread's allocation on it without a wait, so it is not kept. */
+BACKEND_TEST(cache, the_per_thread_default_stream_keeps_nothing) {
+  DLDevice d = dlst_device(*backend_type);
+  need_cache();
+  if (d.device_type == kDLCPU)
+    cr_skip_test("the CPU backend's per-thread default stream is its legacy one: one stream for every thread");
+  dls_stream_t w;
+  OK(dls_stream_wrap(d, (void *)(uintptr_t)DLS_STREAM_PER_THREAD, &w));
+  dls_stream_t streams[2] = {dls_stream_default(d, DLS_STREAM_PER_THREAD), w};
+  for (int i = 0; i < 2; i++) {
+    dls_buffer_t b;
+    OK(dls_buffer_alloc(streams[i], MiB, &b));
+    OK(dls_buffer_free(b));
+    cr_assert_eq(cached(d), 0, "memory freed on the per-thread default stream was kept (stream %d)", i);
+  }
+  OK(dls_stream_synchronize(streams[0]));
+  OK(dls_stream_destroy(w));
+}
+
 /* A stream `own` of d and a wrap `w` of its native stream. */
 static void own_and_wrap(DLDevice d, dls_stream_t *own, dls_stream_t *w) {
   OK(dls_stream_create(d, NULL, own));
