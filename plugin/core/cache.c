@@ -310,8 +310,10 @@ dls_status_t dls__cache_alloc(dls__stream *s, size_t size, void **out_ptr, bool 
   int state = atomic_load_explicit(&dev->cache_state, memory_order_acquire);
   if (DLS__UNLIKELY(state == 0))
     DLS__TRY(cache_start(dev, &state));
+  if (DLS__UNLIKELY(state != DLS__CACHE_ON || atomic_load_explicit(&dev->cache_limit, memory_order_relaxed) == 0))
+    return dls__cache_alloc_driver(s, size, out_ptr);
   int c = class_of(size);
-  if (DLS__UNLIKELY(state != DLS__CACHE_ON || c < 0 || atomic_load_explicit(&dev->cache_limit, memory_order_relaxed) == 0))
+  if (DLS__UNLIKELY(c < 0))
     return dls__cache_alloc_driver(s, size, out_ptr);
   dls__stream_cache *sc = atomic_load_explicit(&s->cache, memory_order_acquire);
   void *p = sc != NULL ? bin_pop(dev, sc, c) : NULL;
