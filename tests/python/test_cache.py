@@ -100,6 +100,10 @@ def test_a_torch_stream_wrapped_for_a_call_keeps_nothing():
     # A Stream.wrap keeps torch's stream alive: its memory is cached until the wrap closes.
     w = dlstream.Stream.wrap(ts)
     t = dlstream.empty(N, "float32", stream=w)
+    p = t.data_ptr
     t.close()
+    u = dlstream.empty(N, "float32", stream=w)
+    assert u.data_ptr == p, "a Stream.wrap of a torch stream caches"
+    u.close()
     w.close()  # the wrap's end gives its memory back
     assert dlstream.empty_cache("cuda:0") == 0
