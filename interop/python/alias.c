@@ -12,7 +12,7 @@ dls__buffer *dlspy_alias_of(const DLTensor *dl) {
     return NULL;
   dls__ext_extent e = dlspy_view_extent(dl);
   if (e.lo > e.hi)
-    e = (dls__ext_extent){0, 1};
+    e = (dls__ext_extent){.lo = 0, .hi = 1};
   return dls__ext_alias_find(home, first + e.lo, (size_t)(e.hi - e.lo)); /* none for no element (0 bytes) */
 }
 
