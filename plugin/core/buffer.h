@@ -24,6 +24,7 @@ struct dls__buffer {
   int nuses;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
   bool borrowed;
+  bool cached;          /* owned memory of a size class of the cache (core/cache.c): its free may keep it there */
   bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
                            once other streams use the buffer, a crossing from it waits on that, not on a record
                            made then) */

@@ -25,7 +25,28 @@ struct dls__stream {
   void (*keep_release)(void *); /* foreign: lets go of what keeps its native alive (a framework's stream object,
                                    interop/ext), once the stream object goes; NULL: nothing kept */
   void *keep_data;
+  /* Memory freed on the stream and kept for its next allocations (core/cache.c), made at the first such free;
+   * NULL: none. While it is there, the stream's release first calls cache_gone (set with it, `release` true),
+   * which gives the memory back in the stream's order and returns true, or, while the stream captures, keeps the
+   * object (a reference of the cache's, let go of by a later trim) and returns false: the release stops there.
+   * A foreign stream's native need outlive its handle only: the handle's end gives the memory back (`release`
+   * false) and sets cache_off, so that later frees on it go to the driver. */
+  _Atomic(struct dls__stream_cache *) cache;
+  bool (*cache_gone)(struct dls__stream *s, bool release);
+  _Atomic bool cache_off; /* frees on it go to the driver, never into a cache (see above; and a wrap the extension
+                             makes of a framework's stream it does not keep alive) */
 };
+/* A reference unless the last one is already gone (the object is then on its way out); default streams are always
+ * alive (not counted). */
+static inline bool dls__stream_ref_if_alive(dls__stream *s) {
+  if (s->kind == DLS__STREAM_DEFAULT)
+    return true;
+  int n = atomic_load_explicit(&s->refs, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak_explicit(&s->refs, &n, n + 1, memory_order_acquire, memory_order_relaxed))
+      return true;
+  return false;
+}
 /* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
  * handle was closed may still run work it was given (dls_device_synchronize). First failure. */
 DLS__INTERNAL dls_status_t dls__stream_sync_live(dls__device *dev);
