@@ -63,13 +63,11 @@ struct fill_one {
 template <typename T>
 __device__ __forceinline__ void dls_fill_as(T *dst, u64 count, T v) {
   const dls_k::split sp((uintptr_t)dst, (uintptr_t)dst, count, sizeof(T));
-  union {
-    T e[16 / sizeof(T)];
-    uint4 w;
-  } p;
-  for (unsigned k = 0; k < 16 / sizeof(T); ++k)
-    p.e[k] = v;
-  dls_k::run<2>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), p.w});
+  // v repeated over 8 bytes (little-endian), then over 16.
+  const u64 rep = (u64)v * (sizeof(T) == 1 ? 0x0101010101010101ull : sizeof(T) == 2 ? 0x0001000100010001ull
+                                            : sizeof(T) == 4 ? 0x0000000100000001ull : 1ull);
+  const uint4 pattern = make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32));
+  dls_k::run<2>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
   dls_k::run<2>(sp.rest_count(count), fill_one<T>{dst, sp.rest(), v});
 }
 

@@ -33,6 +33,7 @@ struct alignas(16) float4 {
 struct alignas(16) double2 {
   double x, y;
 };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 static inline double2 make_double2(double a, double b) { return double2{a, b}; }
 static inline unsigned long long wall_clock64() { return 0; }
