@@ -23,8 +23,8 @@
 #include "base/error.h"
 #include "dlstream/dlstream.h"
 
-/* 4: every method takes its backend first. 5: memory shared with other processes (ipc_*). */
-#define DLS__BACKEND_VERSION 5
+/* 4: every method takes its backend first. 5: memory shared with other processes (ipc_*). 6: device_threads. */
+#define DLS__BACKEND_VERSION 6
 
 /* The size of the opaque bytes an ipc_* method exports or opens (CUDA's CU_IPC_HANDLE_SIZE). */
 #define DLS__IPC_BYTES 64
@@ -166,7 +166,11 @@ typedef struct dls__backend dls__backend;
   X(stream_write_value, (int dev, void *stream, void *addr, uint32_t value), (dev, stream, addr, value), POINT,  \
     GPU)                                                                                                        \
   /* The device's 16-byte UUID: how another process finds the same device under its own ordinals. */           \
-  X(device_uuid, (int dev, uint8_t *out_uuid), (dev, out_uuid), POINT, GPU)
+  X(device_uuid, (int dev, uint8_t *out_uuid), (dev, out_uuid), POINT, GPU)                                    \
+  /* ---- the device's size (version 6; NULL where the backend has none: CPU) ---- */                          \
+  /* The threads the device holds at once: its multiprocessors (compute units) times the threads each holds.    \
+   * The core sizes the grid of its own built-in calls by it. */                                                \
+  X(device_threads, (int dev, uint64_t *out_threads), (dev, out_threads), POINT, GPU)
 
 /* A method's full parameter list: its backend, then `params` of the list. */
 #define DLS__BACKEND_SELF(...) (const dls__backend *be, __VA_ARGS__)

@@ -229,3 +229,19 @@ dls_status_t dls__gpu_device_arch(const dls__backend *be, int dev, char *out_arc
   memcpy(out_arch, d->arch, strlen(d->arch) + 1);
   return DLS_OK;
 }
+
+/* Multiprocessors times the threads each holds at once (the core's built-in grids; asked once per device). */
+dls_status_t dls__gpu_device_threads(const dls__backend *be, int dev, uint64_t *out_threads) {
+  dls__gpu *g = dls__gpu_of(be);
+  dls__gpu_device *d = NULL;
+  DLS__TRY(dls__gpu_device_get(g, dev, &d));
+  int processors = 0, threads = 0;
+  dls__gpu_result r = g->calls.device_attribute(&processors, g->k.attr_multiprocessors, d->handle);
+  if (r == DLS__GPU_OK)
+    r = g->calls.device_attribute(&threads, g->k.attr_threads_per_multiprocessor, d->handle);
+  if (r != DLS__GPU_OK)
+    return dls__gpu_fail(g, r, dev, "%s(multiprocessors and their threads, device=%d)", g->names.device_attribute,
+                         d->handle);
+  *out_threads = processors > 0 && threads > 0 ? (uint64_t)processors * (uint64_t)threads : 0;
+  return DLS_OK;
+}

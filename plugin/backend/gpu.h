@@ -175,6 +175,10 @@ typedef enum dls__gpu_error {
   X(unsigned, event_blocking_sync, DLS__CU_EVENT_BLOCKING_SYNC, DLS__hipEventBlockingSync)                    \
   X(unsigned, host_alloc_mapped_portable, DLS__CU_MEMHOSTALLOC_DEVICEMAP | DLS__CU_MEMHOSTALLOC_PORTABLE,     \
     DLS__hipHostMallocMapped | DLS__hipHostMallocPortable)                                                    \
+  X(unsigned, attr_multiprocessors, DLS__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,                          \
+    DLS__hipDeviceAttributeMultiprocessorCount)                                                               \
+  X(unsigned, attr_threads_per_multiprocessor, DLS__CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,      \
+    DLS__hipDeviceAttributeMaxThreadsPerMultiProcessor)                                                       \
   X(unsigned, attr_memory_pools_supported, DLS__CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,                   \
     DLS__hipDeviceAttributeMemoryPoolsSupported)                                                              \
   /* 0: always one address space (HIP on 64-bit Linux) */                                                    \

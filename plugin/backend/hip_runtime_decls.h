@@ -89,6 +89,7 @@ typedef void (*dls__hipStreamCallback_t)(dls__hipStream_t stream, dls__hipError_
   X(hipErrorUnknown, 999)                                 \
   X(hipDeviceAttributeCanMapHostMemory, 3)                \
   X(hipDeviceAttributeComputeCapabilityMajor, 23)         \
+  X(hipDeviceAttributeMaxThreadsPerMultiProcessor, 57)    \
   X(hipDeviceAttributeComputeCapabilityMinor, 61)         \
   X(hipDeviceAttributeMultiprocessorCount, 63)            \
   X(hipDeviceAttributeUnifiedAddressing, 85)              \

@@ -10,6 +10,7 @@
 #include "core/capture.h"
 #include "core/cast.h"
 #include "core/launch.h"
+#include "kernels/layout.h"
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -99,13 +100,59 @@ dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_functio
 
 /* ---- the launches ---- */
 
+/* Threads in a block of the core's built-in calls. */
+#define BLOCK 256u
+
+/* The grid of a built-in call with `items` items of work (kernels/layout.h: 16-byte vectors on the fast paths, else
+ * elements): a thread per item, at most as many as the device holds at once (the kernels loop over the rest), so a
+ * large call fills the device once with no tail of blocks. */
+static dls_launch_config_t grid_for(dls__device *dev, uint64_t items) {
+  if (items == 0)
+    return dls_config_1d(1, 1); /* spin: one thread; an empty call is never launched */
+  uint64_t most = dls__device_threads(dev) / BLOCK, blocks = dls__items(items, BLOCK);
+  if (most == 0)
+    most = 1;
+  return dls_config_1d((uint32_t)(blocks < most ? blocks : most), BLOCK);
+}
+
+/* Items of a strided copy: 16 bytes of a contiguous view, else its elements. */
+static uint64_t copy_items(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src,
+                           uint32_t elem_size) {
+  uint64_t count = dls__view_count(ndim, shape);
+  return dls__view_contiguous(ndim, shape, dst, src) ? dls__items(count * elem_size, DLS__VEC_BYTES) : count;
+}
+
+/* The items of built-in k's call (its arguments checked): what its kernel's fast path takes one thread per. */
+static uint64_t work_items(int k, const dls_arg_t *args) {
+  switch (k) {
+  case DLS__BI_FILL: return dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES);
+  case DLS__BI_AXPY_F32: return dls__items(args[0].v.u64, DLS__VEC_BYTES / 4);
+  case DLS__BI_AXPY_F64: return dls__items(args[0].v.u64, DLS__VEC_BYTES / 8);
+  case DLS__BI_COPY_STRIDED: {
+    const dls_copy_desc_t *d = args[2].v.bytes;
+    return copy_items(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size);
+  }
+  case DLS__BI_CONVERT: {
+    const dls_convert_desc_t *d = args[2].v.bytes;
+    uint32_t ds = (uint32_t)dls__dtype_bytes(d->dst_dtype), ss = (uint32_t)dls__dtype_bytes(d->src_dtype);
+    uint64_t count = dls__view_count(d->ndim, d->shape);
+    if (!dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides))
+      return count;
+    return memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0
+               ? dls__items(count * ds, DLS__VEC_BYTES)
+               : dls__items(count, dls__vec_elems(ds, ss));
+  }
+  default: return 0;
+  }
+}
+
 /* A copy of `count` elements through the copy kernel (the arguments are checked already). */
 static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst, dls_arg_t src,
                                 const dls_copy_desc_t *d, uint64_t count) {
   dls__function *f;
   DLS__TRY(dls__builtin_at(s->dev, DLS__BI_COPY_STRIDED, call, &f));
-  uint64_t blocks = count == 0 ? 1 : (count + 255) / 256;
-  dls_launch_config_t cfg = dls_config_1d((uint32_t)(blocks > 4096 ? 4096 : blocks), count == 0 ? 1 : 256);
+  dls_launch_config_t cfg =
+      grid_for(s->dev, count == 0 ? 0 : copy_items(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size));
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(d, sizeof *d)};
   return dls__launch_args(call, f, s, &cfg, args, 3);
 }
@@ -149,9 +196,8 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
 }
 
 /* Every built-in call: its arguments checked, a partially overlapping
- * source staged, and the kernel queued on a grid that covers `n` elements. */
-static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k, uint64_t n, dls_arg_t *args,
-                                   size_t nargs) {
+ * source staged, and the kernel queued on a grid sized to its work and the device (grid_for). */
+static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k, dls_arg_t *args, size_t nargs) {
   DLS__GET_STREAM(s, stream, call, "stream");
   dls__function *f;
   DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
@@ -162,10 +208,7 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   if (overlap)
     dls__capture_pin();
   dls_status_t st = overlap ? stage_source(call, s, k, args, &tmp) : DLS_OK;
-  uint64_t blocks = n == 0 ? 1 : (n + 255) / 256;
-  if (blocks > 4096)
-    blocks = 4096; /* the kernels loop over the rest */
-  dls_launch_config_t cfg = dls_config_1d((uint32_t)blocks, n == 0 ? 1 : 256);
+  dls_launch_config_t cfg = grid_for(s->dev, work_items(k, args));
   if (st == DLS_OK)
     st = dls__launch_args(call, f, s, &cfg, args, nargs);
   if (tmp != NULL)
@@ -188,28 +231,28 @@ dls_status_t dls_fill(dls_stream_t stream, dls_arg_t dst, uint64_t count, uint32
   uint64_t pattern = 0;
   memcpy(&pattern, value, elem_size);
   dls_arg_t args[4] = {dst, dls_arg_u64(count), dls_arg_u32(elem_size), dls_arg_u64(pattern)};
-  return builtin_launch(call, stream, DLS__BI_FILL, count, args, 4);
+  return builtin_launch(call, stream, DLS__BI_FILL, args, 4);
 }
 
 dls_status_t dls_axpy_f32(dls_stream_t stream, uint64_t n, float a, dls_arg_t x, dls_arg_t y) {
   static const char call[] = "dls_axpy_f32";
   DLS__ENTER(call);
   dls_arg_t args[4] = {dls_arg_u64(n), dls_arg_f32(a), x, y};
-  return builtin_launch(call, stream, DLS__BI_AXPY_F32, n, args, 4);
+  return builtin_launch(call, stream, DLS__BI_AXPY_F32, args, 4);
 }
 
 dls_status_t dls_axpy_f64(dls_stream_t stream, uint64_t n, double a, dls_arg_t x, dls_arg_t y) {
   static const char call[] = "dls_axpy_f64";
   DLS__ENTER(call);
   dls_arg_t args[4] = {dls_arg_u64(n), dls_arg_f64(a), x, y};
-  return builtin_launch(call, stream, DLS__BI_AXPY_F64, n, args, 4);
+  return builtin_launch(call, stream, DLS__BI_AXPY_F64, args, 4);
 }
 
-/* A strided copy (k: DLS__BI_COPY_STRIDED or DLS__BI_CONVERT) of `count` elements, its descriptor checked. */
+/* A strided copy (k: DLS__BI_COPY_STRIDED or DLS__BI_CONVERT), its descriptor checked. */
 static dls_status_t copy_call(const char *call, dls_stream_t stream, int k, dls_arg_t dst, dls_arg_t src,
-                              const void *desc, uint32_t size, uint64_t count) {
+                              const void *desc, uint32_t size) {
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(desc, size)};
-  return builtin_launch(call, stream, k, count, args, 3);
+  return builtin_launch(call, stream, k, args, 3);
 }
 
 static dls_status_t no_desc(const char *call) {
@@ -221,7 +264,7 @@ dls_status_t dls_copy_strided(dls_stream_t stream, dls_arg_t dst, dls_arg_t src,
   DLS__ENTER(call);
   uint64_t count;
   DLS__TRY(desc == NULL ? no_desc(call) : dls__copy_desc_check(call, desc, &count));
-  return copy_call(call, stream, DLS__BI_COPY_STRIDED, dst, src, desc, sizeof *desc, count);
+  return copy_call(call, stream, DLS__BI_COPY_STRIDED, dst, src, desc, sizeof *desc);
 }
 
 dls_status_t dls_copy_convert(dls_stream_t stream, dls_arg_t dst, dls_arg_t src, const dls_convert_desc_t *desc) {
@@ -230,12 +273,12 @@ dls_status_t dls_copy_convert(dls_stream_t stream, dls_arg_t dst, dls_arg_t src,
   dls_copy_desc_t d;
   uint64_t count;
   DLS__TRY(desc == NULL ? no_desc(call) : dls__convert_desc_check(call, desc, &d, &count));
-  return copy_call(call, stream, DLS__BI_CONVERT, dst, src, desc, sizeof *desc, count);
+  return copy_call(call, stream, DLS__BI_CONVERT, dst, src, desc, sizeof *desc);
 }
 
 dls_status_t dls_spin(dls_stream_t stream, uint64_t nanoseconds) {
   static const char call[] = "dls_spin";
   DLS__ENTER(call);
   dls_arg_t args[1] = {dls_arg_u64(nanoseconds)};
-  return builtin_launch(call, stream, DLS__BI_SPIN, 0, args, 1);
+  return builtin_launch(call, stream, DLS__BI_SPIN, args, 1);
 }

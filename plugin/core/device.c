@@ -231,6 +231,16 @@ dls_status_t dls__device_arch(dls__device *dev, char *out_arch, size_t size) {
   return dev->be->device_arch(dev->be, dev->id, out_arch, size);
 }
 
+uint64_t dls__device_threads(dls__device *dev) {
+  uint64_t n = atomic_load_explicit(&dev->threads, memory_order_relaxed);
+  if (DLS__LIKELY(n != 0))
+    return n;
+  if (dev->be->device_threads == NULL || dev->be->device_threads(dev->be, dev->id, &n) != DLS_OK || n == 0)
+    n = (uint64_t)1 << 20; /* a size only, never a failure: the kernels loop over any grid */
+  atomic_store_explicit(&dev->threads, n, memory_order_relaxed);
+  return n;
+}
+
 /* ---- the end ---- */
 
 void dls__devices_shutdown(void) {

@@ -38,6 +38,7 @@ typedef struct dls__device {
   _Atomic size_t cache_limit;
   _Atomic size_t cache_bytes;
   bool cache_no_wait;
+  _Atomic uint64_t threads; /* the threads it holds at once (dls__device_threads); 0: not asked yet */
 } dls__device;
 
 /* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
@@ -73,6 +74,10 @@ DLS__INTERNAL void dls__event_pool_put(dls__device *dev, void *event);
  * default target (PTX on CUDA, which the driver compiles for the device when
  * the module loads). */
 DLS__INTERNAL dls_status_t dls__device_arch(dls__device *dev, char *out_arch, size_t size);
+
+/* The threads the device holds at once (its multiprocessors times the threads each holds), asked of the backend
+ * once; where it cannot say (CPU, a failed query), 2^20: the grids of the core's built-in calls (builtin.c). */
+DLS__INTERNAL uint64_t dls__device_threads(dls__device *dev);
 
 /* Called by dls_shutdown once no stream is left: the event pools go, the
  * devices are forgotten, and each probed backend shuts down. */

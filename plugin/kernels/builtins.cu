@@ -1,44 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GPU built-in kernels (fill, axpy, strided and converting copies, spin, latch, empty; the table:
-// builtin_table.h names each one's symbol): nvcc embeds them as one fatbin, hipcc as one code object bundle.
+// The GPU built-in kernels (fill, axpy, strided copy, spin, latch, empty; dls_convert is convert.cu's; the table:
+// builtin_table.h names each one's symbol): nvcc embeds every kernels/*.cu as one fatbin, hipcc as one code object
+// bundle.
 //
 // Plain extern "C" kernels so the backend finds them by name with
 // cuModuleGetFunction / hipModuleGetFunction; argument lists are those of
 // dls_builtin_function in include/dlstream/builtin.h. Every loop is
-// grid-stride, so any grid the runtime picks covers the whole range. The
-// only vendor differences are the clock and the back-off of the waits
+// grid-stride over every thread of the launch (grid.cuh), so any grid covers
+// the whole range once; the core's own calls size the grid to the device
+// (core/builtin.c). Memory moves in 16-byte accesses where the addresses
+// allow, with the elements before the first and after the last such access
+// one by one, so every alignment and length is correct. The only vendor
+// differences are the clock and the back-off of the waits
 // (__HIP_PLATFORM_AMD__ below); cmake/DlsHipKernels.cmake compiles this
 // file with hip_runtime.h included first.
-#include <stdint.h>
-
-// builtin.h declares the host API under the kernels' own names (dls_fill ...);
-// rename those declarations while including it for dls_copy_desc_t, so the
-// kernels and the host share one definition of the struct.
-#define dls_fill dls_host_fill_
-#define dls_axpy_f32 dls_host_axpy_f32_
-#define dls_axpy_f64 dls_host_axpy_f64_
-#define dls_copy_strided dls_host_copy_strided_
-#define dls_spin dls_host_spin_
-#include "dlstream/builtin.h"
-#undef dls_fill
-#undef dls_axpy_f32
-#undef dls_axpy_f64
-#undef dls_copy_strided
-#undef dls_spin
-#include "convert.h" // this folder: nvcc and hipcc see only include/
-
-static_assert(sizeof(dls_copy_desc_t) == 8 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_copy_desc_t layout");
-static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_convert_desc_t layout");
+#include "copy.cuh"
 
 namespace {
 
-__device__ __forceinline__ unsigned long long dls_thread_index() {
-  return (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-__device__ __forceinline__ unsigned long long dls_thread_stride() {
-  return (unsigned long long)gridDim.x * blockDim.x;
-}
+using dls_k::u64;
 
 // Nanoseconds of a clock that runs at a constant rate whatever the shader clock does.
 #if defined(__HIP_PLATFORM_AMD__)
@@ -56,85 +36,88 @@ __device__ __forceinline__ unsigned long long dls_globaltimer() {
 }
 #endif
 
-__device__ __forceinline__ bool dls_first_thread() {
-  return blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 && threadIdx.y == 0 &&
-         threadIdx.z == 0;
+__device__ __forceinline__ bool dls_first_thread() { return dls_k::thread_rank() == 0; }
+
+// 16 bytes of a fill pattern.
+struct fill_words {
+  struct value {};
+  uint4 *d;
+  uint4 pattern;
+  template <typename I> __device__ __forceinline__ value load(I) const { return value{}; }
+  template <typename I> __device__ __forceinline__ void store(I i, value) const { d[i] = pattern; }
+};
+
+// One element of a fill.
+template <typename T>
+struct fill_one {
+  struct value {};
+  T *d;
+  dls_k::leftovers at;
+  T v;
+  template <typename I> __device__ __forceinline__ value load(I) const { return value{}; }
+  template <typename I> __device__ __forceinline__ void store(I j, value) const { d[at.at(j)] = v; }
+};
+
+// `count` elements T at `dst` (aligned to T: the runtime checks it) set to `v`: 16-byte stores of the pattern
+// repeated from the first 16-byte boundary (an element boundary: T's size divides 16), the rest one by one.
+template <typename T>
+__device__ __forceinline__ void dls_fill_as(T *dst, u64 count, T v) {
+  const dls_k::split sp((uintptr_t)dst, (uintptr_t)dst, count, sizeof(T));
+  // v repeated over 8 bytes (little-endian), then over 16.
+  const u64 rep = (u64)v * (sizeof(T) == 1 ? 0x0101010101010101ull : sizeof(T) == 2 ? 0x0001000100010001ull
+                                            : sizeof(T) == 4 ? 0x0000000100000001ull : 1ull);
+  const uint4 pattern = make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32));
+  dls_k::run<2>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
+  dls_k::run<2>(sp.rest_count(count), fill_one<T>{dst, sp.rest(), v});
 }
+
+// 16 bytes of x and y (V: float4 or double2).
+__device__ __forceinline__ float4 dls_axpy4(float a, float4 x, float4 y) {
+  return make_float4(a * x.x + y.x, a * x.y + y.y, a * x.z + y.z, a * x.w + y.w);
+}
+__device__ __forceinline__ double2 dls_axpy4(double a, double2 x, double2 y) {
+  return make_double2(a * x.x + y.x, a * x.y + y.y);
+}
+
+template <typename T, typename V>
+struct axpy_words {
+  struct value {
+    V x, y;
+  };
+  T a;
+  const V *x;
+  V *y;
+  template <typename I> __device__ __forceinline__ value load(I i) const { return value{x[i], y[i]}; }
+  template <typename I> __device__ __forceinline__ void store(I i, value v) const { y[i] = dls_axpy4(a, v.x, v.y); }
+};
 
 template <typename T>
-__device__ __forceinline__ void dls_fill_words(T *dst, unsigned long long count, T value) {
-  for (unsigned long long i = dls_thread_index(); i < count; i += dls_thread_stride())
-    dst[i] = value;
-}
-
-// The element offsets (in elements of each side) of element i of a row-major view: the last dimension varies
-// fastest.
-__device__ __forceinline__ void dls_offsets(unsigned long long i, int ndim, const int64_t *shape,
-                                            const int64_t *dst_strides, const int64_t *src_strides, long long *doff,
-                                            long long *soff) {
-  unsigned long long rest = i;
-  long long d = 0, s = 0;
-  for (int k = ndim - 1; k >= 0; --k) {
-    const unsigned long long extent = (unsigned long long)shape[k];
-    const long long idx = (long long)(rest % extent);
-    rest /= extent;
-    d += idx * dst_strides[k];
-    s += idx * src_strides[k];
+struct axpy_one {
+  struct value {
+    T x, y;
+  };
+  T a;
+  const T *x;
+  T *y;
+  dls_k::leftovers at;
+  template <typename I> __device__ __forceinline__ value load(I j) const {
+    const u64 i = at.at(j);
+    return value{x[i], y[i]};
   }
-  *doff = d;
-  *soff = s;
+  template <typename I> __device__ __forceinline__ void store(I j, value v) const { y[at.at(j)] = a * v.x + v.y; }
+};
+
+// y[i] = a * x[i] + y[i]: 16-byte accesses where x and y sit alike in their 16 bytes, else element by element
+// (four in flight per thread).
+template <typename T, typename V>
+__device__ __forceinline__ void dls_axpy(u64 n, T a, const T *x, T *y) {
+  const dls_k::split sp((uintptr_t)y, (uintptr_t)x, n, sizeof(T));
+  dls_k::run<2>(sp.body, axpy_words<T, V>{a, reinterpret_cast<const V *>(x + sp.head),
+                                          reinterpret_cast<V *>(y + sp.head)});
+  dls_k::run<4>(sp.rest_count(n), axpy_one<T>{a, x, y, sp.rest()});
 }
 
-// Copies `words` words of type W per element; W is the widest word that
-// divides the element size and both base pointers' alignment.
-template <typename W>
-__device__ __forceinline__ void dls_copy_elems(char *dst, const char *src, const dls_copy_desc_t &d,
-                                               unsigned long long total) {
-  const unsigned words = d.elem_size / (unsigned)sizeof(W);
-  for (unsigned long long i = dls_thread_index(); i < total; i += dls_thread_stride()) {
-    long long doff, soff;
-    dls_offsets(i, (int)d.ndim, d.shape, d.dst_strides, d.src_strides, &doff, &soff);
-    W *dw = reinterpret_cast<W *>(dst + doff * (long long)d.elem_size);
-    const W *sw = reinterpret_cast<const W *>(src + soff * (long long)d.elem_size);
-    for (unsigned w = 0; w < words; ++w)
-      dw[w] = sw[w];
-  }
-}
-
-// The elements of a valid descriptor (shape and dimensions checked by the runtime); 0 when one extent is 0 or
-// the descriptor is out of bounds.
-__device__ __forceinline__ unsigned long long dls_total(unsigned ndim, const int64_t *shape) {
-  if (ndim > DLS_COPY_MAX_DIMS)
-    return 0;
-  unsigned long long total = 1;
-  for (unsigned k = 0; k < ndim; ++k) {
-    if (shape[k] <= 0)
-      return 0;
-    total *= (unsigned long long)shape[k];
-  }
-  return total;
-}
-
-// A strided copy of whole elements, each as words as wide as the element size and both pointers allow.
-__device__ __forceinline__ void dls_copy_view(void *dst, const void *src, const dls_copy_desc_t &desc) {
-  const unsigned long long total = dls_total(desc.ndim, desc.shape);
-  if (total == 0 || desc.elem_size == 0)
-    return;
-  char *d = static_cast<char *>(dst);
-  const char *s = static_cast<const char *>(src);
-  const uintptr_t align = (uintptr_t)d | (uintptr_t)s;
-  const unsigned es = desc.elem_size;
-  if (es % 8 == 0 && align % 8 == 0)
-    dls_copy_elems<uint64_t>(d, s, desc, total);
-  else if (es % 4 == 0 && align % 4 == 0)
-    dls_copy_elems<uint32_t>(d, s, desc, total);
-  else if (es % 2 == 0 && align % 2 == 0)
-    dls_copy_elems<uint16_t>(d, s, desc, total);
-  else
-    dls_copy_elems<uint8_t>(d, s, desc, total);
-}
-
-}  // namespace
+} // namespace
 
 extern "C" {
 
@@ -143,58 +126,28 @@ __global__ void dls_empty(void) {}
 
 // Sets `count` elements of `elem_size` bytes (1, 2, 4 or 8) to the low
 // elem_size bytes of `pattern` (little-endian, as the host wrote them).
-__global__ void dls_fill(void *dst, unsigned long long count, unsigned int elem_size, unsigned long long pattern) {
+__global__ void DLS_K_BOUNDS dls_fill(void *dst, unsigned long long count, unsigned int elem_size, unsigned long long pattern) {
   switch (elem_size) {
-  case 1: dls_fill_words(static_cast<uint8_t *>(dst), count, (uint8_t)pattern); break;
-  case 2: dls_fill_words(static_cast<uint16_t *>(dst), count, (uint16_t)pattern); break;
-  case 4: dls_fill_words(static_cast<uint32_t *>(dst), count, (uint32_t)pattern); break;
-  case 8: dls_fill_words(static_cast<uint64_t *>(dst), count, (uint64_t)pattern); break;
+  case 1: dls_fill_as(static_cast<uint8_t *>(dst), count, (uint8_t)pattern); break;
+  case 2: dls_fill_as(static_cast<uint16_t *>(dst), count, (uint16_t)pattern); break;
+  case 4: dls_fill_as(static_cast<uint32_t *>(dst), count, (uint32_t)pattern); break;
+  case 8: dls_fill_as(static_cast<uint64_t *>(dst), count, (uint64_t)pattern); break;
   default: break;  // the runtime rejects other sizes before launching
   }
 }
 
-__global__ void dls_axpy_f32(unsigned long long n, float a, const float *x, float *y) {
-  for (unsigned long long i = dls_thread_index(); i < n; i += dls_thread_stride())
-    y[i] = a * x[i] + y[i];
+__global__ void DLS_K_BOUNDS dls_axpy_f32(unsigned long long n, float a, const float *x, float *y) {
+  dls_axpy<float, float4>(n, a, x, y);
 }
 
-__global__ void dls_axpy_f64(unsigned long long n, double a, const double *x, double *y) {
-  for (unsigned long long i = dls_thread_index(); i < n; i += dls_thread_stride())
-    y[i] = a * x[i] + y[i];
+__global__ void DLS_K_BOUNDS dls_axpy_f64(unsigned long long n, double a, const double *x, double *y) {
+  dls_axpy<double, double2>(n, a, x, y);
 }
 
 // Strides are in elements and may be negative or zero (a broadcast source);
 // ndim 0 copies one element.
-__global__ void dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) { dls_copy_view(dst, src, desc); }
-
-// A strided copy converting each element from desc.src_dtype to desc.dst_dtype (convert.h; the runtime refuses a
-// cast NumPy's same_kind casting does not allow, and elements not aligned to their size). One type on both sides
-// copies its bits.
-__global__ void dls_convert(void *dst, const void *src, dls_convert_desc_t desc) {
-  const unsigned ds = ((unsigned)desc.dst_dtype.bits * desc.dst_dtype.lanes + 7) / 8;
-  const unsigned ss = ((unsigned)desc.src_dtype.bits * desc.src_dtype.lanes + 7) / 8;
-  const unsigned long long total = dls_total(desc.ndim, desc.shape);
-  if (total == 0 || ds == 0 || ss == 0)
-    return;
-  if (desc.dst_dtype.code == desc.src_dtype.code && ds == ss && desc.dst_dtype.lanes == desc.src_dtype.lanes) {
-    dls_copy_desc_t c;
-    c.ndim = desc.ndim;
-    c.elem_size = ds;
-    for (unsigned k = 0; k < DLS_COPY_MAX_DIMS; ++k) {
-      c.shape[k] = desc.shape[k];
-      c.dst_strides[k] = desc.dst_strides[k];
-      c.src_strides[k] = desc.src_strides[k];
-    }
-    dls_copy_view(dst, src, c);
-    return;
-  }
-  unsigned char *d = static_cast<unsigned char *>(dst);
-  const unsigned char *s = static_cast<const unsigned char *>(src);
-  for (unsigned long long i = dls_thread_index(); i < total; i += dls_thread_stride()) {
-    long long doff, soff;
-    dls_offsets(i, (int)desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, &doff, &soff);
-    dls__cv_convert(d + doff * (long long)ds, desc.dst_dtype, s + soff * (long long)ss, desc.src_dtype);
-  }
+__global__ void DLS_K_BOUNDS dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) {
+  dls_k::copy_view(dst, src, desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, desc.elem_size);
 }
 
 // One thread busy-waits `ns` nanoseconds of %globaltimer; the others leave at once.

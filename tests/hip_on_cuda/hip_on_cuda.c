@@ -248,6 +248,9 @@ HOC_EXPORT dls__hipError_t hipDeviceGetAttribute(int *out_value, dls__hipDeviceA
   case DLS__hipDeviceAttributeComputeCapabilityMajor: a = DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR; break;
   case DLS__hipDeviceAttributeComputeCapabilityMinor: a = DLS__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR; break;
   case DLS__hipDeviceAttributeMultiprocessorCount: a = DLS__CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT; break;
+  case DLS__hipDeviceAttributeMaxThreadsPerMultiProcessor:
+    a = DLS__CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR;
+    break;
   case DLS__hipDeviceAttributeUnifiedAddressing: a = DLS__CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING; break;
   case DLS__hipDeviceAttributeMemoryPoolsSupported: {
     const char *off = getenv("DLS_HIP_ON_CUDA_NO_POOLS");

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+// The copies of the GPU built-ins (dls_copy_strided, and dls_convert between one type): a contiguous view as bytes
+// in the widest words both addresses allow (16 bytes where they sit alike in their 16, shifted 4-byte words where
+// they do not), any other view element by element over its merged dimensions.
+#ifndef DLSTREAM_KERNELS_COPY_CUH
+#define DLSTREAM_KERNELS_COPY_CUH
+
+#include "grid.cuh"
+
+namespace dls_k {
+
+template <typename W>
+struct word_copy {
+  typedef W value;
+  W *d;
+  const W *s;
+  template <typename I> __device__ __forceinline__ W load(I i) const { return s[i]; }
+  template <typename I> __device__ __forceinline__ void store(I i, W v) const { d[i] = v; }
+};
+
+// The bytes around the words of a copy.
+struct byte_copy {
+  typedef unsigned char value;
+  unsigned char *d;
+  const unsigned char *s;
+  leftovers at;
+  template <typename I> __device__ __forceinline__ unsigned char load(I j) const { return s[at.at(j)]; }
+  template <typename I> __device__ __forceinline__ void store(I j, unsigned char v) const { d[at.at(j)] = v; }
+};
+
+// Destination word k of a copy whose source sits `shift` / 8 bytes (1 to 3) past a 4-byte boundary: the high
+// bytes of aligned source word k and the low bytes of word k + 1 (little-endian).
+struct shifted_copy {
+  struct value {
+    unsigned lo, hi;
+  };
+  unsigned *d;
+  const unsigned *s;
+  unsigned shift;
+  template <typename I> __device__ __forceinline__ value load(I k) const { return value{s[k], s[k + 1]}; }
+  template <typename I> __device__ __forceinline__ void store(I k, value v) const {
+    d[k] = (v.lo >> shift) | (v.hi << (32 - shift));
+  }
+};
+
+// `bytes` bytes whose addresses sit alike in their W bytes: the bytes up to d's first W-byte boundary, W-byte
+// words, then the bytes after the last word.
+template <typename W, int U>
+__device__ __forceinline__ void copy_aligned(unsigned char *d, const unsigned char *s, u64 bytes) {
+  u64 head = (sizeof(W) - (uintptr_t)d % sizeof(W)) % sizeof(W);
+  if (head > bytes)
+    head = bytes;
+  const u64 body = (bytes - head) / sizeof(W);
+  run<U>(body, word_copy<W>{reinterpret_cast<W *>(d + head), reinterpret_cast<const W *>(s + head)});
+  run<4>(bytes - body * sizeof(W), byte_copy{d, s, leftovers{head, body * sizeof(W)}});
+}
+
+// `bytes` bytes whose addresses differ by 1 to 3 bytes modulo 4: aligned 4-byte stores, each from two aligned
+// source words. No source word reaches past the source's last byte (a word may start before its first one: the
+// word holding an unaligned address, inside its allocation).
+__device__ __forceinline__ void copy_shifted(unsigned char *d, const unsigned char *s, u64 bytes) {
+  u64 head = (4 - (uintptr_t)d % 4) % 4;
+  if (head > bytes)
+    head = bytes;
+  const unsigned char *a = s + head;
+  const unsigned off = (unsigned)((uintptr_t)a % 4); // not 0: d + head is aligned and s sits elsewhere
+  const unsigned char *base = a - off;
+  const u64 room = (u64)(s + bytes - base) / 4; // whole source words from `base` inside the source
+  u64 body = (bytes - head) / 4;
+  if (body + 1 > room)
+    body = room > 0 ? room - 1 : 0;
+  run<4>(body, shifted_copy{reinterpret_cast<unsigned *>(d + head), reinterpret_cast<const unsigned *>(base),
+                            8 * off});
+  run<4>(bytes - body * 4, byte_copy{d, s, leftovers{head, body * 4}});
+}
+
+// A contiguous copy of `bytes` bytes: 16-byte accesses where both addresses sit alike in their 16 bytes.
+__device__ __forceinline__ void copy_bytes(void *dst, const void *src, u64 bytes) {
+  unsigned char *d = static_cast<unsigned char *>(dst);
+  const unsigned char *s = static_cast<const unsigned char *>(src);
+  const uintptr_t rel = (uintptr_t)d - (uintptr_t)s;
+  if (rel % 16 == 0)
+    copy_aligned<uint4, 2>(d, s, bytes);
+  else if (rel % 8 == 0)
+    copy_aligned<unsigned long long, 2>(d, s, bytes);
+  else if (rel % 4 == 0)
+    copy_aligned<unsigned, 4>(d, s, bytes);
+  else
+    copy_shifted(d, s, bytes);
+}
+
+// Element offsets (in elements of each side) of element i of a merged view, row-major; I: the index width (every
+// extent fits it when the element count does).
+template <typename I>
+__device__ __forceinline__ void view_offsets(I i, const dls__layout &l, long long &d, long long &s) {
+  I rest = i;
+  long long dd = 0, ss = 0;
+  for (int k = (int)l.ndim - 1; k >= 0; --k) {
+    const I extent = (I)l.shape[k];
+    const I idx = rest % extent;
+    rest /= extent;
+    dd += (long long)idx * l.dst[k];
+    ss += (long long)idx * l.src[k];
+  }
+  d = dd;
+  s = ss;
+}
+
+// Elements of a strided view of `size` bytes each, as words of `word` bytes (1, 2, 4 or 8, dividing the size and
+// both addresses): one loop for every word size (the switch goes the same way for every element).
+struct view_copy {
+  struct value {};
+  char *d;
+  const char *s;
+  const dls__layout *l;
+  unsigned size, word;
+  template <typename W>
+  __device__ __forceinline__ void words(long long doff, long long soff) const {
+    W *dw = reinterpret_cast<W *>(d + doff * (long long)size);
+    const W *sw = reinterpret_cast<const W *>(s + soff * (long long)size);
+    for (unsigned w = 0; w < size / sizeof(W); ++w)
+      dw[w] = sw[w];
+  }
+  template <typename I> __device__ __forceinline__ value load(I) const { return value{}; }
+  template <typename I> __device__ __forceinline__ void store(I i, value) const {
+    long long doff, soff;
+    view_offsets(i, *l, doff, soff);
+    switch (word) {
+    case 8: words<unsigned long long>(doff, soff); break;
+    case 4: words<unsigned>(doff, soff); break;
+    case 2: words<unsigned short>(doff, soff); break;
+    default: words<unsigned char>(doff, soff); break;
+    }
+  }
+};
+
+// Elements of a 1-D strided view of one word W each: no division.
+template <typename W>
+struct line_copy {
+  typedef W value;
+  W *d;
+  const W *s;
+  long long dstride, sstride;
+  template <typename I> __device__ __forceinline__ W load(I i) const { return s[(long long)i * sstride]; }
+  template <typename I> __device__ __forceinline__ void store(I i, W v) const { d[(long long)i * dstride] = v; }
+};
+
+// A strided copy of whole elements of `size` bytes: a contiguous view as bytes, a 1-D view of elements of 1, 2, 4
+// or 8 bytes element by element, any other view element by element over its merged dimensions, in words as wide as
+// the element size and both addresses allow. Not inlined: dls_copy_strided and dls_convert share it.
+__device__ __noinline__ void copy_view(void *dst, const void *src, unsigned ndim, const int64_t *shape,
+                                       const int64_t *dstr, const int64_t *sstr, unsigned size) {
+  const u64 total = dls__view_count(ndim, shape);
+  if (total == 0 || size == 0)
+    return;
+  if (dls__view_contiguous(ndim, shape, dstr, sstr)) {
+    copy_bytes(dst, src, total * size);
+    return;
+  }
+  dls__layout l;
+  dls__layout_make(ndim, shape, dstr, sstr, &l);
+  char *d = static_cast<char *>(dst);
+  const char *s = static_cast<const char *>(src);
+  const uintptr_t align = (uintptr_t)d | (uintptr_t)s | size;
+  const unsigned word = align % 8 == 0 ? 8 : align % 4 == 0 ? 4 : align % 2 == 0 ? 2 : 1;
+  if (l.ndim == 1 && size == word) {
+    const long long ds = l.dst[0], ss = l.src[0];
+    switch (word) {
+    case 8: run<4>(total, line_copy<unsigned long long>{(unsigned long long *)d, (const unsigned long long *)s, ds, ss}); break;
+    case 4: run<4>(total, line_copy<unsigned>{(unsigned *)d, (const unsigned *)s, ds, ss}); break;
+    case 2: run<4>(total, line_copy<unsigned short>{(unsigned short *)d, (const unsigned short *)s, ds, ss}); break;
+    default: run<4>(total, line_copy<unsigned char>{(unsigned char *)d, (const unsigned char *)s, ds, ss}); break;
+    }
+    return;
+  }
+  run<1>(total, view_copy{d, s, &l, size, word});
+}
+
+} // namespace dls_k
+
+#endif // DLSTREAM_KERNELS_COPY_CUH

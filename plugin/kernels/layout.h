@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* How much work a built-in's launch has, the same code for the core (C: the grid it picks, core/builtin.c) and the
+ * GPU kernels (CUDA and HIP, the .cu files here): a strided view with its dimensions merged where memory allows, and the
+ * 16-byte items of each built-in's fast path.
+ *
+ * A view merges dimension k into k + 1 when stepping k is stepping k + 1 over its whole extent on both sides
+ * (strides[k] == strides[k + 1] * shape[k + 1]); extents of 1 drop. A contiguous view (any shape, row-major on
+ * both sides) becomes one dimension of stride 1, which the kernels copy as 16-byte words. */
+#ifndef DLSTREAM_KERNELS_LAYOUT_H
+#define DLSTREAM_KERNELS_LAYOUT_H
+
+#include <stdint.h>
+
+#include "dlstream/builtin.h"
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define DLS__LY static __host__ __device__ __forceinline__
+#else
+#define DLS__LY static inline
+#endif
+
+/* The bytes a thread moves per access on the fast paths (LDG.E.128 / STG.E.128 on NVIDIA GPUs). */
+#define DLS__VEC_BYTES 16u
+
+/* A view of a copy or conversion, merged: strides in elements of each side. */
+typedef struct dls__layout {
+  uint32_t ndim; /* 0: one element */
+  int64_t shape[DLS_COPY_MAX_DIMS];
+  int64_t dst[DLS_COPY_MAX_DIMS];
+  int64_t src[DLS_COPY_MAX_DIMS];
+} dls__layout;
+
+/* Whether a view (a descriptor's) is one run of consecutive elements on both sides, row-major: after extents of 1,
+ * each stride is the product of the extents inside it (one element, and an empty view, count). */
+DLS__LY int dls__view_contiguous(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src) {
+  if (ndim > DLS_COPY_MAX_DIMS)
+    return 0;
+  uint64_t want = 1;
+  for (uint32_t k = ndim; k-- > 0;) {
+    if (shape[k] == 1)
+      continue;
+    if ((uint64_t)dst[k] != want || (uint64_t)src[k] != want)
+      return 0;
+    want *= (uint64_t)shape[k];
+  }
+  return 1;
+}
+
+/* The elements of a view: the product of its extents, 0 when one is 0 or negative or ndim is out of range. */
+DLS__LY uint64_t dls__view_count(uint32_t ndim, const int64_t *shape) {
+  if (ndim > DLS_COPY_MAX_DIMS)
+    return 0;
+  uint64_t total = 1;
+  for (uint32_t k = 0; k < ndim; k++) {
+    if (shape[k] <= 0)
+      return 0;
+    total *= (uint64_t)shape[k];
+  }
+  return total;
+}
+
+/* Merges a view of at least one element (dls__view_count: not 0) into *out. */
+DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src,
+                              dls__layout *out) {
+  out->ndim = 0;
+  for (uint32_t k = 0; k < ndim && k < DLS_COPY_MAX_DIMS; k++) {
+    if (shape[k] == 1)
+      continue;
+    uint32_t n = out->ndim;
+    /* The checks bound each stride times its extent (core/builtin_args.c), so the products below fit. */
+    if (n > 0 && (uint64_t)out->dst[n - 1] == (uint64_t)dst[k] * (uint64_t)shape[k] &&
+        (uint64_t)out->src[n - 1] == (uint64_t)src[k] * (uint64_t)shape[k]) {
+      out->shape[n - 1] *= shape[k];
+      out->dst[n - 1] = dst[k];
+      out->src[n - 1] = src[k];
+      continue;
+    }
+    out->shape[n] = shape[k];
+    out->dst[n] = dst[k];
+    out->src[n] = src[k];
+    out->ndim = n + 1;
+  }
+}
+
+/* Elements a typed fast path moves per item: as many as fit 16 bytes of the wider side. */
+DLS__LY uint32_t dls__vec_elems(uint32_t dst_size, uint32_t src_size) {
+  uint32_t wide = dst_size > src_size ? dst_size : src_size;
+  return wide == 0 || wide >= DLS__VEC_BYTES ? 1u : DLS__VEC_BYTES / wide;
+}
+
+/* Items of `n` elements taken `per` at a time (rounded up). */
+DLS__LY uint64_t dls__items(uint64_t n, uint32_t per) { return n / per + (n % per != 0); }
+
+#endif /* DLSTREAM_KERNELS_LAYOUT_H */

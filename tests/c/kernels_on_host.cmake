@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
+# test_kernels_on_host: the CUDA built-in kernels' own code (plugin/kernels/*.cu) compiled by the host's C++
+# compiler and run thread by thread (tests/c/kernels_on_host.h); only where a C++ compiler is found. Included from
+# tests/c/CMakeLists.txt.
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+  add_executable(test_kernels_on_host ${CMAKE_CURRENT_LIST_DIR}/test_kernels_on_host.cpp)
+  set_target_properties(test_kernels_on_host PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_include_directories(test_kernels_on_host PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/plugin/kernels ${PROJECT_SOURCE_DIR}/include)
+  # A misaligned 16-byte access faults on a GPU: here UBSan's alignment check stops the test there.
+  target_compile_options(test_kernels_on_host PRIVATE -fsanitize=alignment -fno-sanitize-recover=alignment)
+  target_link_options(test_kernels_on_host PRIVATE -fsanitize=alignment)
+  add_test(NAME kernels_on_host COMMAND test_kernels_on_host)
+  set_tests_properties(kernels_on_host PROPERTIES TIMEOUT 600)
+else()
+  message(STATUS "dlstream: no C++ compiler; test_kernels_on_host (the CUDA kernels run on the host) not built")
+endif()
