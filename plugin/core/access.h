@@ -8,10 +8,14 @@
 
 typedef struct dls__buffer dls__buffer;
 
+/* A mode bit beside DLS_ACCESS_READ / WRITE: a use dlstream did not order (dls_buffer_record_use), noted as a party
+ * more that never takes the place of a writer no wait has covered (access.c). */
+#define DLS__ACCESS_DECLARED 4
+
 /* The buffers one piece of work uses on one stream, each with how. */
 typedef struct dls__access {
   dls__buffer *b;
-  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE */
+  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE (| DLS__ACCESS_DECLARED) */
   int party;     /* set by dls__access_begin */
 } dls__access;
 typedef struct dls__accesses {
