@@ -250,10 +250,20 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how) {
  * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), `producer` waits
  * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
  * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
- * order on its own stream, not ours). */
+ * order on its own stream, not ours; in a block, also when `producer` is the call's stream). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
-  if (producer != NULL && dlspy_same_stream(producer, c->s))
+  if (producer != NULL && dlspy_same_stream(producer, c->s)) {
+    if (DLSPY_LIKELY(!c->in_block))
+      return 0;
+    /* In a block, its stream is the framework's current one: the tensor is kept as on another stream, so that its
+     * framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot hand
+     * the memory out again before the block's stream passes. */
+    if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
+      Py_DECREF(obj);
+      return -1;
+    }
     return 0;
+  }
   bool done = producer == NULL;
   for (int i = 0; i < c->nordered && !done; i++)
     done = c->ordered[i] == producer;

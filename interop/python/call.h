@@ -88,6 +88,8 @@ typedef struct dlspy_call {
   /* Set by every read pass. */
   bool counted;          /* `s` is no default stream and the call holds a reference on it (dlspy_call_hold) */
   bool searching;        /* the stream search runs: it names arguments args[i] by their place in the table */
+  bool in_block;         /* the stream is a use_stream() or branch block's: the frameworks' current streams are that
+                            stream (dlstream/_carry.py), and their tensors' uses on it are recorded (alias.h) */
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
   /* The table: which entries hold a read, and how. */
@@ -280,7 +282,7 @@ static inline int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI 
  * (nothing raised: the provider is asked instead). */
 int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
 /* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
- * `obj` until the call's stream passes. */
+ * `obj` until the call's stream passes (in a block also when it is: dlspy_call.in_block). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
 /* Work the call queues on its stream uses dlstream buffer `b` (`mode`: DLS_ACCESS_READ or DLS_ACCESS_WRITE)
  * through a raw pointer (a dlstream tensor on another device that a copy reads, a framework tensor over dlstream

@@ -88,7 +88,10 @@ static PyMethodDef g_module_methods[] = {
     {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
-    {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
+    {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed; drops the records of foreign memory whose uses passed."},
+    {"_test_foreign", dlspy_mod_test_foreign, METH_O,
+     "_test_foreign($module, on, /)\n--\n\nTest-only: turns the record of foreign memory on or off; returns the "
+     "previous setting."},
     {"_test_hazards", dlspy_mod_test_hazards, METH_O,
      "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
      "setting."},

@@ -62,6 +62,10 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
+/* Whether every recorded use has already completed (a cheap query each), never asked while a capture forbids it
+ * and never of a captured record: a use in a capture counts as complete only with `captured_done` (its graph is
+ * gone). The buffer's state is the caller's alone (its last reference, or a registry's only one). */
+DLS__INTERNAL bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done);
 /* ---- memory a capture used and did not allocate (core/replay.c) ---- */
 
 /* A use in own capture `cap` of memory it did not allocate: the capture keeps a reference (dls__capture_keep),

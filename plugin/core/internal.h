@@ -13,6 +13,7 @@
 #include "core/deferred.h"
 #include "core/device.h"
 #include "core/exported.h"
+#include "core/foreign.h"
 #include "core/graph.h"
 #include "core/group.h"
 #include "core/kinds.h"

@@ -15,25 +15,6 @@ _Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inlin
 
 /* deferred.c holds the releases that wait. */
 
-/* Whether every recorded use has already completed (a cheap query each).
- * Never asked while a capture forbids it, and never of a captured record. */
-static bool uses_complete(dls__buffer *b) {
-  if (!dls__capture_polling_allowed())
-    return false;
-  dls__relaxed r;
-  dls__relaxed_enter(&r, b->dev);
-  bool complete = true;
-  for (int i = 0; i < b->nuses && complete; i++) {
-    int done = 0;
-    dls__device *ud = b->uses[i].stream->dev;
-    complete =
-        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK &&
-        done;
-  }
-  dls__relaxed_leave(&r);
-  return complete;
-}
-
 /* What a release that waits later waits on for an eager use: its stream's
  * mark may be recorded again by later work (waiting on more, for longer),
  * so an event of its own is recorded on that stream now (conservative);
@@ -233,7 +214,7 @@ static void buffer_release_rule(dls__buffer *b) {
     uint64_t a_cap = 0;
     int a_status = dls__stream_capture(a, &a_cap);
     release_owned(b, a_status, a_cap);
-  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
+  } else if (b->release == NULL || b->nuses == 0 || dls__buffer_uses_complete(b, false)) {
     /* No release to hold back: the use events go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
       use_done(&b->uses[i]);

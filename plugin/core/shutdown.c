@@ -50,6 +50,7 @@ dls_status_t dls_shutdown(void) {
    * branches, tensors hold buffers, buffers hold streams and graphs. */
   dls__captures_shutdown();
   kinds_end_all();
+  dls__foreign_clear(); /* no import holds a record any more */
   dls__deferred_drain();
   dls__exported_clear(); /* buffers still held past here (exports not deleted) are never released */
   dls__builtins_shutdown();

@@ -65,6 +65,15 @@ def stream_choice_only():
 
 
 @pytest.fixture
+def foreign_record_off():
+    """For tests of another ordering (a framework's stream) that write the same NumPy memory straight through dlstream
+    calls: the record of foreign memory, which would order those uses too, is off while they run."""
+    was = dlstream._dlstream._test_foreign(False)
+    yield
+    dlstream._dlstream._test_foreign(was)
+
+
+@pytest.fixture
 def fx():
     """The fake framework with the DLPack C exchange API (tests/python/fake_exchange.c)."""
     mod = fake_exchange()
