@@ -100,6 +100,8 @@ void dls__ext_foreign_sweep(void) { dls__foreign_sweep(); }
 
 bool dls__ext_foreign_set_on(bool on) { return !atomic_exchange(&dls__foreign_off, !on); }
 
+bool dls__ext_bind_branches_set(bool on) { return atomic_exchange(&dls__bind_branches, on); }
+
 /* ---- launches ---- */
 
 dls__function *dls__ext_function(dls_function_t fn) { return dls__table_peek(&dls__function_table, fn.id); }

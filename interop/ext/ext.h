@@ -163,6 +163,9 @@ void dls__ext_foreign_sweep(void);
 /* The record's test-only switch (DLSTREAM_TEST_NO_FOREIGN=1 at start-up turns it off): while off, no record is
  * made or joined (the negative control of the tests of foreign memory). Returns whether it was on. */
 bool dls__ext_foreign_set_on(bool on);
+/* The test-only switch of the branches' binding to their origin (plugin/core/stream.h: a pooled stream that was a
+ * branch of a group on origin O is a branch of O's groups only). Returns whether it was on. */
+bool dls__ext_bind_branches_set(bool on);
 
 /* Host bytes [host, host + span) staged for work on `s`: a stream-ordered temporary allocated on `s` (holds: drop
  * it with dls__buffer_unref once the work is queued) and the copy in queued; *out_dev is the temporary's address. */

@@ -92,6 +92,9 @@ static PyMethodDef g_module_methods[] = {
     {"_test_foreign", dlspy_mod_test_foreign, METH_O,
      "_test_foreign($module, on, /)\n--\n\nTest-only: turns the record of foreign memory on or off; returns the "
      "previous setting."},
+    {"_test_bind_branches", dlspy_mod_test_bind_branches, METH_O,
+     "_test_bind_branches($module, on, /)\n--\n\nTest-only: turns the branches' binding to their group's origin on or "
+     "off; returns the previous setting."},
     {"_test_hazards", dlspy_mod_test_hazards, METH_O,
      "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
      "setting."},

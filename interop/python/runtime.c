@@ -52,6 +52,15 @@ PyObject *dlspy_mod_test_foreign(PyObject *m, PyObject *on) {
   return PyBool_FromLong(dls__ext_foreign_set_on(v != 0));
 }
 
+/* _test_bind_branches(on): the test-only switch of the branches' binding to their group's origin; returns the
+ * previous setting. */
+PyObject *dlspy_mod_test_bind_branches(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0)
+    return NULL;
+  return PyBool_FromLong(dls__ext_bind_branches_set(v != 0));
+}
+
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
   dlspy_state *st = dlspy_state_of_module(m);
   dlspy_stream_cache_clear(st);
