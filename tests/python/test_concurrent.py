@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, RULE_OFF, fake_exchange, run_python, settle
+from conftest import CPU, RULE_OFF, run_python, settle
 
 N = 8
 SPINS = 5000  # yields a stream may take to get going before it counts as held
@@ -31,15 +31,6 @@ class FakeCarrier:
 
     def exit(self, token):
         sys.modules[self.module].set_current_stream(token[0])
-
-
-@pytest.fixture
-def fx():
-    mod = fake_exchange()
-    mod.set_current_stream(0)
-    yield mod
-    mod.set_current_stream(0)
-    dlstream._dlstream._clear_caches()
 
 
 @pytest.fixture
