@@ -12,34 +12,10 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, RULE_OFF, run_python, settle
+from conftest import CPU, RULE_OFF, FakeCarrier, run_python, settle
 
 N = 8
 SPINS = 5000  # yields a stream may take to get going before it counts as held
-
-
-class FakeCarrier:
-    """The stand-in's current stream, carried by blocks as dlstream/_carry.py carries torch's."""
-    module = "_dls_fake_exchange"
-
-    def enter(self, fx, stream):
-        prev = fx.current_stream()
-        if not stream.device.startswith("cpu") or prev == stream.ptr:
-            return None
-        fx.set_current_stream(stream.ptr)
-        return prev, prev
-
-    def exit(self, token):
-        sys.modules[self.module].set_current_stream(token[0])
-
-
-@pytest.fixture
-def carried(fx):
-    """Blocks carry the stand-in (as they carry torch and CuPy)."""
-    carrier = FakeCarrier()
-    dlstream._carry._CARRIERS.append(carrier)
-    yield fx
-    dlstream._carry._CARRIERS.remove(carrier)
 
 
 def tensor(fx, a):

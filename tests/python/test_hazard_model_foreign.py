@@ -37,21 +37,6 @@ OPS = st.lists(st.tuples(st.sampled_from(["fill", "axpy", "copy", "hold", "torch
                          st.integers(-2, 3)), min_size=1, max_size=3)
 
 
-class FakeCarrier:
-    """The stand-in's current stream, carried by blocks as dlstream/_carry.py carries torch's."""
-    module = "_dls_fake_exchange"
-
-    def enter(self, mod, stream):
-        prev = mod.current_stream()
-        if not stream.device.startswith("cpu") or prev == stream.ptr:
-            return None
-        mod.set_current_stream(stream.ptr)
-        return prev, prev
-
-    def exit(self, token):
-        sys.modules[self.module].set_current_stream(token[0])
-
-
 COUNTS = collections.Counter()  # what the programs did, over a run (the test prints it: pytest -s)
 
 
@@ -369,14 +354,6 @@ def test_programs_with_torch_ops_in_blocks_on_the_gpu():
     assert COUNTS["block torch"] > 0 and COUNTS["block torch_new"] > 0
 
 
-@pytest.fixture
-def carried():
-    carrier = FakeCarrier()
-    dlstream._carry._CARRIERS.append(carrier)
-    yield
-    dlstream._carry._CARRIERS.remove(carrier)
-
-
 def test_programs_with_foreign_memory_and_blocks(carried):
     COUNTS.clear()
     ForeignPrograms.TestCase("runTest").runTest()
@@ -386,38 +363,9 @@ def test_programs_with_foreign_memory_and_blocks(carried):
         assert COUNTS[what] > 0, f"the programs made no {what}"
 
 
-NEGATIVE = """
-import sys
-sys.path.insert(0, {tests!r})
-import dlstream
-import test_hazard_model_foreign as m
-from hypothesis import settings, HealthCheck, Phase
-# No shrinking: with the record off a failure is a race, which need not happen again when replayed.
-m.ForeignPrograms.TestCase.settings = settings(max_examples=1500, stateful_step_count=25, deadline=None,
-                                               suppress_health_check=list(HealthCheck), derandomize=True,
-                                               database=None, phases=[Phase.generate])
-dlstream._carry._CARRIERS.append(m.FakeCarrier())
-import traceback
-try:
-    m.ForeignPrograms.TestCase("runTest").runTest()
-except BaseException as e:  # an AssertionError, or a group of them when hypothesis saw several
-    text = "".join(traceback.format_exception(e))
-    if "the sequential model" in text:
-        print("MISMATCH FOUND:", next(l for l in text.splitlines() if "the sequential model" in l).strip())
-        sys.exit(0)
-    print(text)
-    sys.exit(2)
-print("no mismatch found")
-sys.exit(1)
-"""
-
-
 def test_the_model_finds_a_mismatch_with_the_record_of_foreign_memory_off():
     """The negative control: the same programs with the record of foreign memory off (DLSTREAM_TEST_NO_FOREIGN=1)
     must disagree with the model."""
-    from conftest import run_python
-    tests = os.path.dirname(os.path.abspath(__file__))
-    r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_NO_FOREIGN": "1", "TSAN_OPTIONS": "report_bugs=0"},
-                   timeout=600)
-    assert r.returncode == 0, f"the record off went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
-    assert "MISMATCH FOUND" in r.stdout
+    setup = "import dlstream, conftest\ndlstream._carry._CARRIERS.append(conftest.FakeCarrier())"
+    print("\n" + base.finds_a_mismatch("test_hazard_model_foreign", "ForeignPrograms",
+                                      {"DLSTREAM_TEST_NO_FOREIGN": "1", "TSAN_OPTIONS": "report_bugs=0"}, setup))
