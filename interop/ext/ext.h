@@ -112,6 +112,15 @@ void dls__buffer_unref(dls__buffer *b);
  * what the use must follow (the hazard rule); without, work already queued is only noted. */
 dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 
+/* The same in two steps, for work queued in between through raw pointers: dls__ext_use_order makes `s` wait for what
+ * a use of `mode` must follow, notes nothing, and gives the state's epoch; once the work is queued,
+ * dls__ext_uses_note notes the uses of `n` buffers ordered so on `s` in one pass (one event recorded for all). A
+ * buffer whose state another use changed in between is noted as a declared use (never dropping an ordering). */
+#define DLS__EXT_ACCESS_DECLARED 4 /* a mode bit of dls__ext_uses_note: work that was not ordered first */
+dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                int n);
+
 /* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
  * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that
  * buffer's hazard state. The registry's entry count, 0 while nothing was exported (read inline). */

@@ -218,6 +218,7 @@ static DLS__NOINLINE void note_declared(dls__buffer *b, uint64_t cap, int me, in
 
 /* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
 static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
+  b->notes++;
   if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED)) {
     note_declared(b, cap, me, mode);
     return;
@@ -381,7 +382,8 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
 /* ---- single accesses ---- */
 
 dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order) {
-  dls__accesses x = {.n = 0};
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
   dls__access_add(&x, b, mode);
   if (!order) {
     /* Work already queued on `s` (a use dlstream did not see): noted only. */
@@ -400,6 +402,61 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
     return dls__access_end(&x, true);
   }
   DLS__TRY(dls__access_begin(&x, s));
+  return dls__access_end(&x, true);
+}
+
+dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
+  dls__access_add(&x, b, mode);
+  DLS__TRY(dls__access_begin(&x, s));
+  *out_epoch = b->notes;
+  return dls__access_end(&x, false);
+}
+
+dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                               int n) {
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
+  x.s = s;
+  x.own = false;
+  uint32_t epoch[DLS_MAX_ARGS + 2];
+  for (int i = 0; i < n && x.n < DLS_MAX_ARGS + 2; i++) {
+    int k = x.n;
+    dls__access_add(&x, bufs[i], modes[i]);
+    if (x.n > k)
+      epoch[k] = epochs[i];
+    else
+      for (k = 0; x.a[k].b != bufs[i]; k++)
+        ;
+    if (epochs[i] != epoch[k]) /* the same buffer ordered twice with other notes between: not sure of its role */
+      x.a[k].mode |= DLS__ACCESS_DECLARED;
+  }
+  (void)dls__stream_capture(s, &x.cap);
+  for (int i = 1; i < x.n; i++) { /* address order, as every piece of work locks its buffers */
+    dls__access v = x.a[i];
+    uint32_t e = epoch[i];
+    int j = i;
+    for (; j > 0 && (uintptr_t)x.a[j - 1].b > (uintptr_t)v.b; j--) {
+      x.a[j] = x.a[j - 1];
+      epoch[j] = epoch[j - 1];
+    }
+    x.a[j] = v;
+    epoch[j] = e;
+  }
+  for (int i = 0; i < x.n; i++) {
+    dls__buffer *b = x.a[i].b;
+    dls__spin_lock(&b->mu);
+    int me = party_of(b, s, x.cap);
+    dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
+    if (st != DLS_OK) {
+      unlock_all(&x, i + 1);
+      return st;
+    }
+    x.a[i].party = me;
+    if (b->notes != epoch[i]) /* another use was noted since this one was ordered: a party more, no more */
+      x.a[i].mode |= DLS__ACCESS_DECLARED;
+  }
   return dls__access_end(&x, true);
 }
 
@@ -422,7 +479,8 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
 }
 
 dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer) {
-  dls__accesses x = {.n = 0};
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
   dls__access_add(&x, b, DLS_ACCESS_WRITE);
   DLS__TRY(dls__access_begin(&x, consumer));
   dls_status_t st = dls__access_end(&x, true);

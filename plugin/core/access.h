@@ -49,6 +49,15 @@ DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
 /* One access: `order` waits as dls__access_begin does, then notes it; without
  * `order`, work already queued on `s` is noted only (dls_buffer_record_use). */
 DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
+/* A use of `mode` on `s` by work that dlstream queues later through raw pointers (the extension's uses of foreign
+ * memory): `s` waits as dls__access_begin makes it, and nothing is noted yet; *out_epoch says the state it was
+ * ordered against, for dls__buffers_note. */
+DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+/* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
+ * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
+ * noted as a declared use (a party more). A buffer named twice is noted once with both modes. */
+DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                             const uint32_t *epochs, int n);
 /* An export to `consumer`: ordered as a write by it, and from then on, until
  * dls__buffer_export_end, every other stream's use waits for whatever the
  * consumer queued so far (it may write at any time). */
@@ -64,7 +73,7 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
 /* Whether every recorded use has already completed (a cheap query each), never asked while a capture forbids it
  * and never of a captured record: a use in a capture counts as complete only with `captured_done` (its graph is
- * gone). The buffer's state is the caller's alone (its last reference, or a registry's only one). */
+ * gone). The caller holds the buffer's lock, or its last reference. */
 DLS__INTERNAL bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done);
 /* ---- memory a capture used and did not allocate (core/replay.c) ---- */
 

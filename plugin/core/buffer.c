@@ -31,6 +31,7 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->readers = 0;
   b->eager_uses = 0;
   b->exporting = 0;
+  b->notes = 0;
   b->alloc_marked = false;
   b->alloc_exports = 0;
   b->uses = b->uses_inline;

@@ -37,6 +37,8 @@ struct dls__buffer {
   uint64_t readers;     /* the parties that read since that write (each waited for the writer) */
   uint64_t eager_uses;  /* the entries of eager work (cap_id 0) */
   uint64_t exporting;   /* the parties holding a live export: they may write at any time */
+  uint32_t notes;       /* counts the notes of uses (access.c): a use ordered earlier is noted as ordered only
+                           while no other use was noted since */
   dls__use uses_inline[DLS__USES_INLINE];
   _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
   _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */

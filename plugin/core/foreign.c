@@ -34,9 +34,16 @@ static dls_status_t record_new(dls__device *dev, uintptr_t lo, uintptr_t hi, dls
   return DLS_OK;
 }
 
+/* Whether a record's uses have all completed (an import's count is its holders': never). Its state is read under
+ * its lock: a lookup may find it meanwhile. */
 static bool idle(void *owner) {
   dls__buffer *b = owner;
-  return b->record && dls__buffer_uses_complete(b, true); /* an import's count is its holders' */
+  if (!b->record)
+    return false;
+  dls__spin_lock(&b->mu);
+  bool done = dls__buffer_uses_complete(b, true);
+  dls__spin_unlock(&b->mu);
+  return done;
 }
 
 void dls__foreign_retire(dls__buffer *rec, int held) {
@@ -141,7 +148,8 @@ dls_status_t dls__foreign_enter(dls__buffer *b, dls__stream *producer) {
   DLS__TRY(dls__foreign_find(b->dev, (uintptr_t)b->ptr, b->size, false, &set));
   dls_status_t st = DLS_OK;
   for (int i = 0; i < set.n && st == DLS_OK; i++) { /* waits only: its own work is its buffer's first writer */
-    dls__accesses x = {.n = 0};
+    dls__accesses x; /* not zeroed: its entries are written as they are added */
+    x.n = 0;
     dls__access_add(&x, set.rec[i], DLS_ACCESS_WRITE);
     if ((st = dls__access_begin(&x, producer)) == DLS_OK)
       (void)dls__access_end(&x, false);
@@ -161,8 +169,10 @@ void dls__foreign_sweep(void) {
   size_t taken, left;
   do {
     taken = dls__ranges_take_idle(&dls__foreign_ranges, idle, out, BATCH, &left);
-    for (size_t i = 0; i < taken; i++)
-      dls__buffer_unref(out[i]); /* the registry's reference, the last: no use is pending */
+    for (size_t i = 0; i < taken; i++) { /* the sweep's and the registry's references, the last: no use pending */
+      dls__buffer_unref(out[i]);
+      dls__buffer_unref(out[i]);
+    }
   } while (taken == BATCH);
   atomic_store(&sweep_at, left * 2 > 64 ? left * 2 : 64);
 }

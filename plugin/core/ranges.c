@@ -71,7 +71,7 @@ dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t
     return DLS_OK;
   uintptr_t hi = end_of(lo, size);
   dls_status_t st = DLS_OK;
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   if (position(r, owner, lo) == r->n && (r->n < r->cap || (st = grow(r)) == DLS_OK)) {
     size_t i = lower_bound(r, lo); /* before the entries that start at lo too: any order among them does */
     memmove(r->entries + i + 1, r->entries + i, (r->n - i) * sizeof *r->entries);
@@ -80,7 +80,7 @@ dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t
     reach_from(r, i);
     counted(r, 1);
   }
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   return st;
 }
 
@@ -93,17 +93,17 @@ static void take_out(dls__ranges *r, size_t i) {
 }
 
 bool dls__ranges_remove(dls__ranges *r, void *owner, uintptr_t lo, int refs) {
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   size_t i = position(r, owner, lo);
   bool out = i < r->n && (refs == 0 || atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == refs);
   if (out)
     take_out(r, i);
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   return out;
 }
 
 void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_lo, uintptr_t new_hi) {
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   size_t i = position(r, owner, lo);
   if (i < r->n) {
     dls__range e = r->entries[i];
@@ -117,7 +117,7 @@ void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_l
     r->n++;
     reach_from(r, i < k ? i : k);
   }
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
 }
 
 static bool same_memory(DLDevice a, DLDevice b) {
@@ -143,7 +143,7 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
     return NULL;
   uintptr_t hi = end_of(lo, size);
   void *found = NULL;
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   size_t partial = r->n;
   for (size_t i = lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
     const dls__range *e = &r->entries[i];
@@ -157,7 +157,7 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
   }
   if (found == NULL && partial < r->n && try_ref(r->entries[partial].refs))
     found = r->entries[partial].owner;
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   return found;
 }
 
@@ -169,7 +169,7 @@ void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t
     return;
   uintptr_t hi = end_of(lo, size);
   int n = 0;
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   for (size_t i = lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
     const dls__range *e = &r->entries[i];
     if (!seen(e, home, lo))
@@ -183,29 +183,50 @@ void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t
   for (int k = 0; k < n && n <= max; k++)
     if (!try_ref(out[k].refs))
       out[k].owner = NULL; /* gone meanwhile: nothing to join (refs hold the registry's while it is in) */
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   *out_n = n;
 }
 
 size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **out, size_t max, size_t *out_left) {
-  size_t taken = 0;
-  pthread_mutex_lock(&r->mu);
-  for (size_t i = 0; i < r->n && taken < max;) {
+  enum { BATCH = 64 };
+  void *owner[BATCH];
+  uintptr_t lo[BATCH];
+  _Atomic int *refs[BATCH];
+  size_t n = 0, taken = 0;
+  if (max > BATCH)
+    max = BATCH;
+  /* The candidates, held: their idleness is asked (driver queries) with the lock let go. */
+  dls__spin_lock(&r->mu);
+  for (size_t i = 0; i < r->n && n < max; i++) {
     dls__range *e = &r->entries[i];
-    if (atomic_load_explicit(e->refs, memory_order_acquire) == 1 && idle(e->owner)) {
-      out[taken++] = e->owner;
+    if (atomic_load_explicit(e->refs, memory_order_acquire) == 1 && try_ref(e->refs)) {
+      owner[n] = e->owner;
+      refs[n] = e->refs;
+      lo[n++] = e->lo;
+    }
+  }
+  dls__spin_unlock(&r->mu);
+  bool go[BATCH];
+  for (size_t k = 0; k < n; k++)
+    go[k] = idle(owner[k]);
+  dls__spin_lock(&r->mu);
+  for (size_t k = 0; k < n; k++) {
+    size_t i = go[k] ? position(r, owner[k], lo[k]) : r->n;
+    /* Still only the registry's and this lookup's references: no one can take another but through the lock. */
+    if (i < r->n && atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == 2) {
       take_out(r, i);
+      out[taken++] = owner[k];
     } else {
-      i++;
+      atomic_fetch_sub_explicit(refs[k], 1, memory_order_acq_rel); /* the lookup's: the registry's remains */
     }
   }
   *out_left = r->n;
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   return taken;
 }
 
 void dls__ranges_clear(dls__ranges *r, void (*drop)(void *owner)) {
-  pthread_mutex_lock(&r->mu);
+  dls__spin_lock(&r->mu);
   dls__range *entries = r->entries;
   size_t n = r->n;
   dls__free(r->reach);
@@ -214,7 +235,7 @@ void dls__ranges_clear(dls__ranges *r, void (*drop)(void *owner)) {
   r->cap = 0;
   r->n = 0;
   counted(r, -(long)n);
-  pthread_mutex_unlock(&r->mu);
+  dls__spin_unlock(&r->mu);
   for (size_t i = 0; drop != NULL && i < n; i++)
     drop(entries[i].owner);
   dls__free(entries);

@@ -9,6 +9,7 @@
 #ifndef DLSTREAM_CORE_RANGES_H
 #define DLSTREAM_CORE_RANGES_H
 
+#include "base/spin.h"
 #include "core/runtime.h"
 
 typedef struct dls__range {
@@ -19,14 +20,14 @@ typedef struct dls__range {
 } dls__range;
 
 typedef struct dls__ranges {
-  pthread_mutex_t mu;
+  dls__spin mu;        /* short sections only: a lookup, an insertion; no driver call is made under it */
   dls__range *entries; /* sorted by lo; n of cap */
   uintptr_t *reach;    /* reach[i]: the highest hi of entries[0..i] (entries may overlap) */
   size_t n, cap;
   _Atomic size_t *count; /* kept equal to n: a relaxed load tells an empty registry */
   const char *what;      /* "exported memory": messages */
 } dls__ranges;
-#define DLS__RANGES(count, what) {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, &(count), (what)}
+#define DLS__RANGES(count, what) {{ATOMIC_FLAG_INIT}, NULL, NULL, 0, 0, &(count), (what)}
 
 /* Entries in every registry together (exported memory and foreign records): 0 while a call has no range to look
  * up (one relaxed load for both). */
@@ -52,8 +53,9 @@ DLS__INTERNAL void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo
  * many overlap, which may be more than `max`: then none is taken); *out_holds: one of them holds all of the range. */
 DLS__INTERNAL void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out,
                                            int max, int *out_n, bool *out_holds);
-/* Takes out every entry whose owner only the registry holds (count 1) and for which `idle(owner)` says so, at most
- * `max`, into `out` (the registry's references move to the caller); returns how many. Entries left: *out_left. */
+/* Takes out every entry whose owner only the registry holds (count 1) and for which `idle(owner)` says so (asked
+ * with no lock held, the owner held meanwhile), at most `max`, into `out`; returns how many. Each owner taken out
+ * comes with two references, the registry's and the lookup's: the caller drops both. Entries left: *out_left. */
 DLS__INTERNAL size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **out, size_t max,
                                            size_t *out_left);
 /* Forgets every entry; `drop` (NULL: none) then runs on each owner, the lock let go (shutdown). */
