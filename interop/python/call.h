@@ -90,8 +90,6 @@ typedef struct dlspy_call {
   /* Set by every read pass. */
   bool counted;          /* `s` is no default stream and the call holds a reference on it (dlspy_call_hold) */
   bool searching;        /* the stream search runs: it names arguments args[i] by their place in the table */
-  bool in_block;         /* the stream is a use_stream() or branch block's: the frameworks' current streams are that
-                            stream (dlstream/_carry.py), and their tensors' uses on it are recorded (alias.h) */
   dls_stream_t stream;   /* the launch stream */
   dls__stream *s;        /* resolved; a reference is held while the call runs (when `counted`) */
   /* The table: which entries hold a read, and how. */
@@ -117,6 +115,9 @@ typedef struct dlspy_call {
                             handle, an interface's stream value, a cause or a current-stream reference (set with
                             each of them) */
   bool staged;           /* some host array was staged: the call blocks */
+  bool in_block;         /* the stream is a use_stream() or branch block's: the frameworks' current streams are that
+                            stream (dlstream/_carry.py), and their tensors' uses on it are recorded (alias.h); set
+                            with the three above (one store) */
   bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
   int nposts;
   int nordered;

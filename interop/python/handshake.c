@@ -215,12 +215,12 @@ void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy
 
 
 void dlspy_call_cold(dlspy_call *c) {
-  c->in_block = false;
   c->cause = NULL;
   c->cur_ref = NULL;
   c->have_value = false;
-  c->staged = false;
   c->more = false;
+  c->staged = false;
+  c->in_block = false;
   c->nposts = 0;
   c->nordered = 0;
   c->cai_index = -1;
