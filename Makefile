@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Thin wrappers over CMake. The two commands of the README:
-#   make demo    installs what is missing, builds, runs the main example
-#   make test    builds and runs every test suite (C and Python)
+#   make demo    installs what is missing, builds what the examples need, runs the main examples
+#   make test    builds and runs every test suite (C and Python); ends with one line for both
 # Knobs: BUILD_TYPE=Debug|Release|RelWithDebInfo, SANITIZE=address|thread,
 #        BUILD_DIR=..., JOBS=N, PYTHON=python3, CMAKE_ARGS="...".
 # Packaging (docs/install.md): make install PREFIX=DIR, make install-check,
 #        make wheel (dist/*.whl, repaired by auditwheel), make wheel-check.
+# Benchmarks: make bench (bench_c), make bench-smoke (every benchmark, a few calls: what CI runs).
 
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
@@ -20,16 +21,23 @@ CMAKE_ARGS ?=
 # No "Entering/Leaving directory" lines from this make or the makes CMake runs under it.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps configure build test test-c test-python demo install install-check wheel wheel-check fuzz bench \
-        clean help
+# What `make demo` builds: the C example and the Python extension, with the library they link (the same build
+# folder and configuration as `make test`, which then builds the rest).
+DEMO_TARGETS = dls_example_extension dlstream_python
+
+.PHONY: all deps deps-demo configure build test test-c test-python demo install install-check wheel wheel-check fuzz \
+        bench bench-smoke clean help
 
 all: build
 
 help:
-	@sed -n '2,8p' Makefile
+	@sed -n '2,9p' Makefile
 
 deps:
 	@scripts/deps.sh "$(PYTHON)"
+
+deps-demo:
+	@scripts/deps.sh "$(PYTHON)" demo
 
 configure:
 	cmake -S . -B "$(BUILD_DIR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDLS_SANITIZE=$(SANITIZE) \
@@ -44,7 +52,8 @@ test: deps build
 test-c: build
 	cd "$(BUILD_DIR)" && ctest --output-on-failure -j $(JOBS)
 
-demo: deps build
+demo: deps-demo configure
+	cmake --build "$(BUILD_DIR)" -j $(JOBS) --target $(DEMO_TARGETS)
 	scripts/demo.sh "$(BUILD_DIR)" "$(PYTHON)"
 
 install: build
@@ -64,6 +73,9 @@ fuzz:
 
 bench: build
 	"$(BUILD_DIR)/bench/bench_c"
+
+bench-smoke: build
+	"$(PYTHON)" scripts/bench-smoke "$(BUILD_DIR)"
 
 clean:
 	rm -rf build

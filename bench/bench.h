@@ -13,8 +13,9 @@
 
 #define REPS_MAX 63
 extern int g_reps; /* repetitions per figure: 7, or --reps N (at most REPS_MAX) */
+extern int g_failures; /* rows, speedups and setups that failed: bench_c then exits 1 */
 #define REPS g_reps
-#define MAX_ROWS 40
+#define MAX_ROWS 96
 
 typedef int (*bench_body)(void *ctx, int n); /* runs n operations; 0 or -1 */
 typedef int (*bench_drain)(void *ctx);      /* drains queued work, untimed */

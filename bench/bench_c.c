@@ -10,13 +10,17 @@
  * the table and writes the JSON.
  *
  * Usage: bench_c [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--reps N] [--gpu cuda|rocm]
+ *                [--smoke]
  * --gpu rocm measures dlstream's HIP backend (kDLROCM) instead of its CUDA
  * one; on an NVIDIA GPU that means through the HIP-on-CUDA stand-in
  * (DLSTREAM_HIP_LIBRARY, DLSTREAM_HIP_BUILTINS: docs/hip.md).
  *   --only TEXT  runs only the rows whose "backend: operation" contains TEXT; TEXT ending in '$' must end it
  *                (scripts/callgrind-ops names exactly one row so)
  *   --calls N    N calls per repetition in every row (scripts/callgrind-ops uses it)
- *   --reps N     N repetitions per figure (default 7, at most 63): more for small differences */
+ *   --reps N     N repetitions per figure (default 7, at most 63): more for small differences
+ *   --smoke      a smoke run (CI: scripts/bench-smoke, with the null CUDA driver bench/null_driver.c): one
+ *                repetition of 20 calls per row
+ * It exits 1 when a row, a speedup or a setup failed (the table says which), so that a broken row is seen. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -117,6 +121,7 @@ static char g_error[512]; /* the first failure inside a timed body */
 static const char *g_only; /* --only */
 static int g_calls;        /* --calls, 0: each row's own */
 int g_reps = 7;
+int g_failures;
 
 bool row_wanted(const char *backend, const char *op) {
   char name[160];
@@ -140,8 +145,14 @@ void bench_error(const char *fmt, ...) {
 
 void add_row(const char *backend, const char *op, const char *anchor_name, bench_body anchor, bench_body dls,
              bench_drain drain, void *ctx, int n) {
-  if (g_nrows == MAX_ROWS || !row_wanted(backend, op))
+  if (!row_wanted(backend, op))
     return;
+  if (g_nrows == MAX_ROWS) { /* a row is never dropped unseen */
+    fprintf(stderr, "bench: %s / %s not run: more than MAX_ROWS (%d) rows; raise it in bench.h\n", backend, op,
+            MAX_ROWS);
+    g_failures++;
+    return;
+  }
   if (g_calls > 0)
     n = g_calls;
   row *r = &g_rows[g_nrows++];
@@ -159,6 +170,7 @@ void add_row(const char *backend, const char *op, const char *anchor_name, bench
     fprintf(stderr, "bench: %s / %s anchor failed: %s\n", backend, op, g_error);
   if (!r->dls.ok)
     fprintf(stderr, "bench: %s / %s failed: %s\n", backend, op, g_error);
+  g_failures += (anchor != NULL && !r->anchor.ok) || !r->dls.ok;
 }
 
 static void print_table(void) {
@@ -264,6 +276,10 @@ int main(int argc, char **argv) {
       g_reps = atoi(argv[++i]) < REPS_MAX ? atoi(argv[i]) : REPS_MAX;
     } else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) {
       g_calls = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--smoke") == 0) {
+      g_reps = 1;
+      g_calls = 20;
+      launch_batch = 20;
     } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc &&
                (strcmp(argv[i + 1], "cuda") == 0 || strcmp(argv[i + 1], "rocm") == 0)) {
       if (strcmp(argv[++i], "rocm") == 0) {
@@ -272,7 +288,8 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr,
-              "usage: %s [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--reps N] [--gpu cuda|rocm]\n",
+              "usage: %s [--json FILE] [--device N] [--launch-batch N] [--only TEXT] [--calls N] [--reps N] "
+              "[--gpu cuda|rocm] [--smoke]\n",
               argv[0]);
       return 2;
     }
@@ -281,12 +298,16 @@ int main(int argc, char **argv) {
   const char *cuda_skipped = run_cuda(device, launch_batch, cuda_device, sizeof cuda_device);
   if (cuda_skipped != NULL)
     printf("CUDA: skipped: %s\n", cuda_skipped);
+  if (cuda_skipped != NULL && strncmp(cuda_skipped, "setup:", 6) == 0)
+    g_failures++; /* a GPU that is there but could not be set up: a failure, not a skip */
   else
     printf("CUDA device: %s (dlstream's figures: %s backend)\n", cuda_device,
            bench_gpu_type == kDLROCM ? "HIP, through the HIP-on-CUDA stand-in" : "CUDA");
   const char *cpu_skipped = run_cpu();
-  if (cpu_skipped != NULL)
+  if (cpu_skipped != NULL) {
     printf("CPU: skipped: %s\n", cpu_skipped);
+    g_failures++; /* the CPU backend is always there */
+  }
   printf("median of %d repetitions after a warm-up, anchor and dlstream interleaved; µs per operation; ratio = the "
          "median of the repetitions' dlstream / anchor; spread = (max - min) / median\n\n",
          REPS);
@@ -295,5 +316,9 @@ int main(int argc, char **argv) {
   dls_shutdown();
   if (json != NULL && write_json(json, cuda_device, cuda_skipped) != 0)
     return 1;
+  if (g_failures > 0) {
+    fprintf(stderr, "bench_c: %d row(s), speedup(s) or setup(s) failed (see above)\n", g_failures);
+    return 1;
+  }
   return 0;
 }

@@ -4,9 +4,10 @@ fork/join) and replayed, with dlstream.capture and with torch.cuda.graph, in one
 speedup of the fork/join replay over the serial replay captured the same way, and the host cost of one replay
 beside an eager group.
 
-  python3 bench/bench_capture.py [--json out.json] [--reps 9]
+  python3 bench/bench_capture.py [--json out.json] [--reps 9] [--smoke]
 
-Without CUDA or torch it prints "skipped: <reason>" and exits 0."""
+Without CUDA or torch it prints "skipped: <reason>" and exits 0. --smoke (CI): K = 2 and a few calls; without torch's
+CUDA, dlstream.capture on the CPU backend and the same tables, torch.cuda.graph's columns skipped."""
 import argparse
 import json
 import sys
@@ -17,19 +18,8 @@ KS = (2, 4, 8, 16, 32)
 SPIN_S = 200e-6
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json")
-    p.add_argument("--reps", type=int, default=9)
-    args = p.parse_args()
-    found = gpubench.torch_and_dlstream()
-    if found is None:
-        return 0
-    torch, dlstream = found
-    dev = "cuda:0"
-    cycles = gpubench.sleep_cycles(torch, SPIN_S)
-    side = [torch.cuda.Stream() for _ in range(max(KS))]
-
+def dls_bodies(dlstream, torch):
+    """dlstream's bodies to capture: K spins serially, and as a fork/join."""
     def here():
         """The stream a capture records: dlstream.capture's (use_stream), else torch's current (capturing) one."""
         return dlstream._dlstream._stream_var.get(None) or dlstream.Stream.wrap(torch.cuda.current_stream())
@@ -45,6 +35,50 @@ def main():
                 with dlstream.branch():
                     dlstream.spin(SPIN_S)
 
+    return dls_serial, dls_forkjoin
+
+
+def dls_graph(dlstream, dev, body, k):
+    c = dlstream.capture(device=dev)
+    with c:
+        body(k)
+    return c, c.replay
+
+
+def dls_group16(dlstream, dev, origin):
+    """A capture of one group of 16 branches of an empty kernel, and the same group run eagerly from `origin()`."""
+    empty = dlstream.builtin_function("dls_empty", dev)
+
+    def eager_group():
+        with dlstream.stream_parallel(origin()):
+            for _ in range(16):
+                with dlstream.branch():
+                    empty.launch(1, 1)
+
+    c16 = dlstream.capture(device=dev)
+    with c16:
+        with dlstream.stream_parallel():
+            for _ in range(16):
+                with dlstream.branch():
+                    empty.launch(1, 1)
+    return c16, eager_group
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json")
+    p.add_argument("--reps", type=int, default=9)
+    gpubench.add_smoke(p)
+    args = gpubench.smoke(p.parse_args())
+    found = gpubench.torch_and_dlstream()
+    if found is None:
+        return smoke_cpu(args) if args.smoke else 0
+    torch, dlstream = found
+    dev = "cuda:0"
+    cycles = gpubench.sleep_cycles(torch, SPIN_S)
+    side = [torch.cuda.Stream() for _ in range(max(KS))]
+    dls_serial, dls_forkjoin = dls_bodies(dlstream, torch)
+
     def torch_serial(k):
         for _ in range(k):
             torch.cuda._sleep(cycles)
@@ -58,11 +92,8 @@ def main():
         for s in side[:k]:
             cur.wait_stream(s)
 
-    def dls_graph(body, k):
-        c = dlstream.capture(device=dev)
-        with c:
-            body(k)
-        return c, c.replay
+    def dls_make(body, k):
+        return dls_graph(dlstream, dev, body, k)
 
     def torch_graph(body, k):
         g = torch.cuda.CUDAGraph()
@@ -76,9 +107,9 @@ def main():
 
     rows = []
     keep = []
-    for k in KS:
+    for k in KS[:1] if args.smoke else KS:
         r = {"k": k}
-        for label, make, serial, fj in (("dls", dls_graph, dls_serial, dls_forkjoin),
+        for label, make, serial, fj in (("dls", dls_make, dls_serial, dls_forkjoin),
                                         ("torch", torch_graph, torch_serial, torch_forkjoin),
                                         ("dls_in_torch", torch_graph, dls_serial, dls_forkjoin)):
             gs, rs = make(serial, k)
@@ -86,63 +117,100 @@ def main():
             keep += [gs, gf]
             r[f"{label}_serial_ms"] = wall_ms(rs)
             r[f"{label}_forkjoin_ms"] = wall_ms(rf)
-            r[f"{label}_speedup"] = r[f"{label}_serial_ms"] / r[f"{label}_forkjoin_ms"]
-        rows.append(r)
+        rows.append(speedups(r))
 
     # host time of one replay call (queued, not waited for) beside one eager group of 16 branches
     def host_us(fn, n=300):
         def calls(m):
             for _ in range(m):
                 fn()
-        return gpubench.host_us(torch, calls, n, args.reps, warm=fn)
+        return gpubench.host_us(torch, calls, 10 if args.smoke else n, args.reps, warm=fn)
 
-    empty = dlstream.builtin_function("dls_empty", dev)
-
-    def eager_group():
-        with dlstream.stream_parallel(dlstream.Stream.wrap(torch.cuda.current_stream())):
-            for _ in range(16):
-                with dlstream.branch():
-                    empty.launch(1, 1)
-
-    c16 = dlstream.capture(device=dev)
-    with c16:
-        with dlstream.stream_parallel():
-            for _ in range(16):
-                with dlstream.branch():
-                    empty.launch(1, 1)
+    c16, eager_group = dls_group16(dlstream, dev, lambda: dlstream.Stream.wrap(torch.cuda.current_stream()))
     t16 = torch.cuda.CUDAGraph()
     torch.cuda.synchronize()
     with torch.cuda.graph(t16):
         eager_group()
     host = {"dls_replay_group16_us": host_us(c16.replay), "torch_replay_group16_us": host_us(t16.replay),
             "dls_eager_group16_us": host_us(eager_group)}
-
-    name = torch.cuda.get_device_name()
-    print(f"### Fork/join replayed from a graph on {name}\n")
-    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs captured once; wall ms of one replay to "
-          f"torch.cuda.synchronize(), median of {args.reps}; speedup = serial replay / fork-join replay\n")
-    print("| K | dlstream.capture serial | fork/join | speedup | torch.cuda.graph serial | fork/join (torch idiom) "
-          "| speedup | dlstream group in torch.cuda.graph: serial | fork/join | speedup |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['k']} | {r['dls_serial_ms']:.3f} | {r['dls_forkjoin_ms']:.3f} | {r['dls_speedup']:.2f} | "
-              f"{r['torch_serial_ms']:.3f} | {r['torch_forkjoin_ms']:.3f} | {r['torch_speedup']:.2f} | "
-              f"{r['dls_in_torch_serial_ms']:.3f} | {r['dls_in_torch_forkjoin_ms']:.3f} | "
-              f"{r['dls_in_torch_speedup']:.2f} |")
-    print("\n| host cost, group of 16 empty kernels | µs |\n| --- | ---: |")
-    for key, v in host.items():
-        print(f"| {key} | {v:.2f} |")
-    k16 = next(r for r in rows if r["k"] == 16)
-    print(f"\nspeedup at K=16: dlstream.capture {k16['dls_speedup']:.1f}, torch.cuda.graph "
-          f"{k16['torch_speedup']:.1f}, dlstream in torch.cuda.graph {k16['dls_in_torch_speedup']:.1f} (target >= 14)")
+    report(args, torch.cuda.get_device_name(), rows, host)
     for g in keep:
         if isinstance(g, dlstream.capture):
             g.close()
     c16.close()
+    return 0
+
+
+def speedups(r):
+    """Adds each label's speedup (serial replay / fork-join replay; None where it was skipped)."""
+    for label in ("dls", "torch", "dls_in_torch"):
+        a, b = r.get(f"{label}_serial_ms"), r.get(f"{label}_forkjoin_ms")
+        r[f"{label}_serial_ms"], r[f"{label}_forkjoin_ms"] = a, b
+        r[f"{label}_speedup"] = a / b if a is not None and b else None
+    return r
+
+
+def smoke_cpu(args):
+    """--smoke without torch's CUDA: dlstream.capture on the CPU backend (K = 2, a few calls), the same tables;
+    torch.cuda.graph's columns skipped."""
+    import dlstream
+    print("smoke: no torch with CUDA: dlstream.capture on the CPU backend; skipped: torch.cuda.graph's columns")
+    dev = "cpu"
+    origin = dlstream.Stream(dev)
+    sync = origin.synchronize
+    dls_serial, dls_forkjoin = dls_bodies(dlstream, None)
+    rows, keep = [], []
+    for k in KS[:1]:
+        r = {"k": k}
+        for kind, body in (("serial", dls_serial), ("forkjoin", dls_forkjoin)):
+            g, replay = dls_graph(dlstream, dev, body, k)
+            keep.append(g)
+            r[f"dls_{kind}_ms"] = gpubench.wall_ms(lambda: dlstream.synchronize(dev), replay, args.reps)
+        rows.append(speedups(r))
+    c16, eager_group = dls_group16(dlstream, dev, lambda: origin)
+
+    def host_us(fn):
+        def calls(m):
+            for _ in range(m):
+                fn()
+        return gpubench.host_us(lambda: dlstream.synchronize(dev), calls, 10, args.reps, warm=fn)
+
+    host = {"dls_replay_group16_us": host_us(c16.replay), "torch_replay_group16_us": None,
+            "dls_eager_group16_us": host_us(eager_group)}
+    report(args, "CPU backend (smoke)", rows, host)
+    for g in keep + [c16]:
+        g.close()
+    sync()
+    origin.close()
+    return 0
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def report(args, name, rows, host):
+    """The tables, the K=16 line (or the largest K run) and the JSON."""
+    print(f"### Fork/join replayed from a graph on {name}\n")
+    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs captured once; wall ms of one replay to the device's "
+          f"synchronize, median of {args.reps}; speedup = serial replay / fork-join replay\n")
+    print("| K | dlstream.capture serial | fork/join | speedup | torch.cuda.graph serial | fork/join (torch idiom) "
+          "| speedup | dlstream group in torch.cuda.graph: serial | fork/join | speedup |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['k']} | " + " | ".join(
+            fmt(r[f"{label}_{what}"], ".2f" if what == "speedup" else ".3f")
+            for label in ("dls", "torch", "dls_in_torch") for what in ("serial_ms", "forkjoin_ms", "speedup")) + " |")
+    print("\n| host cost, group of 16 empty kernels | µs |\n| --- | ---: |")
+    for key, v in host.items():
+        print(f"| {key} | {fmt(v, '.2f')} |")
+    big = next((r for r in rows if r["k"] == 16), rows[-1])
+    print(f"\nspeedup at K={big['k']}: dlstream.capture {fmt(big['dls_speedup'], '.1f')}, torch.cuda.graph "
+          f"{fmt(big['torch_speedup'], '.1f')}, dlstream in torch.cuda.graph {fmt(big['dls_in_torch_speedup'], '.1f')} "
+          "(target >= 14 at K=16)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "spin_us": SPIN_S * 1e6, "rows": rows, "host": host}, f, indent=2)
-    return 0
 
 
 if __name__ == "__main__":

@@ -151,18 +151,21 @@ void run_groups(DLDevice device, dls__CUcontext ctx, bool kernels) {
       cu.cuStreamCreate(&g.origin, DLS__CU_STREAM_NON_BLOCKING) != DLS__CUDA_SUCCESS ||
       cu.cuEventCreate(&g.fork, DLS__CU_EVENT_DISABLE_TIMING) != DLS__CUDA_SUCCESS) {
     fprintf(stderr, "bench: fork/join setup failed\n");
+    g_failures++;
     return;
   }
   for (int i = 0; i < MAX_K; i++) {
     if (cu.cuStreamCreate(&g.branch[i], DLS__CU_STREAM_NON_BLOCKING) != DLS__CUDA_SUCCESS ||
         cu.cuEventCreate(&g.join[i], DLS__CU_EVENT_DISABLE_TIMING) != DLS__CUDA_SUCCESS) {
       fprintf(stderr, "bench: fork/join setup failed\n");
+      g_failures++;
       return;
     }
   }
   if (dls_stream_wrap(device, g.origin, &g.dorigin) != DLS_OK ||
       dls_builtin_function(device, "dls_empty", &g.empty) != DLS_OK) {
     fprintf(stderr, "bench: fork/join setup failed: %s\n", dls_last_error());
+    g_failures++;
     return;
   }
   g.k = 4;
@@ -178,6 +181,7 @@ void run_groups(DLDevice device, dls__CUcontext ctx, bool kernels) {
     r->serial_ms = time_ms(&g, spin_serial, ks[i], &r->ok);
     r->raw_ms = time_ms(&g, spin_raw, ks[i], &r->ok);
     r->dls_ms = time_ms(&g, spin_dls, ks[i], &r->ok);
+    g_failures += !r->ok;
   }
   group_drain(&g);
   dls_stream_destroy(g.dorigin);

@@ -9,11 +9,12 @@ per torch tensor of a launch on another stream (record on and off, interleaved).
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
           queued before any runs: how concurrently the GPU runs what was queued.
 
-  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N]
+  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--smoke]
 
 --connections sets CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues) before CUDA starts; the driver's default
 is 8, and K streams beyond it share queues, which serializes their event waits and records. Without CUDA or
-torch it prints "skipped: <reason>" and exits 0."""
+torch it prints "skipped: <reason>" and exits 0. --smoke (CI): K = 2 and a few calls; without torch's CUDA,
+dlstream's side on the CPU backend and the same tables, torch's columns and the device times skipped."""
 import argparse
 import json
 import os
@@ -27,25 +28,8 @@ SPIN_S = 200e-6
 TOUCH4 = r'''extern "C" __global__ void touch4(float *a, float *b, float *c, float *d) {}'''
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json")
-    p.add_argument("--reps", type=int, default=7)
-    p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
-    args = p.parse_args()
-    if args.connections:
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
-    found = gpubench.torch_and_dlstream()
-    if found is None:
-        return 0
-    torch, dlstream = found
-    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
-    dev = "cuda:0"
-    cur = torch.cuda.current_stream()
-    # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
-    cycles = gpubench.sleep_cycles(torch, SPIN_S)
-    side = [torch.cuda.Stream() for _ in range(max(KS))]
-
+def dls_side(dlstream, cur, dev):
+    """dlstream's loops: K spins serially on `cur`, as a stream_parallel group, and groups of 4 empty kernels."""
     def run_serial_dls(k):
         for _ in range(k):
             dlstream.spin(SPIN_S, stream=cur)
@@ -55,6 +39,44 @@ def main():
             for _ in range(k):
                 with dlstream.branch():
                     dlstream.spin(SPIN_S)
+
+    empty = dlstream.builtin_function("dls_empty", dev)
+
+    def groups(n):
+        for _ in range(n):
+            with dlstream.stream_parallel(cur):
+                for _ in range(4):
+                    with dlstream.branch():
+                        empty.launch(1, 1)
+
+    def serial4(n):
+        for _ in range(n):
+            for _ in range(4):
+                empty.launch(1, 1, stream=cur)
+
+    return run_serial_dls, run_group_dls, groups, serial4
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json")
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
+    gpubench.add_smoke(p)
+    args = gpubench.smoke(p.parse_args())
+    if args.connections:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
+    found = gpubench.torch_and_dlstream()
+    if found is None:
+        return smoke_cpu(args) if args.smoke else 0
+    torch, dlstream = found
+    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
+    dev = "cuda:0"
+    cur = torch.cuda.current_stream()
+    # torch's sleep kernel runs for a number of cycles: calibrate it to SPIN_S with events
+    cycles = gpubench.sleep_cycles(torch, SPIN_S)
+    side = [torch.cuda.Stream() for _ in range(max(KS))]
+    run_serial_dls, run_group_dls, groups, serial4 = dls_side(dlstream, cur, dev)
 
     def run_serial_torch(k):
         for _ in range(k):
@@ -113,40 +135,21 @@ def main():
             cur.wait_stream(s)
 
     rows = []
-    for k in KS:
+    for k in KS[:1] if args.smoke else KS:
         r = {"k": k, "serial_dls_ms": wall_ms(run_serial_dls, k), "group_dls_ms": wall_ms(run_group_dls, k),
              "serial_torch_ms": wall_ms(run_serial_torch, k), "torch_idiom_ms": wall_ms(run_torch_idiom, k)}
-        r["dls_speedup"] = r["serial_dls_ms"] / r["group_dls_ms"]
-        r["torch_speedup"] = r["serial_torch_ms"] / r["torch_idiom_ms"]
         r["dev_serial_dls_ms"] = device_ms(run_serial_dls, k)
         r["dev_group_dls_ms"] = device_ms(run_group_dls, k)
         r["dev_serial_torch_ms"] = device_ms(run_serial_torch, k)
         r["dev_torch_idiom_ms"] = device_ms(run_torch_idiom, k)
-        r["dev_dls_speedup"] = r["dev_serial_dls_ms"] / r["dev_group_dls_ms"]
-        r["dev_torch_speedup"] = r["dev_serial_torch_ms"] / r["dev_torch_idiom_ms"]
-        t = {"k": k, "serial_ms": wall_ms(run_serial_tensors, k), "group_ms": wall_ms(run_group_tensors, k),
+        t = {"serial_ms": wall_ms(run_serial_tensors, k), "group_ms": wall_ms(run_group_tensors, k),
              "idiom_ms": wall_ms(run_torch_idiom_tensors, k), "dev_serial_ms": device_ms(run_serial_tensors, k),
              "dev_group_ms": device_ms(run_group_tensors, k), "dev_idiom_ms": device_ms(run_torch_idiom_tensors, k)}
         for kind in ("", "dev_"):
             t[kind + "dls_speedup"] = t[kind + "serial_ms"] / t[kind + "group_ms"]
             t[kind + "idiom_speedup"] = t[kind + "serial_ms"] / t[kind + "idiom_ms"]
         r["tensors"] = t
-        rows.append(r)
-
-    # the cost of a group itself: 4 empty kernels per group, host time per group
-    empty = dlstream.builtin_function("dls_empty", dev)
-
-    def groups(n):
-        for _ in range(n):
-            with dlstream.stream_parallel(cur):
-                for _ in range(4):
-                    with dlstream.branch():
-                        empty.launch(1, 1)
-
-    def serial4(n):
-        for _ in range(n):
-            for _ in range(4):
-                empty.launch(1, 1, stream=cur)
+        rows.append(speedups(r))
 
     def torch_groups(n):
         for _ in range(n):
@@ -158,76 +161,127 @@ def main():
                 cur.wait_stream(s)
 
     def per_call_us(fn, n=2000):
-        return gpubench.host_us(torch, fn, n, args.reps, warm=lambda: fn(200))
-
-    # The record's cost: a launch on 4 torch tensors with stream= another stream (each joins torch's stream, and
-    # with the record each is also a use of its record), with the record and with it off, interleaved.
-    try:
-        touch4 = dlstream.Module.from_source(TOUCH4, device=dev).function("touch4", "p,p,p,p")
-    except dlstream.UnavailableError:  # no NVRTC: the row says nan
-        touch4 = None
-    other = dlstream.Stream(dev)
-
-    def launches(n):
-        for _ in range(n):
-            touch4.launch(1, 1, *xs[:4], stream=other)
-
-    record_ns = float("nan")
-    if touch4 is not None:
-        def off(n):
-            was = dlstream._dlstream._test_foreign(False)
-            launches(n)
-            dlstream._dlstream._test_foreign(was)
-        on_us, off_us = gpubench.measure_interleaved([launches, off], 2000, args.reps,
-                                                      lambda: (other.synchronize(), torch.cuda.synchronize()))
-        record_ns = (statistics.median(on_us) - statistics.median(off_us)) * 1e3 / 4
+        n = 20 if args.smoke else n
+        return gpubench.host_us(torch, fn, n, args.reps, warm=lambda: fn(min(n, 200)))
 
     overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
                 "dlstream_4_empty_serial_us": per_call_us(serial4),
                 "torch_idiom_group_of_4_us": per_call_us(torch_groups)}
+    overhead["record_ns_per_tensor"] = record_ns(args, torch, dlstream, dev, xs[:4])
+    report(args, torch.cuda.get_device_name(), conn, rows, overhead)
+    return 0
 
-    name = torch.cuda.get_device_name()
+
+def record_ns(args, torch, dlstream, dev, xs):
+    """The record of foreign memory's cost per torch tensor: a launch on 4 torch tensors with stream= a stream
+    other than torch's (each joins torch's stream and, with the record, is also a use of its record), with the record
+    and with it off, interleaved; ns per tensor (None without NVRTC for the empty kernel)."""
+    try:
+        touch4 = dlstream.Module.from_source(TOUCH4, device=dev).function("touch4", "p,p,p,p")
+    except dlstream.UnavailableError:
+        return None
+    other = dlstream.Stream(dev)
+
+    def on(n):
+        for _ in range(n):
+            touch4.launch(1, 1, *xs, stream=other)
+
+    def off(n):
+        was = dlstream._dlstream._test_foreign(False)
+        on(n)
+        dlstream._dlstream._test_foreign(was)
+
+    with_us, without_us = gpubench.measure_interleaved([on, off], 20 if args.smoke else 2000, args.reps,
+                                                       lambda: (other.synchronize(), torch.cuda.synchronize()))
+    other.close()
+    return (statistics.median(with_us) - statistics.median(without_us)) * 1e3 / 4
+
+
+def speedups(r):
+    """Adds the speedups to a row of times (None where a side was skipped)."""
+    for key, serial, par in (("dls_speedup", "serial_dls_ms", "group_dls_ms"),
+                             ("torch_speedup", "serial_torch_ms", "torch_idiom_ms"),
+                             ("dev_dls_speedup", "dev_serial_dls_ms", "dev_group_dls_ms"),
+                             ("dev_torch_speedup", "dev_serial_torch_ms", "dev_torch_idiom_ms")):
+        r[key] = r[serial] / r[par] if r.get(serial) is not None and r.get(par) else None
+    return r
+
+
+def smoke_cpu(args):
+    """--smoke without torch's CUDA: dlstream's side on the CPU backend (K = 2, a few calls), the torch columns
+    and the device times skipped, the same tables."""
+    import dlstream
+    print("smoke: no torch with CUDA: dlstream's side on the CPU backend; skipped: torch's idiom and the device "
+          "times (CUDA events)")
+    dev = "cpu"
+    cur = dlstream.Stream(dev)
+    run_serial_dls, run_group_dls, groups, serial4 = dls_side(dlstream, cur, dev)
+    sync = cur.synchronize
+    rows = [speedups({"k": k, "serial_dls_ms": gpubench.wall_ms(sync, lambda: run_serial_dls(k), args.reps),
+                      "group_dls_ms": gpubench.wall_ms(sync, lambda: run_group_dls(k), args.reps),
+                      "serial_torch_ms": None, "torch_idiom_ms": None, "dev_serial_dls_ms": None,
+                      "dev_group_dls_ms": None, "dev_serial_torch_ms": None, "dev_torch_idiom_ms": None})
+            for k in KS[:1]]
+    overhead = {"dlstream_group_of_4_empty_us": gpubench.host_us(sync, groups, 20, args.reps),
+                "dlstream_4_empty_serial_us": gpubench.host_us(sync, serial4, 20, args.reps),
+                "torch_idiom_group_of_4_us": None}
+    cur.close()
+    report(args, "CPU backend (smoke)", "n/a", rows, overhead)
+    return 0
+
+
+def fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def report(args, name, conn, rows, overhead):
+    """The tables, the K=16 line (or the largest K run) and the JSON."""
     print(f"### Fork/join from Python on {name} (CUDA_DEVICE_MAX_CONNECTIONS: {conn})\n")
-    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs; wall ms to torch.cuda.synchronize(), median of "
+    print(f"K one-block kernels of {SPIN_S * 1e6:.0f} µs; wall ms to the device's synchronize, median of "
           f"{args.reps}\n")
     print("| K | dlstream serial ms | dlstream group ms | dlstream speedup | torch serial ms | torch idiom ms "
           "| torch speedup |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['k']} | {r['serial_dls_ms']:.3f} | {r['group_dls_ms']:.3f} | {r['dls_speedup']:.2f} | "
-              f"{r['serial_torch_ms']:.3f} | {r['torch_idiom_ms']:.3f} | {r['torch_speedup']:.2f} |")
+        print(f"| {r['k']} | {fmt(r['serial_dls_ms'], '.3f')} | {fmt(r['group_dls_ms'], '.3f')} | "
+              f"{fmt(r['dls_speedup'], '.2f')} | {fmt(r['serial_torch_ms'], '.3f')} | "
+              f"{fmt(r['torch_idiom_ms'], '.3f')} | {fmt(r['torch_speedup'], '.2f')} |")
     print("\nDevice time (origin held while everything is queued), ms, median\n")
     print("| K | dlstream serial | dlstream group | dlstream speedup | torch serial | torch idiom | torch speedup |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['k']} | {r['dev_serial_dls_ms']:.3f} | {r['dev_group_dls_ms']:.3f} | {r['dev_dls_speedup']:.2f} | "
-              f"{r['dev_serial_torch_ms']:.3f} | {r['dev_torch_idiom_ms']:.3f} | {r['dev_torch_speedup']:.2f} |")
-    print("\nBranches on their own torch tensors (a dlstream fill and torch ops each, ~200 µs), speedup over the same "
-          "work serially on one stream\n")
-    print("| K | dlstream group, wall | torch idiom, wall | dlstream group, device | torch idiom, device "
-          "| group / idiom, device |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        t = r["tensors"]
-        print(f"| {r['k']} | {t['dls_speedup']:.2f} | {t['idiom_speedup']:.2f} | {t['dev_dls_speedup']:.2f} | "
-              f"{t['dev_idiom_speedup']:.2f} | {t['dev_dls_speedup'] / t['dev_idiom_speedup']:.2f} |")
+        print(f"| {r['k']} | {fmt(r['dev_serial_dls_ms'], '.3f')} | {fmt(r['dev_group_dls_ms'], '.3f')} | "
+              f"{fmt(r['dev_dls_speedup'], '.2f')} | {fmt(r['dev_serial_torch_ms'], '.3f')} | "
+              f"{fmt(r['dev_torch_idiom_ms'], '.3f')} | {fmt(r['dev_torch_speedup'], '.2f')} |")
+    if rows and "tensors" in rows[0]:
+        print("\nBranches on their own torch tensors (a dlstream fill and torch ops each, ~200 µs), speedup over the "
+              "same work serially on one stream\n")
+        print("| K | dlstream group, wall | torch idiom, wall | dlstream group, device | torch idiom, device "
+              "| group / idiom, device |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            t = r["tensors"]
+            print(f"| {r['k']} | {t['dls_speedup']:.2f} | {t['idiom_speedup']:.2f} | {t['dev_dls_speedup']:.2f} | "
+                  f"{t['dev_idiom_speedup']:.2f} | {t['dev_dls_speedup'] / t['dev_idiom_speedup']:.2f} |")
     print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
     for key, v in overhead.items():
-        print(f"| {key} | {v:.2f} |")
-    k16 = next(r for r in rows if r["k"] == 16)
-    print(f"\nspeedup at K=16: wall: dlstream {k16['dls_speedup']:.1f}, torch {k16['torch_speedup']:.1f}; device: "
-          f"dlstream {k16['dev_dls_speedup']:.1f}, torch {k16['dev_torch_speedup']:.1f} (target >= 14)")
-    t16 = k16["tensors"]
-    print(f"on torch tensors at K=16: wall: dlstream {t16['dls_speedup']:.1f}, torch idiom {t16['idiom_speedup']:.1f} "
-          f"(target: dlstream >= torch); device: dlstream {t16['dev_dls_speedup']:.1f}, torch idiom "
-          f"{t16['dev_idiom_speedup']:.1f} (targets: >= 14, and within 10 % of the idiom)")
-    print(f"the record of foreign memory, per torch tensor of a call on another stream: {record_ns:.0f} ns "
-          "(target <= 30)")
+        print(f"| {key} | {fmt(v, '.2f')} |")
+    big = next((r for r in rows if r["k"] == 16), rows[-1])
+    print(f"\nspeedup at K={big['k']}: wall: dlstream {fmt(big['dls_speedup'], '.1f')}, torch "
+          f"{fmt(big['torch_speedup'], '.1f')}; device: dlstream {fmt(big['dev_dls_speedup'], '.1f')}, torch "
+          f"{fmt(big['dev_torch_speedup'], '.1f')} (target >= 14 at K=16)")
+    if "tensors" in big:
+        t = big["tensors"]
+        print(f"on torch tensors at K={big['k']}: wall: dlstream {t['dls_speedup']:.1f}, torch idiom "
+              f"{t['idiom_speedup']:.1f} (target: dlstream >= torch); device: dlstream {t['dev_dls_speedup']:.1f}, "
+              f"torch idiom {t['dev_idiom_speedup']:.1f} (targets at K=16: >= 14, within 10 % of the idiom)")
+    if overhead.get("record_ns_per_tensor") is not None:
+        print(f"the record of foreign memory, per torch tensor of a launch on another stream: "
+              f"{overhead['record_ns_per_tensor']:.0f} ns (target <= 30)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,
-                       "overhead": overhead, "record_ns_per_tensor": record_ns}, f, indent=2)
-    return 0
+                       "overhead": overhead}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""dlstream from Python beside the anchors of shared/ANCHORS.md, in one run: host time per call, median of
+"""dlstream from Python beside its anchors (docs/benchmarks.md), in one run: host time per call, median of
 repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON with --json FILE.
 
-  python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000]
+  python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000] [--cpu] [--smoke]
 
 Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
-prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend."""
+prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend. --smoke
+(CI: scripts/bench-smoke) runs the CPU rows with a few calls, then the GPU rows likewise: on the GPU where torch has
+CUDA, else on the null CUDA driver (bench/null_driver.c on LD_LIBRARY_PATH) with fake tensors, else it says it
+skipped them."""
 import ctypes
 import json
 import statistics
@@ -69,16 +72,50 @@ extern "C" __global__ void axpy(unsigned long long n, float a, const float *x, f
 """
 
 
-def gpu_rows(args):
+class GpuKit:
+    """What the GPU rows take from torch: CUDA tensors, the device's sync, the current stream's pointer. Without
+    torch (--smoke on the null CUDA driver, bench/null_driver.c: scripts/bench-smoke), FakeTensors of the test
+    suite's _dls_fake_exchange at made-up CUDA addresses (they publish the DLPack exchange API, as torch's do) and
+    dlstream's sync: every dlstream call of the rows runs, nothing runs on a GPU, the rows that need torch itself
+    are skipped, and the figures mean nothing."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self._ptrs = {}
+
+    def tensor(self, n, value):
+        if self.torch is not None:
+            return self.torch.full((n,), value, device="cuda")
+        import _dls_fake_exchange as fx
+        ptr = 0x7f0000000000 + len(self._ptrs) * 0x100000
+        t = fx.FakeTensor(None, ptr, (n,), device_type=2)
+        self._ptrs[id(t)] = (t, ptr)
+        return t
+
+    def ptr(self, t):
+        return t.data_ptr() if self.torch is not None else self._ptrs[id(t)][1]
+
+    def sync(self):
+        if self.torch is not None:
+            self.torch.cuda.synchronize()
+        else:
+            import dlstream
+            dlstream.synchronize("cuda:0")
+
+    def current_stream(self):
+        return self.torch.cuda.current_stream().cuda_stream if self.torch is not None else 0
+
+
+def gpu_rows(args, kit):
     import dlstream
-    import torch
+    torch = kit.torch
 
     rows = []
     N = 1024
     calls, reps = args.calls, args.reps
-    x = torch.ones(N, device="cuda")
-    y = torch.zeros(N, device="cuda")
-    sync = torch.cuda.synchronize
+    x = kit.tensor(N, 1.0)
+    y = kit.tensor(N, 0.0)
+    sync = kit.sync
     axpy = dlstream.builtin_function("dls_axpy_f32", "cuda:0")  # u64,f32,cp,p
     launch = axpy.launch
 
@@ -88,11 +125,11 @@ def gpu_rows(args):
 
     # the floor: cuLaunchKernel of the same kernel with the same arguments, looped in C in this process,
     # interleaved with the launch loop (the overhead target is their paired difference)
-    cur = torch.cuda.current_stream().cuda_stream
+    cur = kit.current_stream()
     raw_c = dlstream._dlstream._bench_raw_axpy
 
     def raw_c_loop(n):
-        raw_c(cur, x.data_ptr(), y.data_ptr(), N, n)
+        raw_c(cur, kit.ptr(x), kit.ptr(y), N, n)
 
     t_launch, t_raw, t_over = measure_paired(dl_loop, raw_c_loop, calls, max(reps, 15), sync)
     rows.append(("dlstream launch: axpy, 2 torch tensors + 2 scalars, torch's current stream", t_launch, "launch"))
@@ -110,46 +147,18 @@ def gpu_rows(args):
     rows.append(("the launch above that floor (median of the interleaved pairs' differences)", t_over_torch,
                  "over_torch"))
 
-    def torch_loop(n):
-        for _ in range(n):
-            y.add_(x)
-
-    rows.append(("torch in-place add, 1,024 floats", measure_loop(torch_loop, calls, reps, sync), None))
-
-    # the same through ctypes, for reference (ctypes adds its own call cost)
-    raw = raw_launch_row(axpy, x, y, N, calls, reps, sync)
-    if raw:
-        rows.append((raw[0], raw[1], None))
-
-    try:
-        import cupy
-        k = cupy.RawKernel(AXPY_SRC, "axpy")
-        cx = cupy.ones(N, dtype=cupy.float32)
-        cy = cupy.zeros(N, dtype=cupy.float32)
-        a32, n64 = cupy.float32(1.0), cupy.uint64(N)
-
-        def cupy_loop(n):
+    if torch is not None:
+        def torch_loop(n):
             for _ in range(n):
-                k((4,), (256,), (n64, a32, cx, cy))
+                y.add_(x)
 
-        rows.append(("CuPy RawKernel, CuPy arrays", measure_loop(cupy_loop, calls, reps, cupy.cuda.Device().synchronize),
-                     None))
-        rows.extend(cupy_stream_rows(args, k, cx, cy, N))
+        rows.append(("torch in-place add, 1,024 floats", measure_loop(torch_loop, calls, reps, sync), None))
 
-        def cupy_torch_loop(n):
-            for _ in range(n):
-                with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-                    k((4,), (256,), (n64, a32, x.data_ptr(), y.data_ptr()))
-
-        rows.append(("CuPy RawKernel on torch tensors via data_ptr() in ExternalStream",
-                     measure_loop(cupy_torch_loop, calls, reps, sync), None))
-    except Exception as e:  # noqa: BLE001
-        print(f"note: CuPy rows skipped: {e}", file=sys.stderr)
-
-    try:
-        rows.append(cuda_core_row(x, y, N, calls, reps, sync))
-    except Exception as e:  # noqa: BLE001
-        print(f"note: cuda.core row skipped: {e}", file=sys.stderr)
+        # the same through ctypes, for reference (ctypes adds its own call cost)
+        raw = raw_launch_row(axpy, x, y, N, calls, reps, sync)
+        if raw:
+            rows.append((raw[0], raw[1], None))
+        rows.extend(framework_rows(args, torch, x, y, N, sync))
 
     # import of a torch CUDA tensor
     from_dlpack = dlstream.from_dlpack
@@ -160,15 +169,16 @@ def gpu_rows(args):
 
     rows.append(("dlstream.from_dlpack(torch tensor) (capsule path, incl. close)",
                  measure_loop(import_loop, calls, reps, sync), None))
-    rows.append(("x.__dlpack__(stream=1) on a torch CUDA tensor", measure(lambda: x.__dlpack__(stream=1), calls, reps),
-                 None))
-    rows.append(("torch.from_dlpack(torch tensor)", measure(lambda: torch.from_dlpack(x), calls, reps), None))
+    if torch is not None:
+        rows.append(("x.__dlpack__(stream=1) on a torch CUDA tensor",
+                     measure(lambda: x.__dlpack__(stream=1), calls, reps), None))
+        rows.append(("torch.from_dlpack(torch tensor)", measure(lambda: torch.from_dlpack(x), calls, reps), None))
 
-    # the exchange-API import alone: a launch with one more tensor argument, minus the launch with one fewer
-    spin = dlstream.builtin_function("dls_spin", "cuda:0", signature="u64")
-    one = dlstream.builtin_function("dls_spin", "cuda:0", signature="u64,cp")
-    base = measure(lambda: spin.launch(1, 1, 0), calls, reps, sync)
-    with1 = measure(lambda: one.launch(1, 1, 0, x), calls, reps, sync)
+    # the exchange-API import alone: an empty kernel launched with one torch tensor argument, minus one without
+    none = dlstream.Module(empty_ptx(0).encode(), device="cuda:0").function("touch")
+    one = dlstream.Module(empty_ptx(1).encode(), device="cuda:0").function("touch", "p")
+    base = measure(lambda: none.launch(1, 1), calls, reps, sync)
+    with1 = measure(lambda: one.launch(1, 1, x), calls, reps, sync)
     rows.append(("a launch's extra cost per torch tensor argument (launch with one - without)",
                  max(with1 - base, 0.0), None))
     bench_import = dlstream._dlstream._bench_exchange_import
@@ -180,7 +190,7 @@ def gpu_rows(args):
                  measure_loop(import_c_loop, calls * 10, reps), "import"))
 
     # scaling: launch cost against the number of torch tensor arguments (an empty kernel of N pointers)
-    tensors = [torch.zeros(256, device="cuda") for _ in range(16)]
+    tensors = [kit.tensor(256, 0.0) for _ in range(16)]
     counts, loops = (1, 2, 4, 8, 16), []
     for n in counts:
         mod = dlstream.Module(empty_ptx(n).encode(), device="cuda:0")
@@ -210,21 +220,60 @@ def gpu_rows(args):
             wait(ev)
 
     rows.append(("dlstream event record + cross-stream wait", measure_loop(ev_loop, calls, reps, sync), "event"))
-    rows.append(("torch.cuda.Event().record()", measure(lambda: torch.cuda.Event().record(), calls, reps, sync), None))
-    rows.append(("torch.cuda.current_stream()", measure(torch.cuda.current_stream, calls, reps), None))
-    ptr = s1.ptr
-    rows.append(("torch.cuda.ExternalStream(ptr)", measure(lambda: torch.cuda.ExternalStream(ptr), calls, reps), None))
-    rows.append(("dlstream.Stream.wrap(torch stream) + close",
-                 measure(lambda: dlstream.Stream.wrap(torch.cuda.current_stream()).close(), calls, reps), None))
+    if torch is not None:
+        rows.append(("torch.cuda.Event().record()", measure(lambda: torch.cuda.Event().record(), calls, reps, sync),
+                     None))
+        rows.append(("torch.cuda.current_stream()", measure(torch.cuda.current_stream, calls, reps), None))
+        ptr = s1.ptr
+        rows.append(("torch.cuda.ExternalStream(ptr)", measure(lambda: torch.cuda.ExternalStream(ptr), calls, reps),
+                     None))
+        rows.append(("dlstream.Stream.wrap(torch stream) + close",
+                     measure(lambda: dlstream.Stream.wrap(torch.cuda.current_stream()).close(), calls, reps), None))
     sync()
     ev.close()
     s1.close()
     s2.close()
-    rows.extend(source_rows(args, x, y, N, sync))
+    rows.extend(source_rows(args, kit, x, y, N, sync))
     return rows
 
 
-def source_rows(args, x, y, N, sync):
+def framework_rows(args, torch, x, y, N, sync):
+    """CuPy's RawKernel (on its arrays, inside its stream, on torch tensors) and cuda.core's launch, where present."""
+    rows = []
+    calls, reps = args.calls, args.reps
+    try:
+        import cupy
+        k = cupy.RawKernel(AXPY_SRC, "axpy")
+        cx = cupy.ones(N, dtype=cupy.float32)
+        cy = cupy.zeros(N, dtype=cupy.float32)
+        a32, n64 = cupy.float32(1.0), cupy.uint64(N)
+
+        def cupy_loop(n):
+            for _ in range(n):
+                k((4,), (256,), (n64, a32, cx, cy))
+
+        rows.append(("CuPy RawKernel, CuPy arrays", measure_loop(cupy_loop, calls, reps, cupy.cuda.Device().synchronize),
+                     None))
+        rows.extend(cupy_stream_rows(args, k, cx, cy, N))
+
+        def cupy_torch_loop(n):
+            for _ in range(n):
+                with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                    k((4,), (256,), (n64, a32, x.data_ptr(), y.data_ptr()))
+
+        rows.append(("CuPy RawKernel on torch tensors via data_ptr() in ExternalStream",
+                     measure_loop(cupy_torch_loop, calls, reps, sync), None))
+    except Exception as e:  # noqa: BLE001
+        print(f"note: CuPy rows skipped: {e}", file=sys.stderr)
+
+    try:
+        rows.append(cuda_core_row(x, y, N, calls, reps, sync))
+    except Exception as e:  # noqa: BLE001
+        print(f"note: cuda.core row skipped: {e}", file=sys.stderr)
+    return rows
+
+
+def source_rows(args, kit, x, y, N, sync):
     """Kernels from source beside CuPy (cache hit, first compile), Triton's launcher on the same axpy, and a
     torch.library custom op whose body is one dlstream launch. Rows whose framework is missing are skipped."""
     import dlstream
@@ -259,6 +308,7 @@ def source_rows(args, x, y, N, sync):
         print(f"note: CuPy compile-cache row skipped: {e}", file=sys.stderr)
 
     # first compile (no cache can help: a new source each time), in µs; a few repetitions
+    few = 1 if args.smoke else 5
     counter = [0]
 
     def fresh_src():
@@ -270,7 +320,7 @@ def source_rows(args, x, y, N, sync):
             dlstream.Module.from_source(fresh_src(), device="cuda:0").function("axpy")
 
     rows.append(("first compile + load: dlstream Module.from_source (NVRTC, new source)",
-                 measure_loop_few(dls_first, 5, min(reps, 5)), None))
+                 measure_loop_few(dls_first, few, min(reps, 5)), None))
     try:
         import cupy
 
@@ -280,10 +330,12 @@ def source_rows(args, x, y, N, sync):
                 k((1,), (1,), (cupy.uint64(0), cupy.float32(0), cx, cy))
 
         rows.append(("first compile + load: CuPy RawKernel (new source)",
-                     measure_loop_few(cupy_first, 5, min(reps, 5)), None))
+                     measure_loop_few(cupy_first, few, min(reps, 5)), None))
     except Exception as e:  # noqa: BLE001
         print(f"note: CuPy first-compile row skipped: {e}", file=sys.stderr)
 
+    if kit.torch is None:
+        return rows
     # Triton's launcher on the same axpy
     try:
         import torch
@@ -497,7 +549,7 @@ def table(rows, title):
 
 
 def launch_targets(tags):
-    """The launch targets of issues 13 and 12 (shared/ANCHORS.md), met or missed in this run; printed, and returned
+    """The launch targets of issues 13 and 12 (docs/benchmarks.md), met or missed in this run; printed, and returned
     for the JSON as {key: {"what", "value", "limit", "met"}}: overhead above the C floor for 2 torch tensors + 2
     scalars, each extra torch tensor, and a launch on CuPy arrays inside `with cupy.cuda.Stream()` against CuPy's
     RawKernel on the same arrays and stream."""
@@ -526,6 +578,58 @@ def launch_targets(tags):
     return out
 
 
+def null_driver():
+    """Whether the libcuda.so.1 this process loads is the null CUDA driver (bench/null_driver.c)."""
+    try:
+        return hasattr(ctypes.CDLL("libcuda.so.1"), "dls_null_stats")
+    except OSError:
+        return False
+
+
+def gpu_kit(dlstream, smoke, result):
+    """The GPU rows' kit: torch's with CUDA; for --smoke on the null CUDA driver without it, the fakes; else None,
+    saying why."""
+    try:
+        import torch
+        why = None if torch.cuda.is_available() and dlstream.device_count("cuda") > 0 else \
+            "no CUDA device for torch (" + (dlstream.backend_available("cuda")[1] or "torch has no CUDA") + ")"
+    except ImportError:
+        why = "torch is not installed"
+    if why is None:
+        result["device"] = torch.cuda.get_device_name()
+        result["torch"] = torch.__version__
+        return GpuKit(torch)
+    if smoke and null_driver() and dlstream.device_count("cuda") > 0:
+        try:
+            import _dls_fake_exchange  # noqa: F401
+            print(f"smoke: {why}: the GPU rows run on the null CUDA driver with fake tensors (nothing runs on a "
+                  "GPU; the figures mean nothing; the rows that need torch are skipped)")
+            result["device"] = "null CUDA driver (smoke)"
+            return GpuKit(None)
+        except ImportError:
+            why += "; no _dls_fake_exchange (build the tests, PYTHONPATH=<build>/python)"
+    print(("smoke: skipped the GPU rows: " if smoke else "skipped: ") + why)
+    return None
+
+
+def gpu_summary(rows, result):
+    """The GPU rows' table, the ratios to their anchors and the launch targets (into result too)."""
+    table(rows, f"dlstream beside the anchors on {result['device']}")
+    tags = {tag: t for _, t, tag in rows if tag}
+    if "raw" in tags and "launch" in tags:
+        ratio = tags["launch"] / tags["raw"]
+        print(f"launch / raw cuLaunchKernel = {ratio:.2f}")
+        result["launch_over_raw"] = ratio
+    if "import" in tags:
+        print(f"exchange-API import = {tags['import']:.3f} µs (target <= 0.15)")
+    if "event" in tags:
+        print(f"event record + wait = {tags['event']:.3f} µs (target <= 1)")
+    if "src_hit" in tags and "cupy_hit" in tags:
+        print(f"compile-cache hit: dlstream {tags['src_hit']:.2f} µs, CuPy {tags['cupy_hit']:.2f} µs "
+              f"(target: dlstream <= CuPy)")
+    result["targets"] = launch_targets(tags)
+
+
 def main():
     args = arguments(__doc__, 9, 10000, "measure the CPU backend (no GPU needed)")
     try:
@@ -534,35 +638,16 @@ def main():
         print(f"skipped: dlstream is not importable ({e}); set PYTHONPATH=<build>/python")
         return 0
     result = {"reps": args.reps, "calls": args.calls, "rows": []}
-    if args.cpu:
+    rows = []
+    if args.cpu or args.smoke:
         rows = cpu_rows(args)
         table(rows, "dlstream, CPU backend")
-    else:
-        try:
-            import torch
-        except ImportError:
-            print("skipped: torch is not installed")
-            return 0
-        if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
-            print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
-            return 0
-        result["device"] = torch.cuda.get_device_name()
-        result["torch"] = torch.__version__
-        rows = gpu_rows(args)
-        table(rows, f"dlstream beside the anchors on {result['device']}")
-        tags = {tag: t for _, t, tag in rows if tag}
-        if "raw" in tags and "launch" in tags:
-            ratio = tags["launch"] / tags["raw"]
-            print(f"launch / raw cuLaunchKernel = {ratio:.2f}")
-            result["launch_over_raw"] = ratio
-        if "import" in tags:
-            print(f"exchange-API import = {tags['import']:.3f} µs (target <= 0.15)")
-        if "event" in tags:
-            print(f"event record + wait = {tags['event']:.3f} µs (target <= 1)")
-        if "src_hit" in tags and "cupy_hit" in tags:
-            print(f"compile-cache hit: dlstream {tags['src_hit']:.2f} µs, CuPy {tags['cupy_hit']:.2f} µs "
-                  f"(target: dlstream <= CuPy)")
-        result["targets"] = launch_targets(tags)
+    if not args.cpu:
+        kit = gpu_kit(dlstream, args.smoke, result)
+        if kit is not None:
+            gpu = gpu_rows(args, kit)
+            gpu_summary(gpu, result)
+            rows += gpu
     result["rows"] = [{"name": n, "us": t, "tag": tag} for n, t, tag in rows]
     if args.json:
         with open(args.json, "w") as f:

@@ -2,7 +2,7 @@
 """dlstream.torch operators beside torch's own (issue 21), in one run: host time per call (queued, the device
 drained outside the timing), interleaved repetitions, medians, and each row as a ratio of its anchor.
 
-  python3 bench/bench_torch_op.py [--json out.json] [--reps 15] [--calls 5000] [--cpu]
+  python3 bench/bench_torch_op.py [--json out.json] [--reps 15] [--calls 5000] [--cpu] [--smoke]
 
 Eager: the axpy built-in as a dlstream.torch operator against torch's own y.add_(x, alpha=a) on the same tensors
 (target: at most 1.0 x), beside the same launch in torch.library.custom_op, in a hand-written Library.define + impl,
@@ -11,7 +11,7 @@ torch's stable C shim: what an implementation in C instead of Python would save.
 of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.2 x), default mode and
 mode="reduce-overhead". Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs the eager rows and the
 probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
-dispatcher rows compare)."""
+dispatcher rows compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
 import ctypes
 import json
 import os
@@ -191,6 +191,14 @@ def kernels(torch, fn, args):
 
 def main():
     args = gpubench.arguments(__doc__, 15, 5000, "torch's CPU tensors on dlstream's CPU backend (no GPU)")
+    if args.smoke and not args.cpu:
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                print("smoke: torch has no CUDA: the CPU rows (--cpu); skipped: the CUDA rows and the compiled graphs")
+                args.cpu = True
+        except ImportError:
+            pass
     if args.cpu:
         try:
             import torch

@@ -3,6 +3,7 @@
 kernel, and the wall-clock and host-time measurements (medians of repetitions, or interleaved samples)."""
 import argparse
 import statistics
+import sys
 import time
 
 
@@ -15,8 +16,11 @@ def torch_and_dlstream():
         print("skipped: torch is not installed")
         return None
     import dlstream
-    if not torch.cuda.is_available() or dlstream.device_count("cuda") == 0:
-        print("skipped: no CUDA device (" + dlstream.backend_available("cuda")[1] + ")")
+    if not torch.cuda.is_available():
+        print("skipped: torch has no CUDA device")
+        return None
+    if dlstream.device_count("cuda") == 0:
+        print("skipped: no CUDA device for dlstream (" + dlstream.backend_available("cuda")[1] + ")")
         return None
     return torch, dlstream
 
@@ -34,30 +38,39 @@ def sleep_cycles(torch, seconds):
     return cycles
 
 
+def _sync_of(torch_or_sync):
+    """torch.cuda.synchronize for torch, else the callable given (a smoke run's dlstream.synchronize)."""
+    return torch_or_sync.cuda.synchronize if hasattr(torch_or_sync, "cuda") else torch_or_sync
+
+
 def wall_ms(torch, fn, reps):
-    """Median wall time of fn() up to torch.cuda.synchronize(), in ms, after one warm-up call."""
+    """Median wall time of fn() up to torch.cuda.synchronize() (or the sync callable given for torch), in ms,
+    after one warm-up call."""
+    sync = _sync_of(torch)
     fn()
-    torch.cuda.synchronize()
+    sync()
     out = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         out.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(out)
 
 
 def host_us(torch, fn, n, reps, warm=None):
     """Median host time of one of n calls, in µs: fn(n) makes the n calls, which are queued, not waited for
-    (the device is synchronized outside the timing). warm(): the warm-up (default fn(n))."""
+    (the device is synchronized outside the timing, by torch or the sync callable given). warm(): the warm-up
+    (default fn(n))."""
+    sync = _sync_of(torch)
     (warm or (lambda: fn(n)))()
-    torch.cuda.synchronize()
+    sync()
     out = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn(n)
         t1 = time.perf_counter()
-        torch.cuda.synchronize()
+        sync()
         out.append((t1 - t0) / n * 1e6)
     return statistics.median(out)
 
@@ -80,11 +93,55 @@ def measure_interleaved(fns, calls, reps, sync):
     return out
 
 
+SMOKE_HELP = "a smoke run (CI: scripts/bench-smoke): a few repetitions of a few calls, on the CPU backend where the " \
+             "script has one; what needs a GPU here is skipped and said so"
+
+
+def add_smoke(parser):
+    """The --smoke option every benchmark script has."""
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
+def smoke(args, reps=1, calls=20):
+    """With --smoke, at most `reps` repetitions and `calls` calls; returns args."""
+    if getattr(args, "smoke", False):
+        args.reps = min(args.reps, reps)
+        if hasattr(args, "calls"):
+            args.calls = min(args.calls, calls)
+    return args
+
+
 def arguments(doc, reps, calls, cpu_help):
-    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu."""
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=reps)
     p.add_argument("--calls", type=int, default=calls)
     p.add_argument("--cpu", action="store_true", help=cpu_help)
-    return p.parse_args()
+    add_smoke(p)
+    return smoke(p.parse_args())
+
+
+def main():
+    """--smoke: the helpers that need no GPU, on two trivial loops (the torch helpers run inside the scripts)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_smoke(p)
+    if not p.parse_args().smoke:
+        p.error("gpubench.py is the benchmarks' shared module; run it only with --smoke")
+    count = [0, 0]
+
+    def loop(i):
+        def run(n):
+            count[i] += n
+        return run
+
+    samples = measure_interleaved([loop(0), loop(1)], 10, 3, lambda: None)
+    assert [len(s) for s in samples] == [3, 3] and count == [230, 230], (samples, count)  # 200 warm-up calls each
+    assert wall_ms(lambda: None, lambda: loop(0)(1), 2) >= 0 and host_us(lambda: None, loop(1), 5, 2) >= 0
+    print("gpubench: measure_interleaved, wall_ms and host_us ok on trivial loops; skipped: sleep_cycles (torch with "
+          "CUDA: it runs inside the GPU benchmarks)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

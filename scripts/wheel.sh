@@ -95,6 +95,10 @@ for lib in $needed; do
   case "$lib" in libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | ld-linux*) ;;
     *) fail "the extension links $lib: only the C library is allowed (GPU libraries are dlopened)" ;;
   esac
+  # docs/install.md tells users what the extension needs: it must name each library (the loader aside).
+  case "$lib" in ld-linux*) ;;
+    *) grep -qF "\`$lib\`" docs/install.md || fail "the extension needs $lib, which docs/install.md does not name" ;;
+  esac
 done
 say "ok"
 echo "$PWD/$whl"

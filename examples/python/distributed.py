@@ -13,7 +13,8 @@ import os
 import socket
 import sys
 
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast (NVLS) off: see the project's KINDS notes
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast (NVLS) off: not needed here, and on a shared
+# multi-GPU host a program using it can take the GPUs out of service for others
 
 import dlstream  # noqa: E402
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Buffers: device memory with stream-ordered allocation and deallocation.
  *
- * The rule (DESIGN.md): memory is never freed or reused while a stream that
+ * The rule (docs/semantics.md, the deallocation rule): memory is never freed or reused while a stream that
  * used it may still touch it. A buffer remembers its allocation stream A and
  * every other stream S that used it (launches and copies through dlstream add
  * S for you; dls_buffer_record_use() for work dlstream did not see). Freeing

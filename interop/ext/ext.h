@@ -277,6 +277,13 @@ typedef struct dls__ext_raw_launch {
 } dls__ext_raw_launch;
 dls_status_t dls__ext_raw_launch_of(dls_function_t fn, dls__ext_raw_launch *out);
 
+/* ---------------------------------------------------------------- modules */
+
+/* A new handle on the image `module` loaded, as Module.from_source's cache hands out: it shares the native module
+ * and the native functions found in it, and has its own functions and its own end (dls_module_unload ends only it;
+ * the image is unloaded with the last handle on it and the last of their functions). Messages name `call`. */
+dls_status_t dls__module_share(dls_module_t module, const char *call, dls_module_t *out_module);
+
 /* ---------------------------------------------------------------- at exit */
 
 /* A stream that dlstream knows of and that still has work queued. */
@@ -288,6 +295,17 @@ typedef struct dls__ext_busy {
 /* The streams with work queued now, each once (captured work is not counted: it never runs); at most `max` in
  * `out`, the rest counted in *out_more. Returns how many were written. */
 int dls__ext_busy_streams(dls__ext_busy *out, int max, int *out_more);
+
+/* ---------------------------------------------------------------- messages */
+
+/* A hint that the library's messages give in C words (plugin/base/hints.h: "the CPU backend (kDLCPU)"), with the
+ * words a Python caller acts on ("the CPU backend (device=\"cpu\")"). */
+typedef struct dls__ext_hint {
+  const char *c_words;
+  const char *python_words;
+} dls__ext_hint;
+/* Every such hint; *out_count of them. Static. */
+const dls__ext_hint *dls__ext_hints(size_t *out_count);
 
 #ifdef DLS_FAULT_INJECTION
 /* The fault injector's control (test builds; plugin's fault.h describes it). */

@@ -4,14 +4,28 @@
 
 #include "errors.h"
 
+#include <stdio.h>
+
 int dlspy_parse_kw(dlspy_state *st, const char *pycall, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                    const char *const *names, Py_ssize_t npos_max, PyObject **out) {
   Py_ssize_t nnames = 0;
   while (names[nnames] != NULL)
     out[nnames++] = NULL;
   if (nargs > npos_max) {
-    dlspy_type_error(st, "%s() takes at most %zd positional argument%s (%zd given)", pycall, npos_max,
-                     npos_max == 1 ? "" : "s", nargs);
+    if (nnames <= npos_max) {
+      dlspy_type_error(st, "%s() takes at most %zd positional argument%s (%zd given)", pycall, npos_max,
+                       npos_max == 1 ? "" : "s", nargs);
+      return -1;
+    }
+    /* The first extra value was most likely meant for the first keyword-only parameter: say how to write it. */
+    char kw[160] = "";
+    size_t used = 0;
+    for (Py_ssize_t i = npos_max; i < nnames && used < sizeof kw; i++)
+      used += (size_t)snprintf(kw + used, sizeof kw - used, "%s%s",
+                               i == npos_max ? "" : i + 1 == nnames ? " and " : ", ", names[i]);
+    dlspy_type_error(st, "%s() takes at most %zd positional argument%s (%zd given): %s %s keyword-only: write %s=%R",
+                     pycall, npos_max, npos_max == 1 ? "" : "s", nargs, kw, nnames - npos_max == 1 ? "is" : "are",
+                     names[npos_max], args[npos_max]);
     return -1;
   }
   for (Py_ssize_t i = 0; i < nargs; i++)

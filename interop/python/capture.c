@@ -78,7 +78,8 @@ static void discard(CaptureObject *c) {
     (void)dls_stream_discard_capture(s->handle);
 }
 
-/* The stream to capture, as a Stream object (a new reference): the argument wrapped, or a pooled stream. */
+/* The stream to capture, as a Stream object (a new reference): the argument (a Stream as is, else wrapped), or a
+ * pooled stream. */
 static PyObject *capture_stream(dlspy_state *st, CaptureObject *c, bool *owned) {
   *owned = c->arg == NULL;
   PyObject *dev = c->device;
@@ -90,7 +91,9 @@ static PyObject *capture_stream(dlspy_state *st, CaptureObject *c, bool *owned) 
     dev = dflt;
   }
   PyObject *r = c->arg == NULL ? PyObject_CallMethod((PyObject *)st->StreamType, "acquire", "O", dev)
-                               : PyObject_CallMethod((PyObject *)st->StreamType, "wrap", "OO", c->arg, dev);
+                 : PyObject_TypeCheck(c->arg, st->StreamType) /* as is: a close() inside the block is seen */
+                     ? Py_NewRef(c->arg)
+                     : PyObject_CallMethod((PyObject *)st->StreamType, "wrap", "OO", c->arg, dev);
   Py_XDECREF(dflt);
   if (r != NULL && !PyObject_TypeCheck(r, st->StreamType)) {
     Py_DECREF(r);

@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Loaded modules by (source, options, name expressions, device, arch,
- * program name): a repeat of from_source returns the same Module, as CuPy's
- * RawModule shares its compiled module. Under the GIL. */
+/* Loaded images by (source, options, name expressions, device, arch, program
+ * name): the cache's own Module of each, never handed out. A repeat of
+ * from_source gets a Module of its own on the same image (dls__module_share,
+ * no compile, no load), which its caller may close without touching anyone
+ * else's. Under the GIL. */
 static PyObject *g_modules;
 static unsigned long long g_module_hits, g_module_misses;
 static bool g_wheels_searched;
@@ -84,7 +86,10 @@ static void compile_args_clear(compile_args *a) {
 static int compile_args_parse(dlspy_state *st, const char *pycall, PyObject *source, PyObject *options,
                               PyObject *name_expressions, PyObject *arch, PyObject *cache, PyObject *program_name,
                               compile_args *a) {
-  memset(a, 0, sizeof *a);
+  /* Not the pointer arrays (10 KB): only their first nopt and nexpr items are written and read. */
+  a->source_obj = NULL;
+  a->source = a->arch = a->program_name = NULL;
+  a->opts = a->exprs = NULL;
   a->o = (dls_compile_options_t)DLS_COMPILE_OPTIONS_INIT;
   if (source == NULL || !PyUnicode_Check(source)) {
     dlspy_type_error(st, "%s(source=%R): expected the kernel's source as a str", pycall, source ? source : Py_None);
@@ -191,14 +196,24 @@ PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssiz
                         a[4] ? a[4] : Py_None, a[6] ? a[6] : Py_None);
     if (key == NULL)
       goto out;
-    PyObject *hit = PyDict_GetItemWithError(g_modules, key); /* borrowed */
-    if (hit != NULL && Py_TYPE(hit) == (PyTypeObject *)cls && dlspy_module_open(hit)) {
-      g_module_hits++;
-      result = Py_NewRef(hit);
+    PyObject *hit = PyDict_GetItemWithError(g_modules, key); /* borrowed: the cache's own Module */
+    if (hit != NULL) {
+      dls_module_t h;
+      dls_status_t rc = dls__module_share(((ModuleObject *)hit)->handle, pycall, &h);
+      if (rc == DLS_OK) {
+        if ((result = dlspy_module_new((PyTypeObject *)cls, h, dev)) != NULL)
+          g_module_hits++;
+        goto out;
+      }
+      if (rc != DLS_ERR_INVALID_HANDLE) {
+        dlspy_raise(st, rc, pycall);
+        goto out;
+      }
+      if (PyDict_DelItem(g_modules, key) != 0) /* a handle the runtime ended (dls_shutdown): compiled again */
+        goto out;
+    } else if (PyErr_Occurred()) {
       goto out;
     }
-    if (PyErr_Occurred())
-      goto out;
   }
   g_module_misses++;
   dls_module_t h;
@@ -212,10 +227,18 @@ PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssiz
     raise_compile_error(st, rc, pycall);
     goto out;
   }
-  if ((result = dlspy_module_new((PyTypeObject *)cls, h, dev)) == NULL)
+  if ((result = dlspy_module_new((PyTypeObject *)cls, h, dev)) == NULL || !cached)
     goto out;
-  if (cached && PyDict_SetItem(g_modules, key, result) != 0)
+  /* The cache keeps a handle of its own on the image: the caller's may be closed. */
+  if ((rc = dls__module_share(h, pycall, &h)) != DLS_OK) {
+    dlspy_raise(st, rc, pycall);
     Py_CLEAR(result);
+    goto out;
+  }
+  PyObject *own = dlspy_module_new(st->ModuleType, h, dev);
+  if (own == NULL || PyDict_SetItem(g_modules, key, own) != 0)
+    Py_CLEAR(result);
+  Py_XDECREF(own);
 out:
   Py_XDECREF(key);
   compile_args_clear(&ca);
@@ -332,7 +355,7 @@ static PyObject *py_compile_cache_clear(PyObject *m, PyObject *unused) {
   PyObject *old = g_modules;
   g_modules = NULL;
   g_module_hits = g_module_misses = 0;
-  Py_XDECREF(old); /* modules nobody else holds are unloaded here */
+  Py_XDECREF(old); /* the cache's handles: an image no Module of a caller shares is unloaded here */
   (void)dls_compile_cache_clear();
   Py_RETURN_NONE;
 }

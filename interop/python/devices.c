@@ -316,7 +316,8 @@ PyObject *dlspy_mod_backend_available(PyObject *m, PyObject *const *args, Py_ssi
   if (parse_device_type(st, nargs > 0 ? args[0] : NULL, "backend_available", &type) != 0)
     return NULL;
   dls_status_t rc = dls_backend_probe(type);
-  return Py_BuildValue("(Os)", rc == DLS_OK ? Py_True : Py_False, rc == DLS_OK ? "" : dls_last_error());
+  PyObject *why = dlspy_message("%s", rc == DLS_OK ? "" : dls_last_error());
+  return why != NULL ? Py_BuildValue("(ON)", rc == DLS_OK ? Py_True : Py_False, why) : NULL;
 }
 
 PyObject *dlspy_mod_default_device(PyObject *m, PyObject *unused) { return dlspy_device_str(dlspy_default_device()); }

@@ -219,7 +219,8 @@ enum {
   DLSPY_STREAM_FOREIGN,
   DLSPY_STREAM_LEGACY,
   DLSPY_STREAM_PER_THREAD,
-  DLSPY_STREAM_BRANCH /* a group's branch: the group owns the handle */
+  DLSPY_STREAM_BRANCH, /* a group's branch: the group owns the handle */
+  DLSPY_STREAM_VIEW    /* Stream.wrap(a Stream): the other Stream's handle, never ended through this one */
 };
 /* A Stream object naming a group's branch (never destroys it). */
 PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
@@ -259,6 +260,7 @@ typedef struct EventObject {
   DLDevice device;
   unsigned flags;
   bool foreign;
+  bool view;       /* Event.wrap(an Event): the other Event's handle (its owner), never ended through this one */
   PyObject *owner;
 } EventObject;
 extern PyType_Spec dlspy_event_spec;

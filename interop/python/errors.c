@@ -137,8 +137,32 @@ static void put_obj(msgbuf *b, PyObject *o, char how) {
   Py_XDECREF(r);
 }
 
-/* PyUnicode_FromFormatV for messages, with every %R, %S and %A cut to DLSPY_REPR_MAX characters. Takes %s, %c,
- * %d, %i, %u, %x, %X (with l, ll or z), %p, %U, %R, %S, %A and %%; a precision is honoured for %s. */
+/* The library's hints in a Python caller's words (ext.h, dls__ext_hints; the CPU backend named by its DLPack
+ * constant becomes device="cpu"), whichever call the message came through. */
+static void put_python_words(msgbuf *b) {
+  size_t count;
+  const dls__ext_hint *hints = dls__ext_hints(&count);
+  for (size_t i = 0; i < count && !b->failed && b->p != NULL; i++) {
+    b->p[b->n] = '\0'; /* put() keeps room for it */
+    if (strstr(b->p, hints[i].c_words) == NULL)
+      continue;
+    msgbuf out = {NULL, 0, 0, false};
+    const size_t cl = strlen(hints[i].c_words);
+    const char *from = b->p, *at;
+    while ((at = strstr(from, hints[i].c_words)) != NULL) {
+      put(&out, from, (size_t)(at - from));
+      put(&out, hints[i].python_words, strlen(hints[i].python_words));
+      from = at + cl;
+    }
+    put(&out, from, strlen(from));
+    PyMem_Free(b->p);
+    *b = out;
+  }
+}
+
+/* PyUnicode_FromFormatV for messages, in Python's words, with every %R, %S and %A cut to DLSPY_REPR_MAX
+ * characters. Takes %s, %c, %d, %i, %u, %x, %X (with l, ll or z), %p, %U, %R, %S, %A and %%; a precision is
+ * honoured for %s. */
 static PyObject *format_message(const char *fmt, va_list ap) {
   msgbuf b = {NULL, 0, 0, false};
   const char *f = fmt;
@@ -223,6 +247,7 @@ static PyObject *format_message(const char *fmt, va_list ap) {
       put(&b, tmp, (size_t)(n < (int)sizeof tmp ? n : (int)sizeof tmp - 1));
     f = *q ? q + 1 : q;
   }
+  put_python_words(&b);
   PyObject *r = b.failed ? PyErr_NoMemory() : PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.n, "replace");
   PyMem_Free(b.p);
   return r;
@@ -288,6 +313,14 @@ PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ..
   raise_v(exc_for(st, status), fmt, ap);
   va_end(ap);
   return NULL;
+}
+
+PyObject *dlspy_message(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  PyObject *msg = format_message(fmt, ap);
+  va_end(ap);
+  return msg;
 }
 
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...) {

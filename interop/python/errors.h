@@ -11,6 +11,9 @@ int dlspy_errors_init(PyObject *m, dlspy_state *st);
 PyObject *dlspy_raise(dlspy_state *st, dls_status_t status, const char *pycall);
 /* Raises the exception of `status` with a formatted message; returns NULL. */
 PyObject *dlspy_raisef(dlspy_state *st, dls_status_t status, const char *fmt, ...);
+/* A message as the raising helpers write it (a str in Python's words), for what reports a reason without raising;
+ * a new reference, or NULL with an exception. */
+PyObject *dlspy_message(const char *fmt, ...);
 /* Raises dlstream.ArgumentTypeError (a TypeError); returns NULL. */
 PyObject *dlspy_type_error(dlspy_state *st, const char *fmt, ...);
 /* Raises dlstream.OutOfRangeError (an InvalidArgumentError and an OverflowError); returns NULL. */

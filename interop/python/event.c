@@ -48,7 +48,7 @@ static PyObject *event_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 
 static void event_dealloc(EventObject *e) {
   PyTypeObject *tp = Py_TYPE(e);
-  if (e->handle.id != 0 && !atomic_load(&dlspy_dead))
+  if (e->handle.id != 0 && !atomic_load(&dlspy_dead) && !e->view)
     (void)dls_event_destroy(e->handle);
   Py_CLEAR(e->owner);
   tp->tp_free(e);
@@ -113,8 +113,18 @@ static PyObject *event_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t nar
     return NULL;
   if (a[0] == NULL)
     return dlspy_type_error(st, "Event.wrap() missing its argument 'obj'");
-  if (PyObject_TypeCheck(a[0], st->EventType))
-    return Py_NewRef(a[0]);
+  if (PyObject_TypeCheck(a[0], st->EventType)) {
+    /* An Event of its own on the same handle, keeping the given one alive: its close() never closes that one. */
+    EventObject *of = (EventObject *)a[0], *e = event_alloc((PyTypeObject *)cls);
+    if (e == NULL)
+      return NULL;
+    e->handle = of->handle;
+    e->device = of->device;
+    e->flags = of->flags;
+    e->foreign = e->view = true;
+    e->owner = Py_NewRef(a[0]);
+    return (PyObject *)e;
+  }
   void *native;
   DLDevice dev;
   if (dlspy_check_runtime(st, "Event.wrap") != 0 || foreign_native(st, a[0], &native) != 0 ||
@@ -253,7 +263,7 @@ static PyObject *event_close(EventObject *e, PyObject *unused) {
   if (e->handle.id != 0) {
     dls_event_t h = e->handle;
     e->handle.id = 0;
-    if (!atomic_load(&dlspy_dead)) {
+    if (!atomic_load(&dlspy_dead) && !e->view) {
       dls_status_t rc = dls_event_destroy(h);
       if (rc != DLS_OK && rc != DLS_ERR_INVALID_HANDLE)
         return dlspy_raise(dlspy_state_of(Py_TYPE(e)), rc, "Event.close");
@@ -287,7 +297,8 @@ static PyObject *event_repr(EventObject *e) {
 static PyMethodDef event_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))event_wrap, METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
      "wrap($type, obj, device=None)\n--\n\nA non-owning Event for an int CUevent or an object with .cuda_event "
-     "(torch.cuda.Event), .ptr (CuPy) or .handle (cuda.core)."},
+     "(torch.cuda.Event), .ptr (CuPy) or .handle (cuda.core); for an Event, an Event of its own on the same event "
+     "(its close() never closes the one given)."},
     {"record", (PyCFunction)(void (*)(void))event_record, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "record($self, stream=None)\n--\n\nCaptures the work queued on the stream so far (default: the use_stream() "
      "stream, else the legacy default stream). Returns self. Asynchronous: synchronize() waits for that work."},

@@ -120,9 +120,12 @@ static PyMethodDef module_methods[] = {
      "from_source($type, source, *, options=(), name_expressions=(), device=None, arch=None, cache=True, "
      "program_name=None)\n--\n\n"
      "Compiles CUDA C++ with NVRTC (hipRTC on ROCm) for the device and loads it. Name expressions (\"scale<float>\") "
-     "become names function() accepts. Compiled images are cached in process and on disk; a repeat returns the same "
-     "Module (until closed)."},
-    {"close", (PyCFunction)module_close, METH_NOARGS, "close($self, /)\n--\n\nUnloads the module; its functions go stale."},
+     "become names function() accepts. Compiled images are cached in process and on disk; a repeat loads nothing: it "
+     "returns a Module of its own on the image loaded before, which the caller may close without touching any other "
+     "(cache=False: a Module whose close() unloads its image)."},
+    {"close", (PyCFunction)module_close, METH_NOARGS,
+     "close($self, /)\n--\n\nEnds the module: its functions go stale. Its image is unloaded unless another Module "
+     "shares it (from_source's cache keeps one)."},
     {"__enter__", module_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))module_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

@@ -23,6 +23,10 @@ void dlspy_managed_release(void *managed, bool versioned) {
   if (managed == NULL || python_gone())
     return;
   PyGILState_STATE g = PyGILState_Ensure();
+  /* A consumer that refuses a capsule releases it while its own error is set. The deleter may be Python code
+   * (ctypes), which must not run with an exception pending: the error waits aside until the deleter is done. */
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
   if (versioned) {
     DLManagedTensorVersioned *m = managed;
     if (m->deleter)
@@ -32,6 +36,9 @@ void dlspy_managed_release(void *managed, bool versioned) {
     if (m->deleter)
       m->deleter(m);
   }
+  if (PyErr_Occurred())
+    PyErr_WriteUnraisable(NULL); /* a deleter must not raise; if it did, the caller's error still stands */
+  PyErr_Restore(type, value, tb);
   PyGILState_Release(g);
 }
 

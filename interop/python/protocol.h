@@ -21,7 +21,8 @@ int dlspy_dlpack_device(dlspy_state *st, PyObject *obj, const char *pycall, DLDe
 void dlspy_release_pyobject(void *user_data);
 void dlspy_release_managed_v(void *user_data);
 void dlspy_release_managed_l(void *user_data);
-/* Calls a consumed managed tensor's deleter (with the GIL; never after shutdown). */
+/* Calls a consumed managed tensor's deleter (with the GIL; never after shutdown). An exception set meanwhile is
+ * kept aside while the deleter runs (it may be Python code) and set again afterwards. */
 void dlspy_managed_release(void *managed, bool versioned);
 
 #endif /* DLSTREAM_PY_PROTOCOL_H */

@@ -16,6 +16,7 @@ static const char *kind_name(int kind) {
   case DLSPY_STREAM_LEGACY: return "legacy";
   case DLSPY_STREAM_PER_THREAD: return "per_thread";
   case DLSPY_STREAM_BRANCH: return "branch";
+  case DLSPY_STREAM_VIEW: return "foreign";
   default: return "unknown";
   }
 }
@@ -98,7 +99,7 @@ static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 
 static void stream_dealloc(StreamObject *s) {
   PyTypeObject *tp = Py_TYPE(s);
-  if (s->handle.id != 0 && !atomic_load(&dlspy_dead) && s->kind != DLSPY_STREAM_BRANCH)
+  if (s->handle.id != 0 && !atomic_load(&dlspy_dead) && s->kind != DLSPY_STREAM_BRANCH && s->kind != DLSPY_STREAM_VIEW)
     (void)dls_stream_destroy(s->handle);
   Py_CLEAR(s->owner);
   tp->tp_free(s);
@@ -155,6 +156,20 @@ static int foreign_device(dlspy_state *st, PyObject *obj, DLDevice *out) {
   return 0;
 }
 
+/* Stream.wrap of a Stream: a Stream on the same handle that keeps `of` alive; its close() ends only itself, so a
+ * library that closes what it wrapped never closes its caller's stream. */
+static PyObject *stream_view(PyTypeObject *tp, StreamObject *of) {
+  StreamObject *s = (StreamObject *)tp->tp_alloc(tp, 0);
+  if (s == NULL)
+    return NULL;
+  s->handle = of->handle;
+  s->device = of->device;
+  s->native = of->native;
+  s->kind = of->kind == DLSPY_STREAM_LEGACY || of->kind == DLSPY_STREAM_PER_THREAD ? of->kind : DLSPY_STREAM_VIEW;
+  s->owner = Py_NewRef((PyObject *)of);
+  return (PyObject *)s;
+}
+
 static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   dlspy_state *st = dlspy_state_of((PyTypeObject *)cls);
   static const char *const names[] = {"obj", "device", NULL};
@@ -165,7 +180,7 @@ static PyObject *stream_wrap(PyObject *cls, PyObject *const *args, Py_ssize_t na
   if (obj == NULL)
     return dlspy_type_error(st, "Stream.wrap() missing its argument 'obj'");
   if (PyObject_TypeCheck(obj, st->StreamType))
-    return Py_NewRef(obj);
+    return stream_view((PyTypeObject *)cls, (StreamObject *)obj);
   if (dlspy_check_runtime(st, "Stream.wrap") != 0)
     return NULL;
   void *native;
@@ -422,7 +437,8 @@ static PyObject *stream_richcompare(PyObject *a, PyObject *b, int op) {
 static PyMethodDef stream_methods[] = {
     {"wrap", (PyCFunction)(void (*)(void))stream_wrap, METH_FASTCALL | METH_KEYWORDS | METH_CLASS,
      "wrap($type, obj, device=None)\n--\n\nA non-owning Stream for an object with __cuda_stream__, an int "
-     "pointer (0 legacy, 2 per-thread) or a Stream (returned as is)."},
+     "pointer (0 legacy, 2 per-thread) or a Stream (a Stream of its own on the same stream: its close() never closes "
+     "the one given)."},
     {"legacy", (PyCFunction)(void (*)(void))stream_legacy, METH_FASTCALL | METH_CLASS,
      "legacy($type, device=None, /)\n--\n\nThe legacy default stream of a device (a Stream)."},
     {"per_thread", (PyCFunction)(void (*)(void))stream_per_thread, METH_FASTCALL | METH_CLASS,

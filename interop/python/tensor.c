@@ -4,6 +4,8 @@
 #include "errors.h"
 #include "protocol.h"
 #include "streamarg.h"
+#include "tensorcopy.h"
+#include "tensornumpy.h"
 #include "tensortypes.h"
 
 #include <string.h>
@@ -71,16 +73,19 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
                            bool *host_sync) {
   out->id = 0;
   *host_sync = false;
+  if (v != NULL && v != Py_None && (!PyLong_Check(v) || PyBool_Check(v))) {
+    /* A type error on every device, as torch and the DLPack spec have it. */
+    dlspy_type_error(st, "%s(stream=%R): a DLPack stream is an int or None", pycall, v);
+    return -1;
+  }
   if (dev.device_type == kDLCPU) {
     if (v == NULL || v == Py_None) {
       *host_sync = true;
       return 0;
     }
-    if (PyLong_Check(v) && !PyBool_Check(v)) {
-      int overflow = 0;
-      if (PyLong_AsLongLongAndOverflow(v, &overflow) == DLS_DLPACK_STREAM_NO_SYNC && !overflow)
-        return 0;
-    }
+    int overflow = 0;
+    if (PyLong_AsLongLongAndOverflow(v, &overflow) == DLS_DLPACK_STREAM_NO_SYNC && !overflow)
+      return 0;
     PyErr_Clear();
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT,
                  "%s(stream=%R): host memory is exchanged synchronously; CPU consumers pass stream=None", pycall, v);
@@ -90,10 +95,6 @@ static int consumer_stream(dlspy_state *st, DLDevice dev, PyObject *v, const cha
     /* DLPack: None means the legacy default stream. */
     *out = dls_stream_default(dev, DLS_STREAM_LEGACY);
     return 0;
-  }
-  if (!PyLong_Check(v) || PyBool_Check(v)) {
-    dlspy_type_error(st, "%s(stream=%R): a DLPack stream is an int or None", pycall, v);
-    return -1;
   }
   return dlspy_stream_of_dlpack_value(st, dev, v, pycall, "stream", out);
 }
@@ -126,33 +127,6 @@ static int check_dl_device(dlspy_state *st, DLDevice want, DLDevice own, const c
                "%s(dl_device=(%d, %d)): the tensor lives on %s; dlstream exports only to the device it is on", pycall,
                (int)want.device_type, (int)want.device_id, dls_device_str(own, b, sizeof b));
   return -1;
-}
-
-/* A compact copy of `src` queued on `work`, which first waits for src's work. */
-static dls_status_t copy_tensor(const DLTensor *src, dls_tensor_t src_h, dls_stream_t work, dls_tensor_t *out) {
-  out->id = 0;
-  dls_status_t rc = dls_tensor_order_before(src_h, work);
-  if (rc == DLS_OK)
-    rc = dls_tensor_empty(work, src->ndim, src->shape, src->dtype, out);
-  if (rc != DLS_OK)
-    return rc;
-  dls_copy_desc_t d;
-  memset(&d, 0, sizeof d);
-  d.ndim = (uint32_t)src->ndim;
-  d.elem_size = (uint32_t)dls_dtype_size(src->dtype);
-  int64_t stride = 1;
-  for (int i = src->ndim - 1; i >= 0; i--) {
-    d.shape[i] = src->shape[i];
-    d.src_strides[i] = src->strides[i];
-    d.dst_strides[i] = stride;
-    stride *= src->shape[i] > 0 ? src->shape[i] : 1;
-  }
-  rc = dls_copy_strided(work, dls_arg_tensor(*out), dls_arg_tensor_in(src_h), &d);
-  if (rc != DLS_OK) {
-    (void)dls_tensor_release(*out);
-    out->id = 0;
-  }
-  return rc;
 }
 
 static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
@@ -188,9 +162,6 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
   if (tensor_live(st, t, pycall, &ti) != 0 || check_dl_device(st, want, ti.dl->device, pycall) != 0)
     return NULL;
   DLDevice dev = ti.home;
-  if (copy && ti.dl->ndim > DLS_COPY_MAX_DIMS)
-    return dlspy_raisef(st, DLS_ERR_NOT_SUPPORTED, "%s: a copy handles at most %d dimensions, not %d", pycall,
-                        DLS_COPY_MAX_DIMS, (int)ti.dl->ndim);
 
   dls_stream_t work = consumer, pooled = {0};
   dls_status_t rc = DLS_OK;
@@ -200,7 +171,7 @@ static PyObject *tensor_dlpack(TensorObject *t, PyTypeObject *cls, PyObject *con
   }
   dls_tensor_t src = t->handle, copied = {0};
   if (rc == DLS_OK && copy) {
-    rc = copy_tensor(ti.dl, t->handle, work, &copied);
+    rc = dlspy_tensor_copy(ti.dl, t->handle, work, &copied);
     src = copied;
   }
   if (rc == DLS_OK && host_sync) {
@@ -379,6 +350,15 @@ static PyMethodDef tensor_methods[] = {
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS, "__dlpack_device__($self, /)\n--\n\n(device_type, device_id), as DLPack numbers them."},
     {"record_stream", (PyCFunction)(void (*)(void))tensor_record_stream, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
      "record_stream($self, stream)\n--\n\nDeclares that work queued on `stream` so far uses the tensor."},
+    {"__array__", (PyCFunction)(void (*)(void))dlspy_tensor_array, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "__array__($self, dtype=None, copy=None)\n--\n\n"
+     "NumPy's array of a CPU tensor (np.asarray, np.array): a view of its memory after its pending work is done, as "
+     "numpy.from_dlpack gives; copy=True copies, another dtype converts (a copy, refused with copy=False). A tensor "
+     "on a GPU raises TypeError: copy it to the host first."},
+    {"numpy", (PyCFunction)(void (*)(void))dlspy_tensor_numpy, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "numpy($self, /)\n--\n\n"
+     "A NumPy array viewing this CPU tensor's memory, once the work queued on it is done (the host waits, as "
+     "numpy.from_dlpack(t) does). A tensor on a GPU raises TypeError: copy it to the host first."},
     {"close", (PyCFunction)tensor_close, METH_NOARGS,
      "close($self, /)\n--\n\nReleases the tensor in stream order; the host does not wait (exports keep the memory alive). Idempotent."},
     {"__enter__", tensor_enter, METH_NOARGS, NULL},
@@ -518,8 +498,10 @@ PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t 
       Py_DECREF(meth);
       d = dls_cpu();
     }
-    if (!dls__ext_home(d, &home))
-      return dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "from_dlpack(obj=%R): DLPack device type %d is not supported",
+    if (!dls__ext_home(d, &home)) /* BufferError, as the DLPack spec asks of a device the consumer cannot take */
+      return dlspy_raisef(st, DLS_ERR_INVALID_TENSOR,
+                          "from_dlpack(obj=%R): DLPack device type %d is not supported; dlstream takes kDLCPU, "
+                          "kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM and kDLROCMHost",
                           obj, (int)d.device_type);
     if (dlspy_stream_resolve(st, a[1], home, pycall, "stream", &producer) != 0)
       return NULL;

@@ -57,7 +57,7 @@ typedef struct dls__backend dls__backend;
   /* Checks that a foreign native stream belongs to device `dev`; NULL method:                                  \
    * the driver cannot tell. */                                                                                 \
   X(stream_check, (int dev, void *stream), (dev, stream), POINT, GPU)                                           \
-  X(stream_synchronize, (int dev, void *stream), (dev, stream), POINT, GPU)                                     \
+  X(stream_synchronize, (int dev, void *stream), (dev, stream), OWN, GPU)                                       \
   X(stream_query, (int dev, void *stream, int *out_idle), (dev, stream, out_idle), POINT, GPU)                  \
   X(stream_wait_event, (int dev, void *stream, void *event), (dev, stream, event), POINT, GPU)                  \
   X(stream_priority_range, (int dev, int *out_least, int *out_greatest), (dev, out_least, out_greatest), POINT, \
@@ -71,7 +71,7 @@ typedef struct dls__backend dls__backend;
   X(event_check, (int dev, void *event), (dev, event), POINT, GPU)                                              \
   X(event_record, (int dev, void *event, void *stream), (dev, event, stream), POINT, GPU)                       \
   X(event_query, (int dev, void *event, int *out_complete), (dev, event, out_complete), POINT, GPU)             \
-  X(event_synchronize, (int dev, void *event), (dev, event), POINT, GPU)                                        \
+  X(event_synchronize, (int dev, void *event), (dev, event), OWN, GPU)                                          \
   X(event_elapsed_ms, (int dev, void *start, void *end, float *out_ms), (dev, start, end, out_ms), POINT, GPU)  \
   /* ---- memory ---- */                                                                                       \
   /* Stream-ordered allocation: usable by work queued on `stream` after this. */                                \

@@ -34,12 +34,37 @@ static void free_cmds(cpu_cmd *c) {
   }
 }
 
-static void free_blocks(cpu_block *b) {
+/* A capture's blocks go with it (g.mu held): none was replayed. */
+static void free_capture_blocks(cpu_block *b) {
   while (b != NULL) {
     cpu_block *next = b->next;
     dls__cpu_block_release(b);
     b = next;
   }
+}
+
+/* A graph's blocks go with it, but for outputs whose latest replay's instance is outstanding or whose free is
+ * queued: as CUDA's, that instance outlives the graph until it is freed, in stream order (dls__cpu_mem_free). */
+static void free_graph_blocks(cpu_block *b) {
+  while (b != NULL) {
+    pthread_mutex_lock(&g.mu);
+    cpu_block *next = b->next;
+    bool keep = b->outstanding || b->frees_queued > 0;
+    if (keep) {
+      b->orphan = true;
+      b->next = NULL;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (!keep)
+      dls__cpu_block_release(b);
+    b = next;
+  }
+}
+
+/* A replay makes an instance of each output (what its capture allocated and did not free). g.mu held. */
+static void outputs_outstanding(cpu_block *b) {
+  for (; b != NULL; b = b->next)
+    b->outstanding = !b->temp;
 }
 
 /* Removes a capture from the registry and frees it; its streams leave it. g.mu held. */
@@ -55,7 +80,7 @@ static void capture_free(cpu_capture *cap, bool keep_contents) {
       cap->tracks[i]->cap = NULL;
   if (!keep_contents) {
     free_cmds(cap->head);
-    free_blocks(cap->blocks);
+    free_capture_blocks(cap->blocks);
   }
   free(cap->tracks);
   free(cap);
@@ -194,7 +219,7 @@ static void graph_unref(cpu_graph *gr) {
       dls__cpu_stream_destroy(&dls__cpu_backend, gr->dev, gr->workers[k]);
   free(gr->workers);
   free_cmds(gr->cmds);
-  free_blocks(gr->blocks);
+  free_graph_blocks(gr->blocks);
   free(gr);
 }
 
@@ -308,6 +333,9 @@ dls_status_t dls__cpu_graph_launch(const dls__backend *be, int dev, void *graph,
                      gr->ncmds);
   }
   atomic_fetch_add(&gr->refs, 1);
+  pthread_mutex_lock(&g.mu);
+  outputs_outstanding(gr->blocks);
+  pthread_mutex_unlock(&g.mu);
   done->u.cb.fn = replay_done;
   done->u.cb.user = gr;
   for (int i = 0; i < n; i++) {

@@ -85,6 +85,12 @@ struct cpu_block { /* header in front of every allocation */
   uint64_t free_seq;
   cpu_stream *pending_on;
   cpu_block *next;
+  /* BLOCK_GRAPH only (under g.mu), as CUDA's graph allocations: */
+  uint64_t cap_id; /* the capture that allocated it */
+  bool temp;       /* freed in that capture: its graph's replays allocate and free it */
+  bool outstanding; /* an output whose latest replay's instance was not freed yet: it outlives the graph */
+  bool orphan;     /* the graph went while an instance was outstanding or its free queued: the last free frees it */
+  int frees_queued; /* frees of an instance queued on a stream and not run yet */
 };
 /* BLOCK_GRAPH: allocated in a capture; the capture, then its graph, owns it. */
 enum { BLOCK_LIVE = 1, BLOCK_PENDING, BLOCK_POOLED, BLOCK_GRAPH };

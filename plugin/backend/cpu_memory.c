@@ -33,6 +33,13 @@ static void unlink_pending(cpu_stream *s, cpu_block *b) {
 /* Runs when the stream reaches the free: the block may now go to any stream. */
 void dls__cpu_exec_free(cpu_stream *s, cpu_block *b, uint64_t seq) {
   pthread_mutex_lock(&g.mu);
+  if (b->state == BLOCK_GRAPH) { /* an instance's free (free_instance) */
+    bool last = --b->frees_queued == 0 && b->orphan && !b->outstanding;
+    pthread_mutex_unlock(&g.mu);
+    if (last)
+      dls__cpu_block_release(b);
+    return;
+  }
   if (b->state == BLOCK_PENDING && b->free_seq == seq && b->pending_on == s) {
     unlink_pending(s, b);
     b->pending_on = NULL;
@@ -90,6 +97,7 @@ dls_status_t dls__cpu_mem_alloc(const dls__backend *be, int dev, size_t size, vo
   if (cap != NULL) {
     b = block_new(rsize, BLOCK_GRAPH);
     if (b != NULL) {
+      b->cap_id = cap->id;
       b->next = cap->blocks;
       cap->blocks = b;
     }
@@ -122,20 +130,30 @@ dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void 
   pthread_mutex_lock(&g.mu);
   int state = b->state;
   bool capturing = s->cap != NULL;
+  if (state == BLOCK_GRAPH && capturing && s->cap->id == b->cap_id) {
+    b->temp = true; /* freed in its own capture: a graph free (a temporary of every replay) */
+    pthread_mutex_unlock(&g.mu);
+    return DLS_OK;
+  }
   pthread_mutex_unlock(&g.mu);
-  if (state == BLOCK_GRAPH)
-    return DLS_OK; /* its graph frees it, after its last replay */
   if (capturing)
     return dls__cpu_refuse_capturing(s, "free of memory allocated outside the capture");
   cpu_cmd *c = dls__cpu_cmd_new(CMD_FREE, 0);
   if (c == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory to queue a free");
   pthread_mutex_lock(&g.mu);
-  b->state = BLOCK_PENDING;
-  b->free_seq++;
-  b->pending_on = s;
-  b->next = s->pending;
-  s->pending = b;
+  if (state == BLOCK_GRAPH) {
+    /* After its capture: the free of the latest replay's instance of a graph output, in stream order. The graph
+     * no longer keeps it; if the graph is gone when the free runs, the block goes then (dls__cpu_exec_free). */
+    b->outstanding = false;
+    b->frees_queued++;
+  } else {
+    b->state = BLOCK_PENDING;
+    b->free_seq++;
+    b->pending_on = s;
+    b->next = s->pending;
+    s->pending = b;
+  }
   c->u.fr.blk = b;
   c->u.fr.seq = b->free_seq;
   pthread_mutex_unlock(&g.mu);

@@ -12,6 +12,7 @@
 
 #include "backend/cuda_driver.h"
 #include "backend/gpu.h"
+#include "base/hints.h"
 
 #ifdef DLS_HAVE_CUDA_KERNELS
 /* The built-in kernels' fatbin, embedded by cmake/DlsCudaKernels.cmake. */
@@ -184,12 +185,12 @@ static bool dls__cuda_load_version(dls__gpu *g) {
   if (r == DLS__CUDA_ERROR_STUB_LIBRARY) {
     dls__gpu_unavailable(g, "libcuda.so.1 is the CUDA toolkit's stub library, not the NVIDIA driver "
                             "(CUDA_ERROR_STUB_LIBRARY). Remove the toolkit's stubs directory from LD_LIBRARY_PATH, "
-                            "install the driver, or use the CPU backend (kDLCPU).");
+                            "install the driver, or use " DLS__HINT_CPU_BACKEND ".");
     return false;
   }
   if (cu.cuDriverGetVersion == NULL || r != DLS__CUDA_SUCCESS || dls__cuda_driver_version <= 0) {
     dls__gpu_unavailable(g, "libcuda.so.1 does not answer cuDriverGetVersion (CUresult %u); the NVIDIA driver "
-                            "installation looks broken. Check it with nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "installation looks broken. Check it with nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          r);
     return false;
   }
@@ -203,7 +204,7 @@ static bool dls__cuda_load_symbols(dls__gpu *g) {
   if (cu.name == NULL) {                                                                                       \
     dls__gpu_unavailable(g,                                                                                    \
                          "the NVIDIA driver (CUDA %d.%d) lacks " #name " (ABI of CUDA %d.%d). Update the "     \
-                         "driver, or use the CPU backend (kDLCPU).",                                           \
+                         "driver, or use " DLS__HINT_CPU_BACKEND ".",                                       \
                          dv_major, dv_minor, (version) / 1000, (version) % 1000 / 10);                         \
     return false;                                                                                              \
   }
@@ -225,7 +226,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   if (r == DLS__CUDA_ERROR_NO_DEVICE) {
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     dls__gpu_unavailable(g, "no CUDA device is visible (cuInit: CUDA_ERROR_NO_DEVICE; CUDA_VISIBLE_DEVICES=%s). "
-                            "Check nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "Check nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          vis != NULL ? vis : "(unset)");
     return false;
   }
@@ -237,7 +238,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   }
   if (r != DLS__CUDA_SUCCESS) {
     dls__gpu_unavailable(g, "cuInit failed with %s (%s), driver CUDA %d.%d. Check the NVIDIA driver with "
-                            "nvidia-smi, or use the CPU backend (kDLCPU).",
+                            "nvidia-smi, or use " DLS__HINT_CPU_BACKEND ".",
                          dls__cuda_error_name(r), dls__cuda_error_string(r), dv_major, dv_minor);
     return false;
   }
@@ -245,7 +246,7 @@ static bool dls__cuda_load_devices(dls__gpu *g) {
   r = cu.cuDeviceGetCount(&n);
   if (r != DLS__CUDA_SUCCESS || n <= 0) {
     dls__gpu_unavailable(g, "no CUDA device is visible (cuDeviceGetCount: %s, count %d). Check nvidia-smi and "
-                            "CUDA_VISIBLE_DEVICES, or use the CPU backend (kDLCPU).",
+                            "CUDA_VISIBLE_DEVICES, or use " DLS__HINT_CPU_BACKEND ".",
                          dls__cuda_error_name(r), n);
     return false;
   }
@@ -257,8 +258,8 @@ static void dls__cuda_load(void) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     const char *why = dlerror();
-    dls__gpu_unavailable(g, "libcuda.so.1 not found (dlopen: %s). Install the NVIDIA driver, or use the CPU "
-                            "backend (kDLCPU).",
+    dls__gpu_unavailable(g, "libcuda.so.1 not found (dlopen: %s). Install the NVIDIA driver, or use "
+                            DLS__HINT_CPU_BACKEND ".",
                          why != NULL ? why : "no reason given");
     return;
   }
@@ -269,7 +270,7 @@ static void dls__cuda_load(void) {
   bool ok = dls__cuda_gpa2 != NULL || dls__cuda_gpa1 != NULL;
   if (!ok)
     dls__gpu_unavailable(g, "libcuda.so.1 has no cuGetProcAddress: the NVIDIA driver is older than CUDA 11.3. "
-                            "Update the driver, or use the CPU backend (kDLCPU).");
+                            "Update the driver, or use " DLS__HINT_CPU_BACKEND ".");
   ok = ok && dls__cuda_load_version(g) && dls__cuda_load_symbols(g) && dls__cuda_load_devices(g);
   if (!ok) {
     memset(&cu, 0, sizeof cu);

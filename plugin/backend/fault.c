@@ -13,6 +13,8 @@
  * for the runtime's life. Release methods are counted, never failed: the
  * core treats releases as infallible. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -161,6 +163,32 @@ static dls_status_t w_graph_destroy(const dls__backend *be, int dev, void *graph
     dls__fault_count(DLS_FAULT_GRAPH, -1);
   }
   return st;
+}
+
+/* Host waits: a point, then the wait. One on work not complete while a latch holds a stream is counted
+ * (dls_fault_blocked_waits): only the latch's timeout may end it. The question costs a query, made only while a
+ * latch holds (it asks what the wait itself is about to wait for). */
+static _Atomic uint64_t g_blocked_waits;
+
+uint64_t dls_fault_blocked_waits(void) { return atomic_load(&g_blocked_waits); }
+
+static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
+
+/* A stream's (`event` false) or an event's synchronize. */
+static dls_status_t host_wait(const dls__backend *be, int dev, void *obj, bool event) {
+  const dls__backend *r = real_of(be);
+  DLS__FAULT_POINT(event ? "event_synchronize" : "stream_synchronize", BACKEND);
+  int done = 1;
+  if (DLS__UNLIKELY(latch_holding()) &&
+      (event ? r->event_query(r, dev, obj, &done) : r->stream_query(r, dev, obj, &done)) == DLS_OK && !done)
+    atomic_fetch_add(&g_blocked_waits, 1);
+  return event ? r->event_synchronize(r, dev, obj) : r->stream_synchronize(r, dev, obj);
+}
+static dls_status_t w_stream_synchronize(const dls__backend *be, int dev, void *s) {
+  return host_wait(be, dev, s, false);
+}
+static dls_status_t w_event_synchronize(const dls__backend *be, int dev, void *e) {
+  return host_wait(be, dev, e, true);
 }
 
 /* X(method, parameters, arguments, fault, gpu) of DLS__BACKEND_METHODS: a

@@ -15,6 +15,7 @@
 
 #include "backend/gpu.h"
 #include "backend/hip_runtime_decls.h"
+#include "base/hints.h"
 
 #ifdef DLS_HAVE_HIP_KERNELS
 /* The built-in kernels' code objects for DLS_HIP_ARCHS, embedded by cmake/DlsHipKernels.cmake. */
@@ -255,7 +256,7 @@ static void *dls__hip_open(dls__gpu *g) {
       snprintf(why, sizeof why, "%s", e);
   }
   dls__gpu_unavailable(g, "libamdhip64.so not found (dlopen: %s). Install ROCm's HIP runtime (Debian: apt-get "
-                          "install libamdhip64-5), set DLSTREAM_HIP_LIBRARY=<path>, or use the CPU backend (kDLCPU).",
+                          "install libamdhip64-5), set DLSTREAM_HIP_LIBRARY=<path>, or use " DLS__HINT_CPU_BACKEND ".",
                        why[0] != '\0' ? why : "no reason given");
   return NULL;
 }
@@ -264,8 +265,8 @@ static bool dls__hip_load_symbols(dls__gpu *g, void *lib) {
 #define DLS__HIP_RESOLVE_REQUIRED(version, name, params)                                                      \
   hip.name = (dls__PFN_##name)dlsym(lib, #name);                                                              \
   if (hip.name == NULL) {                                                                                     \
-    dls__gpu_unavailable(g, "%s lacks " #name " (in ROCm %d.%d and newer). Install a newer ROCm, or use the " \
-                            "CPU backend (kDLCPU).",                                                          \
+    dls__gpu_unavailable(g, "%s lacks " #name " (in ROCm %d.%d and newer). Install a newer ROCm, or use "      \
+                            DLS__HINT_CPU_BACKEND ".",                                                        \
                          dls__hip_path, (version) / 10000, (version) / 100 % 100);                            \
     return false;                                                                                             \
   }
@@ -299,7 +300,7 @@ static bool dls__hip_load_devices(dls__gpu *g) {
     r = hip.hipGetDeviceCount(&n);
   if (r != DLS__hipSuccess || n <= 0) {
     dls__gpu_unavailable(g, "no ROCm device: %s (HIP runtime %d.%d) loaded, but hipInit/hipGetDeviceCount gives %s "
-                            "(%s), count %d; %s. Use the CPU backend (kDLCPU) meanwhile.",
+                            "(%s), count %d; %s. Use " DLS__HINT_CPU_BACKEND " meanwhile.",
                          dls__hip_path, version / 10000000, version / 100000 % 100, dls__hip_error_name(r),
                          dls__hip_error_string(r), n, dls__hip_no_device_reason());
     return false;

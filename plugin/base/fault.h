@@ -64,6 +64,11 @@ DLS_API const char *dls_fault_last(void);
 DLS_API void dls_fault_objects(dls_fault_object_t kind, uint64_t *out_created, uint64_t *out_destroyed);
 /* The name of an object kind ("stream", "event", "allocation" ...). */
 DLS_API const char *dls_fault_object_name(dls_fault_object_t kind);
+/* Host waits (stream and event synchronizations, any backend) that blocked while a latch held a stream, since the
+ * process started: made on work not complete yet while some latch was waited on and not opened. Such a wait can
+ * end only with the latch's timeout when the caller is the one to open it (a host wait the caller cannot end);
+ * counted by the fault-injecting backend (backend/fault.c), whatever the machine's speed. */
+DLS_API uint64_t dls_fault_blocked_waits(void);
 
 DLS_EXTERN_C_END
 

@@ -111,6 +111,13 @@ dls_status_t dls__use_refresh(dls__use *u) {
   return DLS_OK;
 }
 
+/* Whether memory allocated in a capture holds a replay's output: its graph exists (the capture ended and was not
+ * discarded) and was replayed. Before that nothing may use it outside its capture. Read in a pin: a capture's end
+ * sets the owner inside its change. */
+static inline bool owner_replayed(const dls__graph_owner *o) {
+  return o->launches != NULL && __atomic_load_n(o->launches, __ATOMIC_ACQUIRE) > 0;
+}
+
 /* Who stream `s` in capture `cap` is to the buffer: ALLOC, an entry, or NONE. */
 static DLS__HOT_INLINE int party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
   if (cap == b->cap_id && dls__same_stream(b->stream, s))
@@ -257,6 +264,8 @@ static dls_status_t access_end_parties(dls__accesses *x, bool queued);
 dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   x->s = s;
   x->cap = 0;
+  /* Pinned until dls__access_end: the capture the uses are noted in is the one the work lands in. */
+  dls__capture_pin();
   /* Locked in address order (no two pieces of work can deadlock), until
    * the work is queued and its uses noted: the rule sees accesses in the
    * order their work reaches the streams. */
@@ -282,7 +291,12 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     x->a[i].party = ALLOC; /* read after the end by dls__buffer_export_begin */
   }
   x->own = own;
-  return DLS__LIKELY(own) ? DLS_OK : access_begin_parties(x, s);
+  if (DLS__LIKELY(own))
+    return DLS_OK;
+  dls_status_t st = access_begin_parties(x, s);
+  if (st != DLS_OK)
+    dls__capture_unpin();
+  return st;
 }
 
 /* The rest of dls__access_begin, where some buffer is not the stream's own
@@ -295,6 +309,14 @@ static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__st
     if (DLS__LIKELY(b->nuses == 0 && b->cap_id == x->cap && dls__same_stream(b->stream, s))) {
       x->a[i].party = ALLOC;
       continue;
+    }
+    if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != x->cap) && !owner_replayed(&b->owner)) {
+      unlock_all(x, x->n);
+      return dls__fail(DLS_ERR_STATE,
+                       "the memory was allocated in capture %llu and is its graph's: outside that capture it holds "
+                       "a replay's output, so it may be used only once the graph has been replayed (it has not, "
+                       "or the capture was discarded); nothing was queued",
+                       (unsigned long long)b->cap_id);
     }
     int me = party_of(b, s, x->cap);
     dls_status_t st = order_use(b, s, x->cap, me, x->a[i].mode);
@@ -322,9 +344,12 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
      * another party's write): another stream's use waits for it, read or
      * write, whatever it did since. */
     unlock_all(x, x->n);
+    dls__capture_unpin();
     return DLS_OK;
   }
-  return access_end_parties(x, queued);
+  dls_status_t st = access_end_parties(x, queued);
+  dls__capture_unpin();
+  return st;
 }
 
 /* The rest of dls__access_end: each use's record and role. */
@@ -389,12 +414,14 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
     /* Work already queued on `s` (a use dlstream did not see): noted only. */
     x.s = s;
     x.own = false;
+    dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
     (void)dls__stream_capture(s, &x.cap);
     dls__spin_lock(&b->mu);
     int me = party_of(b, s, x.cap);
     dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
     if (st != DLS_OK) {
       dls__spin_unlock(&b->mu);
+      dls__capture_unpin();
       return st;
     }
     x.a[0].party = me;
@@ -432,6 +459,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
     if (epochs[i] != epoch[k]) /* the same buffer ordered twice with other notes between: not sure of its role */
       x.a[k].mode |= DLS__ACCESS_DECLARED;
   }
+  dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
   (void)dls__stream_capture(s, &x.cap);
   for (int i = 1; i < x.n; i++) { /* address order, as every piece of work locks its buffers */
     dls__access v = x.a[i];
@@ -451,6 +479,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
     dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
     if (st != DLS_OK) {
       unlock_all(&x, i + 1);
+      dls__capture_unpin();
       return st;
     }
     x.a[i].party = me;

@@ -42,12 +42,14 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->alias = NULL;
   b->id = 0;
   b->cap_id = 0;
-  b->graph = NULL;
+  b->owner = (dls__graph_owner){NULL, NULL};
   b->spare = NULL;
   return b;
 }
 
-static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+/* The allocation's work, pinned: the capture asked about is the one the memory lands in, and a capture's end
+ * cannot come between the allocation and its entry in the capture's list of what its graph will own. */
+static inline dls_status_t buffer_alloc_pinned(dls__stream *s, size_t size, dls__buffer **out) {
   void *ptr = NULL;
   uint64_t cap = 0;
   if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
@@ -56,15 +58,22 @@ static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer
   DLS__TRY(dls__mem_alloc(s, size, &ptr));
   dls__buffer *b = buffer_new(s->dev, ptr, size, s);
   if (b == NULL) {
-    dls__mem_free(s->dev, ptr, s);
+    dls__mem_free(s->dev, ptr, s); /* in the same capture state: a graph free, or an eager one */
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
   }
   /* Allocated in a capture: a graph allocation, never touched eagerly. */
   b->cap_id = cap;
   if (DLS__UNLIKELY(cap != 0))
-    dls__capture_alloc_add(cap, &b->graph, b->ptr);
+    dls__capture_alloc_add(cap, &b->owner, b->ptr);
   *out = b;
   return DLS_OK;
+}
+
+static inline dls_status_t buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) {
+  dls__capture_pin();
+  dls_status_t st = buffer_alloc_pinned(s, size, out);
+  dls__capture_unpin();
+  return st;
 }
 
 dls_status_t dls__buffer_alloc(dls__stream *s, size_t size, dls__buffer **out) { return buffer_alloc(s, size, out); }

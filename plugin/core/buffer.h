@@ -4,6 +4,7 @@
 #define DLSTREAM_CORE_BUFFER_H
 
 #include "core/access.h"
+#include "core/capture.h"
 
 struct dls__graph;
 struct dls__deferred;
@@ -47,7 +48,8 @@ struct dls__buffer {
   dls_release_fn release; /* borrowed only */
   void *user_data;
   uint64_t id;          /* its handle, 0 if none */
-  struct dls__graph *graph; /* the graph that owns its memory once the capture ended (ref held) */
+  dls__graph_owner owner; /* allocated in a capture: the graph that owns its memory once the capture ended (ref
+                            held) and its replay count */
   struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
                                   the buffer so that deferring the release needs no memory */
 };

@@ -7,6 +7,7 @@
 
 #include "core/buffer.h"
 #include "core/builtin.h"
+#include "core/capture.h"
 #include "core/launch.h"
 
 static const char *const g_builtin_names[DLS__NBUILTIN] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
@@ -156,15 +157,20 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   bool overlap;
   DLS__TRY(dls__builtin_check(call, f, args, nargs, NULL, &overlap));
   dls__buffer *tmp = NULL;
+  /* A staged temporary is made, used (through a pointer) and freed in one pin: all eager, or all in one capture. */
   if (overlap)
-    DLS__TRY(stage_source(call, s, k, args, &tmp));
+    dls__capture_pin();
+  dls_status_t st = overlap ? stage_source(call, s, k, args, &tmp) : DLS_OK;
   uint64_t blocks = n == 0 ? 1 : (n + 255) / 256;
   if (blocks > 4096)
     blocks = 4096; /* the kernels loop over the rest */
   dls_launch_config_t cfg = dls_config_1d((uint32_t)blocks, n == 0 ? 1 : 256);
-  dls_status_t st = dls__launch_args(call, f, s, &cfg, args, nargs);
+  if (st == DLS_OK)
+    st = dls__launch_args(call, f, s, &cfg, args, nargs);
   if (tmp != NULL)
     dls__buffer_unref(tmp); /* stream-ordered: after the launch on its own stream */
+  if (overlap)
+    dls__capture_unpin();
   return st;
 }
 

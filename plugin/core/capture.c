@@ -6,6 +6,7 @@
  * own capture allocates, and the lock that keeps pool calls apart from
  * graph calls. What a capture's end makes, a graph, is graph.c's. */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "core/capture.h"
@@ -13,6 +14,74 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the registry; an own capture's allocs */
 static dls__capture *g_captures;
 _Atomic int dls__captures_known;
+
+/* ---- the capture state held still: pins and changes ---- */
+
+/* Pins are counted in stripes, a thread in its own (cache-line apart), so that threads pinning at once share no
+ * line; a change sets g_changing, then waits until every stripe is empty. Dekker's pattern: a pin's increment and
+ * a change's flag are both sequentially consistent, so either the pin sees the flag (and backs off) or the change
+ * sees the pin (and waits for it). */
+enum { PIN_STRIPES = 64 };
+static struct {
+  _Atomic long n;
+  char pad[64 - sizeof(long)];
+} g_pins[PIN_STRIPES] __attribute__((aligned(64)));
+static _Atomic unsigned g_next_stripe;
+static _Atomic int g_changing;
+static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
+_Thread_local int dls__pins_held;
+static _Thread_local int t_stripe;  /* 1 + the thread's stripe; 0 until its first pin */
+static _Thread_local bool t_counted; /* the outer pin is counted in the stripe (not taken inside a change) */
+static _Thread_local int t_changes;  /* changes this thread is in (they nest) */
+
+void dls__capture_pin_first(void) {
+  if (t_changes > 0)
+    return; /* the thread's own change holds everything still */
+  if (DLS__UNLIKELY(t_stripe == 0))
+    t_stripe = 1 + (int)(atomic_fetch_add_explicit(&g_next_stripe, 1, memory_order_relaxed) % PIN_STRIPES);
+  _Atomic long *n = &g_pins[t_stripe - 1].n;
+  for (;;) {
+    atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
+    if (DLS__LIKELY(atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0))
+      break;
+    atomic_fetch_sub_explicit(n, 1, memory_order_release);
+    pthread_mutex_lock(&g_change_mu); /* waits the change out */
+    pthread_mutex_unlock(&g_change_mu);
+  }
+  t_counted = true;
+}
+
+void dls__capture_unpin_last(void) {
+  if (!t_counted)
+    return;
+  t_counted = false;
+  atomic_fetch_sub_explicit(&g_pins[t_stripe - 1].n, 1, memory_order_release);
+}
+
+void dls__capture_change_begin(void) {
+  if (t_changes++ > 0)
+    return;
+  pthread_mutex_lock(&g_change_mu);
+  atomic_store_explicit(&g_changing, 1, memory_order_seq_cst);
+  /* A pin of this very thread's (a capture begun or a stream destroyed from inside pinned work, which pins never
+   * allow: see capture.h) is not waited for: nothing could release it. */
+  long own = t_counted ? 1 : 0;
+  for (;;) {
+    long held = 0;
+    for (int i = 0; i < PIN_STRIPES; i++)
+      held += atomic_load_explicit(&g_pins[i].n, memory_order_seq_cst);
+    if (held <= own)
+      break;
+    sched_yield(); /* a pin lasts a few backend calls */
+  }
+}
+
+void dls__capture_change_end(void) {
+  if (--t_changes > 0)
+    return;
+  atomic_store_explicit(&g_changing, 0, memory_order_release);
+  pthread_mutex_unlock(&g_change_mu);
+}
 
 /* ---- what the driver says ---- */
 
@@ -295,7 +364,7 @@ static void *room_for_one(void *p, int n, int *cap, size_t size) {
   return q;
 }
 
-void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr) {
+void dls__capture_alloc_add(uint64_t id, dls__graph_owner *owner, void *ptr) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   if (c != NULL && c->own) {
@@ -310,7 +379,7 @@ void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner) {
+void dls__capture_alloc_remove(uint64_t id, dls__graph_owner *owner) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {
@@ -322,7 +391,7 @@ void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner) {
   pthread_mutex_unlock(&g_mu);
 }
 
-void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner) {
+void dls__capture_alloc_orphan(uint64_t id, dls__graph_owner *owner) {
   pthread_mutex_lock(&g_mu);
   dls__capture *c = known(id);
   for (int i = 0; c != NULL && i < c->nallocs; i++) {
@@ -370,6 +439,31 @@ dls__capture_hold *dls__capture_take_holds(dls__capture *c, int *out_n) {
 
 /* ---- public API ---- */
 
+/* dls_stream_begin_capture's work, inside its change. */
+static dls_status_t begin_changing(dls__stream *s, int mode, const char *call) {
+  uint64_t id;
+  if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
+    char d[128];
+    return dls__fail(DLS_ERR_STATE, "%s: %s is already capturing", call, dls__stream_describe(s, id, d, sizeof d));
+  }
+  dls_status_t st = begin_call(s, mode);
+  if (st != DLS_OK)
+    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
+  int status = DLS__CAPTURE_NONE;
+  st = dls__capture_status_call(s->dev, s->native, &status, &id);
+  pthread_mutex_lock(&g_mu);
+  dls__capture *c = st == DLS_OK && status == DLS__CAPTURE_ACTIVE ? remember(s, id, mode, true) : NULL;
+  pthread_mutex_unlock(&g_mu);
+  if (c == NULL) {
+    void *graph = NULL;
+    if (dls__capture_end_call(s->dev, s->native, &graph) == DLS_OK)
+      dls__graph_destroy_call(s->dev, graph);
+    return st != DLS_OK ? dls__fail_prefix(st, "%s", call)
+                        : dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a capture record", call);
+  }
+  return DLS_OK;
+}
+
 dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mode) {
   static const char call[] = "dls_stream_begin_capture";
   DLS__ENTER(call);
@@ -386,27 +480,11 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
   const dls__backend *be = s->dev->be;
   if (be->stream_begin_capture == NULL || be->stream_end_capture == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend cannot capture graphs", call, be->name);
-  uint64_t id;
-  if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
-    char d[128];
-    return dls__fail(DLS_ERR_STATE, "%s: %s is already capturing", call, dls__stream_describe(s, id, d, sizeof d));
-  }
-  dls_status_t st = begin_call(s, (int)mode);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
-  int status = DLS__CAPTURE_NONE;
-  st = dls__capture_status_call(s->dev, s->native, &status, &id);
-  pthread_mutex_lock(&g_mu);
-  dls__capture *c = st == DLS_OK && status == DLS__CAPTURE_ACTIVE ? remember(s, id, (int)mode, true) : NULL;
-  pthread_mutex_unlock(&g_mu);
-  if (c == NULL) {
-    void *graph = NULL;
-    if (dls__capture_end_call(s->dev, s->native, &graph) == DLS_OK)
-      dls__graph_destroy_call(s->dev, graph);
-    return st != DLS_OK ? dls__fail_prefix(st, "%s", call)
-                        : dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a capture record", call);
-  }
-  return DLS_OK;
+  /* A change: no pinned decision of another thread's (an allocation, a free, a use) straddles the begin. */
+  dls__capture_change_begin();
+  dls_status_t st = begin_changing(s, (int)mode, call);
+  dls__capture_change_end();
+  return st;
 }
 
 dls_status_t dls_stream_capture_status(dls_stream_t stream, dls_capture_status_t *out_status) {
@@ -440,18 +518,22 @@ dls__capture *dls__capture_claim(dls__stream *s, bool this_object) {
   return c;
 }
 
-void dls__capture_forget(dls__capture *c) {
+void dls__capture_unlink(dls__capture *c) {
   pthread_mutex_lock(&g_mu);
   unlink_capture(c);
   pthread_mutex_unlock(&g_mu);
-  capture_free(c);
 }
+
+void dls__capture_release(dls__capture *c) { capture_free(c); }
 
 void dls__capture_end_dropping(dls__capture *c) {
   void *native = NULL;
+  dls__capture_change_begin();
   if (c->own && dls__capture_end_call(c->dev, c->origin->native, &native) == DLS_OK && native != NULL)
     dls__graph_destroy_call(c->dev, native);
-  dls__capture_forget(c);
+  dls__capture_unlink(c);
+  dls__capture_change_end();
+  capture_free(c); /* outside the change: a drop may run a release callback */
 }
 
 void dls__capture_drop_on(dls__stream *s) {

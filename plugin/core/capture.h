@@ -41,17 +41,51 @@ DLS__INTERNAL bool dls__capture_on_device(dls__device *dev);
 /* Whether a capture is still underway as far as dlstream can tell. */
 DLS__INTERNAL bool dls__capture_underway(uint64_t id);
 
+/* ---- the capture state held still ---- */
+
+/* A pin holds the capture state of every stream still: while a thread holds one, no capture dlstream begins, ends
+ * or discards (a change) starts or finishes, so what the core reads of a stream's capture inside the pin
+ * (dls__stream_capture) is where the backend puts the memory, the frees and the work it is given inside the same
+ * pin. A change waits for the pins held, and keeps new ones out, for the span of its own backend calls. Pins
+ * nest; the outer one costs two locked instructions on a line of the thread's own, and waits only while a change
+ * is underway. A pin is never held across a user's callback, Python code or a host wait (a change held up by one
+ * could wait for it forever): only the decision and the calls that carry it out. Captures dlstream did not begin
+ * (torch.cuda.graph) change outside any pin: that race is the caller's. */
+DLS__INTERNAL extern _Thread_local int dls__pins_held;
+DLS__INTERNAL void dls__capture_pin_first(void);
+DLS__INTERNAL void dls__capture_unpin_last(void);
+static DLS__HOT_INLINE void dls__capture_pin(void) {
+  if (dls__pins_held++ == 0)
+    dls__capture_pin_first();
+}
+static DLS__HOT_INLINE void dls__capture_unpin(void) {
+  if (--dls__pins_held == 0)
+    dls__capture_unpin_last();
+}
+/* A change of the capture state (a capture's begin, end or discard): from change_begin to change_end no pin is
+ * held by another thread. Changes nest on their thread and exclude each other. Inside one, pins are free. */
+DLS__INTERNAL void dls__capture_change_begin(void);
+DLS__INTERNAL void dls__capture_change_end(void);
+
 /* ---- memory allocated in a capture dlstream began ---- */
 
+/* Where memory allocated in a capture learns its graph when the capture ends (set by graph.c, inside the end's
+ * change): the graph (a reference held), and its replay count, which the hazard rule reads without knowing
+ * graphs (before the first replay the memory holds no output yet). Both NULL until then, or when orphaned. */
+typedef struct dls__graph_owner {
+  struct dls__graph *graph;
+  const uint64_t *launches;
+} dls__graph_owner;
+
 /* Memory allocated in capture `id`: its graph will own it once the capture
- * ends, and `*owner` (the buffer's graph) then names that graph. Removed
+ * ends, and `*owner` (the buffer's) then names that graph. Removed
  * when the memory is freed in the capture; orphaned when its buffer goes
  * without a free the capture could order after its uses (the graph still
  * owns the memory, as an output's whose buffer is gone: freed after the
  * graph's last replay). */
-DLS__INTERNAL void dls__capture_alloc_add(uint64_t id, struct dls__graph **owner, void *ptr);
-DLS__INTERNAL void dls__capture_alloc_remove(uint64_t id, struct dls__graph **owner);
-DLS__INTERNAL void dls__capture_alloc_orphan(uint64_t id, struct dls__graph **owner);
+DLS__INTERNAL void dls__capture_alloc_add(uint64_t id, dls__graph_owner *owner, void *ptr);
+DLS__INTERNAL void dls__capture_alloc_remove(uint64_t id, dls__graph_owner *owner);
+DLS__INTERNAL void dls__capture_alloc_orphan(uint64_t id, dls__graph_owner *owner);
 
 /* ---- memory an own capture uses but did not allocate (its graph's replays are uses of it) ---- */
 
@@ -112,7 +146,7 @@ DLS__INTERNAL void dls__graph_destroy_call(dls__device *dev, void *graph);
 /* Memory an own capture allocated and did not free: where its graph goes
  * (the buffer's; NULL once orphaned), and the memory. */
 typedef struct dls__capture_alloc {
-  struct dls__graph **owner;
+  dls__graph_owner *owner;
   void *ptr;
 } dls__capture_alloc;
 
@@ -137,17 +171,19 @@ typedef struct dls__capture {
 DLS__INTERNAL uint64_t dls__capture_own_on(const dls__stream *s);
 /* The own capture begun on `s` (on its native stream, or through this very
  * object), claimed for ending; NULL when none or another thread ends it. It
- * stays known until dls__capture_forget: until the driver has ended it, its
+ * stays known until dls__capture_unlink: until the driver has ended it, its
  * streams are still in it (a pooled branch must not be handed out meanwhile). */
 DLS__INTERNAL dls__capture *dls__capture_claim(dls__stream *s, bool this_object);
 /* Takes what a claimed capture holds (dls__capture_hold): the caller owns the array (dls__free) and the
  * references. A hold made after this is dropped when the capture is forgotten. */
 DLS__INTERNAL dls__capture_hold *dls__capture_take_holds(dls__capture *c, int *out_n);
-/* A claimed capture the driver has ended: forgotten and freed (what it still holds is dropped). */
-DLS__INTERNAL void dls__capture_forget(dls__capture *c);
-/* Ends a claimed capture: an own one is ended on its stream and what it
- * recorded is dropped (a failed end ends it too); a foreign one is only
- * forgotten. */
+/* A claimed capture the driver has ended leaves the registry (inside the change that ended it)... */
+DLS__INTERNAL void dls__capture_unlink(dls__capture *c);
+/* ...and its record is freed after that change, what it still holds dropped (a drop may run a release callback). */
+DLS__INTERNAL void dls__capture_release(dls__capture *c);
+/* Ends a claimed capture, in a change: an own one is ended on its stream
+ * and what it recorded is dropped (a failed end ends it too); a foreign one
+ * is only forgotten. */
 DLS__INTERNAL void dls__capture_end_dropping(dls__capture *c);
 /* The stream's handle is going away: a capture begun through it ends, and
  * what it recorded is dropped (no one could end it any more). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The deferred release queue: borrowed memory whose uses on other streams
  * have not completed yet is released by a later call, never by a driver
- * callback and never while a capture forbids polling. */
+ * callback and never while a capture forbids polling; and frees of eager
+ * memory that wait for a capture on their stream to be over. */
 #include <sched.h>
 #include <stdlib.h>
 
@@ -104,8 +105,9 @@ void dls__event_pool_put_after(dls__device *dev, void *event, uint64_t cap_id) {
 size_t dls_deferred_poll(void) {
   if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
     return 0;
-  /* Polling is dlstream's own initiative: never while a capture forbids it. */
-  if (!dls__capture_polling_allowed())
+  /* Polling is dlstream's own initiative: never while a capture forbids it, nor inside a pin (capture.h), which
+   * must not run release callbacks. */
+  if (dls__pins_held > 0 || !dls__capture_polling_allowed())
     return atomic_load(&dls__deferred_count);
   dls__deferred *ready = NULL;
   pthread_mutex_lock(&g_deferred_mu);
@@ -155,4 +157,49 @@ void dls__deferred_drain(void) {
       dls__event_wait(d->marks[i].dev, d->marks[i].event);
     deferred_finish(d);
   }
+}
+
+/* ---- frees of eager memory, kept out of captures ---- */
+
+/* Owned memory whose free must wait for more than its stream's order: it runs from the queue. */
+typedef struct late_free {
+  dls__device *dev;
+  void *ptr;
+  dls__stream *stream; /* ref held */
+} late_free;
+
+void dls__late_free(void *late) {
+  late_free *f = late;
+  dls__mem_free_eager(f->dev, f->ptr, f->stream);
+  dls__stream_unref(f->stream);
+  dls__free(f);
+}
+
+void *dls__late_free_new(dls__device *dev, void *ptr, dls__stream *s) {
+  late_free *f = dls__malloc(sizeof *f);
+  if (f == NULL)
+    return NULL;
+  f->dev = dev;
+  f->ptr = ptr;
+  f->stream = s;
+  dls__stream_ref(s);
+  return f;
+}
+
+void dls__mem_free_eager(dls__device *dev, void *ptr, dls__stream *s) {
+  dls__capture_pin();
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_NONE) {
+    dls__mem_free(dev, ptr, s);
+    dls__capture_unpin();
+    return;
+  }
+  /* `s` captures now (a capture begun since the free was decided): the free waits until that capture is over. */
+  dls__deferred *d = dls__deferred_entry();
+  void *f = d != NULL ? dls__late_free_new(dev, ptr, s) : NULL;
+  if (f != NULL)
+    dls__deferred_enqueue(d, d->marks_inline, 0, 0, cap, dls__late_free, f);
+  dls__capture_unpin();
+  if (f == NULL) /* out of host memory, and the stream captures: the memory is lost rather than freed in a graph */
+    dls__deferred_entry_free(d);
 }

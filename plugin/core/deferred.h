@@ -37,6 +37,14 @@ DLS__INTERNAL void dls__event_pool_put_after(dls__device *dev, void *event, uint
 /* Blocks until `event` completes; should the driver fail to wait, polls it
  * instead: a release must never run before the work it waits for. */
 DLS__INTERNAL void dls__event_wait(dls__device *dev, void *event);
+/* Frees `ptr` (eager memory, or a replayed graph's output) on `s` in stream order outside any capture: now, when
+ * `s` does not capture in the pin it takes, else from the queue once that capture is over (again, should another
+ * capture have begun on it by then). */
+DLS__INTERNAL void dls__mem_free_eager(dls__device *dev, void *ptr, struct dls__stream *s);
+/* A release for dls__deferred_enqueue that frees `ptr` on `s` as dls__mem_free_eager does (`s` referenced until
+ * then): its user data, NULL when out of host memory. */
+DLS__INTERNAL void *dls__late_free_new(dls__device *dev, void *ptr, struct dls__stream *s);
+DLS__INTERNAL void dls__late_free(void *late);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;

@@ -131,15 +131,21 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   if (e->dev != s->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
+  /* The capture noted is the one the record lands in (a pin): a record taken for eager but made in a capture
+   * would be queried eagerly, and its pooled native reused while the capture still holds it. */
+  dls__capture_pin();
   uint64_t cap = 0;
-  if (dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED)
+  bool invalidated = dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED;
+  dls_status_t st =
+      invalidated ? DLS_ERR_STATE : e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
+  if (st == DLS_OK) {
+    atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
+    atomic_store_explicit(&e->recorded, true, memory_order_release);
+  }
+  dls__capture_unpin();
+  if (invalidated)
     return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
-  dls_status_t st = e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s", call);
-  atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
-  atomic_store_explicit(&e->recorded, true, memory_order_release);
-  return DLS_OK;
+  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
 }
 
 /* A record made in a capture is a node of the graph, not work that runs:
@@ -154,18 +160,8 @@ static dls_status_t refuse_captured(const char *call, dls__event *e) {
                    call, (unsigned long long)cap);
 }
 
-dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
-  static const char call[] = "dls_stream_wait_event";
-  DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__GET_EVENT(e, event, call, "event");
-  /* Another device of the same backend is fine: the driver orders across devices. */
-  if (e->dev->be != s->dev->be)
-    return dls__fail(DLS_ERR_INVALID_DEVICE,
-                     "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
-                     call, s->dev->name, e->dev->name);
-  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
-    return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
+/* dls_stream_wait_event's check and wait, pinned. */
+static dls_status_t wait_pinned(const char *call, dls__stream *s, dls__event *e) {
   if (!e->foreign) {
     /* Both in one capture state, or the wait would tie a capture to eager work. */
     uint64_t cap = 0, ecap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
@@ -185,6 +181,25 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
   }
   dls_status_t st = s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, native_of(e));
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
+  static const char call[] = "dls_stream_wait_event";
+  DLS__ENTER(call);
+  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_EVENT(e, event, call, "event");
+  /* Another device of the same backend is fine: the driver orders across devices. */
+  if (e->dev->be != s->dev->be)
+    return dls__fail(DLS_ERR_INVALID_DEVICE,
+                     "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
+                     call, s->dev->name, e->dev->name);
+  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
+    return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
+  /* Checked and queued in one pin: a capture begun or ended in between would tie it to eager work. */
+  dls__capture_pin();
+  dls_status_t st = wait_pinned(call, s, e);
+  dls__capture_unpin();
+  return st;
 }
 
 dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls_stream_wait_event(stream, event); }

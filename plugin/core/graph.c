@@ -6,16 +6,18 @@
 #include <stdlib.h>
 
 #include "core/capture.h"
+#include "core/deferred.h"
 #include "core/graph.h"
 
-static void graph_unref(dls__graph *gr) {
+void dls__graph_unref(dls__graph *gr) {
   if (atomic_fetch_sub_explicit(&gr->refs, 1, memory_order_acq_rel) != 1)
     return;
   dls__device *dev = gr->dev;
-  /* Outputs whose latest replay's allocation was never freed: free it after that replay. */
+  /* Outputs whose latest replay's allocation was never freed: free it after that replay (once a capture begun on
+   * that stream since is over). */
   for (int i = 0; gr->last != NULL && i < gr->nouts; i++)
     if (gr->outs[i].freed_at != gr->launches)
-      dls__mem_free(dev, gr->outs[i].ptr, gr->last);
+      dls__mem_free_eager(dev, gr->outs[i].ptr, gr->last);
   dls__graph_destroy_call(dev, gr->native);
   if (gr->uses != NULL)
     gr->uses_drop(gr->uses); /* after the replays queued: each is a use of that memory */
@@ -39,11 +41,14 @@ dls__stream *dls__graph_release_output(dls__graph *gr, dls__device *dev, void *p
       gr->outs[i].freed_at = gr->launches;
   uint64_t launches = gr->launches;
   pthread_mutex_unlock(&gr->mu);
+  uint64_t cap = 0;
   if (last != NULL) {
     /* The latest replay's allocation is freed after that replay and after
-     * every eager use of it; the next replay allocates it afresh. */
-    bool ordered = true;
-    for (int i = 0; i < nuses; i++)
+     * every eager use of it; the next replay allocates it afresh. Where that
+     * stream captures now (the caller's pin holds it so), nothing can be
+     * ordered on it: the caller frees later. */
+    bool ordered = dls__stream_capture(last, &cap) == DLS__CAPTURE_NONE;
+    for (int i = 0; i < nuses && ordered; i++)
       if (uses[i].cap_id == 0)
         ordered &= dev->be->stream_wait_event(dev->be, dev->id, last->native, dls__use_event(&uses[i])) == DLS_OK;
     if (launches > 0 && !ordered)
@@ -53,7 +58,6 @@ dls__stream *dls__graph_release_output(dls__graph *gr, dls__device *dev, void *p
     if (later == NULL)
       dls__stream_unref(last);
   }
-  graph_unref(gr);
   return later;
 }
 
@@ -66,8 +70,6 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
     dls__free(gr);
     dls__free(outs);
     dls__graph_destroy_call(dev, native);
-    if (uses != NULL)
-      uses_drop(uses);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory for a graph", call);
   }
   gr->dev = dev;
@@ -83,16 +85,14 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
     dls__free(gr);
     dls__free(outs);
     dls__graph_destroy_call(dev, native);
-    if (uses != NULL)
-      uses_drop(uses);
     return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
   }
   atomic_fetch_add(&dls__graphs_live, 1);
   /* Memory the capture allocated and did not free: the graph owns it now. */
   for (int i = 0; i < c->nallocs; i++) {
-    dls__graph **owner = c->allocs[i].owner;
+    dls__graph_owner *owner = c->allocs[i].owner;
     if (owner != NULL) {
-      *owner = gr;
+      *owner = (dls__graph_owner){gr, &gr->launches};
       atomic_fetch_add(&gr->refs, 1);
     }
     gr->outs[gr->nouts].ptr = c->allocs[i].ptr;
@@ -103,15 +103,15 @@ dls_status_t dls__graph_publish(dls__capture *c, void *native, void *uses, void 
   return DLS_OK;
 }
 
-dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s) {
+dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s, dls__stream **out_old) {
+  *out_old = NULL;
   dls_status_t st = s->dev->be->graph_launch(s->dev->be, s->dev->id, gr->native, s->native);
   if (st != DLS_OK)
     return st;
-  gr->launches++;
+  __atomic_store_n(&gr->launches, gr->launches + 1, __ATOMIC_RELEASE); /* read unlocked through its outputs' owners */
   if (gr->last != s) {
     dls__stream_ref(s);
-    if (gr->last != NULL)
-      dls__stream_unref(gr->last);
+    *out_old = gr->last;
     gr->last = s;
   }
   return DLS_OK;
@@ -146,6 +146,6 @@ dls_status_t dls_graph_destroy(dls_graph_t graph) {
   return DLS_OK;
 }
 
-void dls__graph_drop(void *obj) { graph_unref(obj); }
+void dls__graph_drop(void *obj) { dls__graph_unref(obj); }
 dls__table dls__graph_table = DLS__TABLE("graph", DLS_HANDLE_GRAPH, dls__graph_drop);
 

@@ -37,21 +37,24 @@ dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   if (g == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   dls__device *dev = o->dev;
-  uint64_t cap = 0;
-  if (dls__stream_capture(o, &cap) == DLS__CAPTURE_INVALIDATED) {
-    dls__free(g);
-    return dls__fail(DLS_ERR_STATE, "%s: the origin's capture on %s was invalidated; end it first", call, dev->name);
-  }
   /* In a capture the fork record is a node of it: each branch joins the
-   * capture by waiting on it, and rejoins the origin at dls_group_end. */
-  dls_status_t st = dls__event_pool_get(dev, &g->fork);
-  if (st == DLS_OK) {
+   * capture by waiting on it, and rejoins the origin at dls_group_end. The
+   * capture noted is the one the record lands in (a pin). */
+  dls__capture_pin();
+  uint64_t cap = 0;
+  bool invalidated = dls__stream_capture(o, &cap) == DLS__CAPTURE_INVALIDATED;
+  dls_status_t st = invalidated ? DLS_ERR_STATE : dls__event_pool_get(dev, &g->fork);
+  if (st == DLS_OK && !invalidated) {
     st = dev->be->event_record(dev->be, dev->id, g->fork, o->native);
     if (st != DLS_OK)
       dls__event_pool_put(dev, g->fork);
   }
+  dls__capture_unpin();
   if (st != DLS_OK) {
     dls__free(g);
+    if (invalidated)
+      return dls__fail(DLS_ERR_STATE, "%s: the origin's capture on %s was invalidated; end it first", call,
+                       dev->name);
     return dls__fail_prefix(st, "%s: recording the fork point", call);
   }
   g->origin = o;
@@ -103,9 +106,17 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
   dls__stream *b = dls__hold_get(&held, &dls__stream_table, h.id, call, "branch", &st);
   if (b == NULL)
     return st; /* ended by another thread before it was handed out */
-  st = dev->be->stream_wait_event(dev->be, dev->id, b->native, g->fork);
+  /* The branch joins the group's capture (or the eager origin) in a pin: a capture discarded meanwhile would have
+   * it wait on a record of a capture that is over. */
+  dls__capture_pin();
+  bool over = g->cap_id != 0 && !dls__capture_underway(g->cap_id);
+  st = over ? DLS_ERR_STATE : dev->be->stream_wait_event(dev->be, dev->id, b->native, g->fork);
+  dls__capture_unpin();
   if (st != DLS_OK) {
     dls_stream_destroy(h);
+    if (over)
+      return dls__fail(DLS_ERR_STATE, "%s: the group's capture (%llu) is over: it was ended or discarded", call,
+                       (unsigned long long)g->cap_id);
     return dls__fail_prefix(st, "%s: waiting on the fork point", call);
   }
   dls__stream_ref(b);
@@ -127,13 +138,21 @@ dls_status_t dls_group_add(dls_group_t group, dls_stream_t stream) {
   pthread_mutex_lock(&g->mu);
   dls_status_t st = atomic_load(&g->ended) ? dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): the group was ended", call)
                                             : branch_room(g, call);
-  if (st == DLS_OK)
-    st = s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, g->fork);
+  bool over = false;
+  if (st == DLS_OK) { /* in a pin, as a pooled branch joins (branch_add) */
+    dls__capture_pin();
+    over = g->cap_id != 0 && !dls__capture_underway(g->cap_id);
+    st = over ? DLS_ERR_STATE : s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, g->fork);
+    dls__capture_unpin();
+  }
   if (st == DLS_OK) {
     dls__stream_ref(s);
     g->branches[g->n].stream = s;
     g->branches[g->n].handle = 0; /* the caller's: not ended with the group */
     g->n++;
+  } else if (over) {
+    st = dls__fail(DLS_ERR_STATE, "%s: the group's capture (%llu) is over: it was ended or discarded", call,
+                   (unsigned long long)g->cap_id);
   } else if (st != DLS_ERR_INVALID_HANDLE && st != DLS_ERR_OUT_OF_MEMORY) {
     st = dls__fail_prefix(st, "%s: waiting on the fork point", call);
   }

@@ -92,16 +92,8 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
 
 #define DLS__GET_LATCH(var, handle, call, arg) DLS__GET(&dls__latch_table, dls__latch, var, handle, call, arg)
 
-dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t timeout_ns) {
-  static const char call[] = "dls_latch_wait";
-  DLS__ENTER(call);
-  DLS__GET_LATCH(l, latch, call, "latch");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (s->dev != l->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: latch is on %s but stream is on %s", call, l->dev->name,
-                     s->dev->name);
-  if (timeout_ns == 0)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(timeout_ns=0): a latch wait needs a timeout", call);
+/* dls_latch_wait's checks and queued wait, pinned. */
+static dls_status_t latch_wait_pinned(const char *call, dls__latch *l, dls__stream *s, uint64_t timeout_ns) {
   uint64_t cap = 0;
   if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE) {
     char d[128];
@@ -124,7 +116,24 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s", call);
   (void)dls__access_end(&acc, false);
-  DLS__TRY(dls__launch_args(call, f, s, &cfg, args, 3));
+  return dls__launch_args(call, f, s, &cfg, args, 3);
+}
+
+dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t timeout_ns) {
+  static const char call[] = "dls_latch_wait";
+  DLS__ENTER(call);
+  DLS__GET_LATCH(l, latch, call, "latch");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != l->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: latch is on %s but stream is on %s", call, l->dev->name,
+                     s->dev->name);
+  if (timeout_ns == 0)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(timeout_ns=0): a latch wait needs a timeout", call);
+  /* Checked and queued in one pin: a capture begun in between would take the wait into its graph. */
+  dls__capture_pin();
+  dls_status_t st = latch_wait_pinned(call, l, s, timeout_ns);
+  dls__capture_unpin();
+  DLS__TRY(st);
   latch_hold(l);
   if (__atomic_load_n(&l->host[0], __ATOMIC_ACQUIRE) != 0)
     latch_let_go(l); /* opened already, or meanwhile by another thread */

@@ -1,15 +1,35 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Modules and their functions, host functions: loading, lookups by name, and their ends. */
+/* Modules and their functions, host functions: loading, handles sharing a loaded image, lookups by name, and their
+ * ends. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hints.h"
 #include "core/module.h"
 #include "core/module_names.h"
 
-/* A module keeps the functions looked up in it, by the name asked for: a
- * name looked up again gives the same handle, and unloading makes them all
- * stale. */
+/* A loaded image: the native module and the native functions found in it,
+ * by the name the backend was asked. Each handle on it holds a reference
+ * (dls_module_load makes the first, dls__module_share the others), so
+ * handles that share it end on their own; the last to go unloads it. */
+typedef struct dls__image_fn {
+  char *name;
+  void *native;
+} dls__image_fn;
+
+typedef struct dls__module_image {
+  _Atomic int refs;
+  dls__device *dev;
+  void *native;
+  pthread_mutex_t mu;
+  dls__image_fn *found;
+  size_t n, cap;
+} dls__module_image;
+
+/* A module handle keeps the functions looked up through it, by the name
+ * asked for: a name looked up again gives the same handle, and unloading
+ * makes them all stale (the functions of other handles on the image stay). */
 typedef struct dls__module_fn {
   char *name; /* as the caller spelled it (a kernel name or a name expression) */
   uint64_t id;
@@ -23,8 +43,76 @@ typedef struct dls__module_fns {
 
 typedef struct dls__module_full {
   dls__module m;
+  dls__module_image *image;
   dls__module_fns fns;
 } dls__module_full;
+
+static void image_unref(dls__module_image *img) {
+  if (atomic_fetch_sub_explicit(&img->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  (void)img->dev->be->module_unload(img->dev->be, img->dev->id, img->native);
+  for (size_t i = 0; i < img->n; i++)
+    dls__free(img->found[i].name);
+  dls__free(img->found);
+  pthread_mutex_destroy(&img->mu);
+  dls__free(img);
+}
+
+/* The native function the backend gave for `name` before, through any handle on the image. */
+static bool image_find(dls__module_image *img, const char *name, void **out_native) {
+  bool found = false;
+  pthread_mutex_lock(&img->mu);
+  for (size_t i = 0; i < img->n && !found; i++)
+    if (strcmp(img->found[i].name, name) == 0) {
+      *out_native = img->found[i].native;
+      found = true;
+    }
+  pthread_mutex_unlock(&img->mu);
+  return found;
+}
+
+/* Remembers what the backend gave; without memory the next handle asks the backend again. */
+static void image_keep(dls__module_image *img, const char *name, void *native) {
+  size_t len = strlen(name) + 1;
+  char *copy = dls__malloc(len);
+  if (copy == NULL)
+    return;
+  memcpy(copy, name, len);
+  pthread_mutex_lock(&img->mu);
+  if (img->n == img->cap) {
+    size_t cap = img->cap ? img->cap * 2 : 4;
+    dls__image_fn *p = dls__realloc(img->found, cap * sizeof *p);
+    if (p == NULL) {
+      pthread_mutex_unlock(&img->mu);
+      dls__free(copy);
+      return;
+    }
+    img->found = p;
+    img->cap = cap;
+  }
+  img->found[img->n++] = (dls__image_fn){copy, native};
+  pthread_mutex_unlock(&img->mu);
+}
+
+/* A new handle on `img`, taking over one reference the caller holds on it (kept by the caller on failure). */
+static dls_status_t module_publish(dls__module_image *img, const char *call, dls_module_t *out_module) {
+  dls__module_full *m = dls__calloc(1, sizeof *m);
+  if (m == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  m->m.dev = img->dev;
+  m->m.native = img->native;
+  m->image = img;
+  atomic_init(&m->m.refs, 1);
+  pthread_mutex_init(&m->fns.mu, NULL);
+  m->m.id = dls__table_add(&dls__module_table, m);
+  if (m->m.id == 0) {
+    pthread_mutex_destroy(&m->fns.mu);
+    dls__free(m);
+    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  }
+  out_module->id = m->m.id;
+  return DLS_OK;
+}
 
 dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dls_module_t *out_module) {
   static const char call[] = "dls_module_load";
@@ -38,29 +126,43 @@ dls_status_t dls_module_load(DLDevice device, const void *image, size_t size, dl
     return st;
   if (dev->be->module_load == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED,
-                     "%s(device=%s): the %s backend loads no modules; make functions with dls_function_from_host",
+                     "%s(device=%s): the %s backend loads no modules; " DLS__HINT_HOST_FUNCTIONS,
                      call, dev->name, dev->be->name);
   void *native;
   st = dev->be->module_load(dev->be, dev->id, image, size, &native);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s, size=%zu)", call, dev->name, size);
-  dls__module_full *m = dls__calloc(1, sizeof *m);
-  if (m == NULL) {
+  dls__module_image *img = dls__calloc(1, sizeof *img);
+  if (img == NULL) {
     dev->be->module_unload(dev->be, dev->id, native);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
-  m->m.dev = dev;
-  m->m.native = native;
-  atomic_init(&m->m.refs, 1);
-  pthread_mutex_init(&m->fns.mu, NULL);
-  m->m.id = dls__table_add(&dls__module_table, m);
-  if (m->m.id == 0) {
-    dev->be->module_unload(dev->be, dev->id, native);
-    pthread_mutex_destroy(&m->fns.mu);
-    dls__free(m);
-    return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+  atomic_init(&img->refs, 1);
+  img->dev = dev;
+  img->native = native;
+  pthread_mutex_init(&img->mu, NULL);
+  st = module_publish(img, call, out_module);
+  if (st != DLS_OK)
+    image_unref(img); /* unloads the native module */
+  return st;
+}
+
+dls_status_t dls__module_share(dls_module_t module, const char *call, dls_module_t *out_module) {
+  DLS__ENTER(call);
+  DLS__OUT(call, out_module);
+  DLS__GET(&dls__module_table, dls__module_full, m, module, call, "module");
+  atomic_fetch_add_explicit(&m->image->refs, 1, memory_order_relaxed);
+  dls_status_t st = module_publish(m->image, call, out_module);
+  if (st != DLS_OK) {
+    image_unref(m->image); /* not the last: `module` holds one */
+    return st;
   }
-  out_module->id = m->m.id;
+  st = dls__module_names_copy(module.id, out_module->id);
+  if (st != DLS_OK) {
+    (void)dls_module_unload(*out_module);
+    out_module->id = 0;
+    return dls__fail_prefix(st, "%s", call);
+  }
   return DLS_OK;
 }
 
@@ -109,13 +211,13 @@ dls_status_t dls_module_unload(dls_module_t module) {
   return DLS_OK;
 }
 
-/* The native module is unloaded when neither the handle nor any of its
- * functions (a launch may still hold one) is left. */
+/* The handle's share of the image goes when neither the handle nor any of
+ * its functions (a launch may still hold one) is left. */
 static void module_unref(dls__module *mod) {
   if (atomic_fetch_sub_explicit(&mod->refs, 1, memory_order_acq_rel) != 1)
     return;
   dls__module_full *m = (dls__module_full *)mod;
-  (void)mod->dev->be->module_unload(mod->dev->be, mod->dev->id, mod->native);
+  image_unref(m->image);
   pthread_mutex_destroy(&m->fns.mu);
   dls__free(m);
 }
@@ -189,13 +291,17 @@ dls_status_t dls_module_function(dls_module_t module, const char *name, dls_func
   pthread_mutex_unlock(&m->fns.mu);
   if (out_function->id != 0)
     return DLS_OK;
-  /* The driver is asked unlocked; a thread that published the same name
-   * meanwhile wins, and this lookup gives its handle. */
+  /* The backend is asked unlocked (once per image and name); a thread that
+   * published the same name meanwhile wins, and this lookup gives its handle. */
+  const char *asked = dls__module_names_resolve(module.id, name);
   void *native;
-  dls_status_t st = m->m.dev->be->module_function(m->m.dev->be, m->m.dev->id, m->m.native,
-                                                  dls__module_names_resolve(module.id, name), &native);
-  if (st != DLS_OK)
-    return dls__module_names_missing(module.id, st, call, name);
+  dls_status_t st = DLS_OK;
+  if (!image_find(m->image, asked, &native)) {
+    st = m->m.dev->be->module_function(m->m.dev->be, m->m.dev->id, m->m.native, asked, &native);
+    if (st != DLS_OK)
+      return dls__module_names_missing(module.id, st, call, name);
+    image_keep(m->image, asked, native);
+  }
   char *key = strdup(name);
   if (key == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);

@@ -23,6 +23,14 @@ typedef struct dls__function {
   uint64_t id;
 } dls__function;
 
+/* A new handle on the image `module` loaded: it shares the native module
+ * and the native functions found in it, and has its own functions and its
+ * own end (dls_module_unload ends only it). The native module is unloaded
+ * when the last handle on it and the last of their functions go.
+ * interop/ext/ext.h declares it for the extension (Module.from_source's
+ * cache hits). */
+DLS__INTERNAL dls_status_t dls__module_share(dls_module_t module, const char *call, dls_module_t *out_module);
+
 #define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(&dls__module_table, dls__module, var, handle, call, arg)
 #define DLS__GET_FUNCTION(var, handle, call, arg) \
   DLS__GET(&dls__function_table, dls__function, var, handle, call, arg)

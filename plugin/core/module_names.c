@@ -13,6 +13,7 @@
 typedef struct dls__names_rec {
   struct dls__names_rec *next;
   uint64_t module_id;
+  size_t bytes; /* of the whole record */
   size_t n;
   const char **expressions; /* n, then n lowered names: pointers into the record */
   const char *kernels;
@@ -42,6 +43,14 @@ static void dls__names_drop(uint64_t module_id) {
   }
 }
 
+/* Links record `r`, replacing an earlier one of its module (lock held). */
+static void names_link(dls__names_rec *r) {
+  dls__names_drop(r->module_id);
+  r->next = dls__names_head;
+  dls__names_head = r;
+  atomic_fetch_add(&dls__names_count, 1);
+}
+
 dls_status_t dls__module_names_set(uint64_t module_id, size_t n, const char *const *expressions,
                                    const char *const *lowered, const char *kernels) {
   size_t bytes = sizeof(dls__names_rec) + 2 * n * sizeof(char *) + strlen(kernels) + 1;
@@ -51,6 +60,7 @@ dls_status_t dls__module_names_set(uint64_t module_id, size_t n, const char *con
   if (r == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "recording the names of a module: out of host memory");
   r->module_id = module_id;
+  r->bytes = bytes;
   r->n = n;
   r->expressions = (const char **)(r + 1);
   char *p = (char *)(r->expressions + 2 * n);
@@ -64,11 +74,29 @@ dls_status_t dls__module_names_set(uint64_t module_id, size_t n, const char *con
   memcpy(p, kernels, strlen(kernels) + 1);
   r->kernels = p;
   pthread_mutex_lock(&dls__names_mu);
-  dls__names_drop(module_id);
-  r->next = dls__names_head;
-  dls__names_head = r;
-  atomic_fetch_add(&dls__names_count, 1);
+  names_link(r);
   pthread_mutex_unlock(&dls__names_mu);
+  return DLS_OK;
+}
+
+dls_status_t dls__module_names_copy(uint64_t from, uint64_t to) {
+  if (atomic_load(&dls__names_count) == 0)
+    return DLS_OK;
+  pthread_mutex_lock(&dls__names_mu);
+  dls__names_rec *r = dls__names_find(from), *c = r != NULL ? dls__malloc(r->bytes) : NULL;
+  if (c != NULL) {
+    memcpy(c, r, r->bytes);
+    /* The pointers into the record, moved to the same offsets in the copy. */
+    c->module_id = to;
+    c->expressions = (const char **)(c + 1);
+    for (size_t i = 0; i < 2 * c->n; i++)
+      c->expressions[i] = (const char *)c + (r->expressions[i] - (const char *)r);
+    c->kernels = (const char *)c + (r->kernels - (const char *)r);
+    names_link(c);
+  }
+  pthread_mutex_unlock(&dls__names_mu);
+  if (r != NULL && c == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "copying the names of a module: out of host memory");
   return DLS_OK;
 }
 

@@ -13,6 +13,9 @@
  * record of the same module. */
 DLS__INTERNAL dls_status_t dls__module_names_set(uint64_t module_id, size_t n, const char *const *expressions,
                                                  const char *const *lowered, const char *kernels);
+/* Records for module `to` what is recorded for module `from` (a handle
+ * sharing its image); DLS_OK with nothing done when `from` has no record. */
+DLS__INTERNAL dls_status_t dls__module_names_copy(uint64_t from, uint64_t to);
 /* The lowered name when `name` is one of the module's name expressions, else `name` itself. */
 DLS__INTERNAL const char *dls__module_names_resolve(uint64_t module_id, const char *name);
 /* The lowered name of a name expression; NULL when the module has no such expression. */

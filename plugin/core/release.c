@@ -84,33 +84,14 @@ static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, 
   dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
 }
 
-/* Owned memory whose free must wait for more than its stream's order: it
- * runs from the deferred queue. */
-typedef struct dls__late_free {
-  dls__device *dev;
-  void *ptr;
-  dls__stream *stream; /* ref held */
-} dls__late_free;
-
-static void late_free(void *user_data) {
-  dls__late_free *f = user_data;
-  dls__mem_free(f->dev, f->ptr, f->stream);
-  dls__stream_unref(f->stream);
-  dls__free(f);
-}
-
 /* Frees `ptr` on `s` once the buffer's eager uses completed and capture
  * `cap` (0: none) is over, taking the use events. false: no memory for that
  * (nothing was done). */
 static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  dls__late_free *f = dls__malloc(sizeof *f);
+  void *f = dls__late_free_new(s->dev, ptr, s);
   if (f == NULL)
     return false;
-  f->dev = s->dev;
-  f->ptr = ptr;
-  f->stream = s;
-  dls__stream_ref(s);
-  defer_release(b, cap, late_free, f);
+  defer_release(b, cap, dls__late_free, f);
   return true;
 }
 
@@ -124,25 +105,34 @@ static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
       dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
     use_done(&b->uses[i]);
   }
-  dls__mem_free(s->dev, ptr, s);
+  dls__mem_free_eager(s->dev, ptr, s);
 }
 
-/* Frees owned memory by the rule; nothing here blocks the host. */
-static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
+/* What a pinned release leaves for after its pin (a last reference may run a release callback). */
+typedef struct dls__after_pin {
+  struct dls__graph *graph; /* the buffer's reference on its graph */
+  dls__stream *stream;      /* a reference on a stream */
+} dls__after_pin;
+
+/* Frees owned memory by the rule, pinned (the capture state `a_status`,
+ * `a_cap` of the allocation stream was read in the same pin); nothing here
+ * blocks the host. */
+static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__after_pin *after) {
   dls__device *dev = b->dev;
   dls__stream *a = b->stream;
   if (b->cap_id != 0 && !(a_status == DLS__CAPTURE_ACTIVE && a_cap == b->cap_id)) {
     /* A graph allocation whose capture is over: its graph frees it. Should
      * dlstream still know the capture (the driver could not say that a
      * stream that joined it still captures), the memory is left to it. */
-    if (b->graph == NULL)
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
-    dls__graph *gr = b->graph;
-    b->graph = NULL;
+    if (b->owner.graph == NULL)
+      dls__capture_alloc_orphan(b->cap_id, &b->owner);
+    dls__graph *gr = b->owner.graph;
+    b->owner = (dls__graph_owner){NULL, NULL};
     dls__stream *last = gr != NULL ? dls__graph_release_output(gr, b->dev, b->ptr, b->uses, b->nuses) : NULL;
+    after->graph = gr;
     if (last != NULL) {
       free_unordered(b, b->ptr, last);
-      dls__stream_unref(last);
+      after->stream = last;
       return;
     }
     for (int i = 0; i < b->nuses; i++)
@@ -164,7 +154,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
       free_unordered(b, b->ptr, a);
     } else {
       /* Not freed in the capture: its graph owns the memory, like an output's. */
-      dls__capture_alloc_orphan(b->cap_id, &b->graph);
+      dls__capture_alloc_orphan(b->cap_id, &b->owner);
       for (int i = 0; i < b->nuses; i++)
         use_done(&b->uses[i]);
     }
@@ -175,7 +165,7 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap) {
   if (b->ptr != NULL)
     dls__mem_free(dev, b->ptr, a);
   if (b->cap_id != 0)
-    dls__capture_alloc_remove(b->cap_id, &b->graph);
+    dls__capture_alloc_remove(b->cap_id, &b->owner);
 }
 
 /* Entries whose event was never recorded (their work was never queued)
@@ -211,9 +201,18 @@ static void buffer_release_rule(dls__buffer *b) {
       (void)us->dev->be->stream_synchronize(us->dev->be, us->dev->id, us->native);
   }
   if (!b->borrowed) {
+    /* The capture state read and the free (or its deferral, or its graph's) in one pin: a capture begun or
+     * ended meanwhile would free eager memory in a graph, or graph memory eagerly. */
+    dls__after_pin after = {NULL, NULL};
+    dls__capture_pin();
     uint64_t a_cap = 0;
     int a_status = dls__stream_capture(a, &a_cap);
-    release_owned(b, a_status, a_cap);
+    release_owned(b, a_status, a_cap, &after);
+    dls__capture_unpin();
+    if (after.stream != NULL)
+      dls__stream_unref(after.stream);
+    if (after.graph != NULL)
+      dls__graph_unref(after.graph);
   } else if (b->release == NULL || b->nuses == 0 || dls__buffer_uses_complete(b, false)) {
     /* No release to hold back: the use events go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
@@ -238,14 +237,21 @@ static void buffer_release_rule(dls__buffer *b) {
  * with nothing to wait for. */
 void dls__buffer_release(dls__buffer *b) {
   dls__stream *a = b->stream;
-  uint64_t a_cap;
-  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0) ||
-      DLS__UNLIKELY(dls__stream_capture(a, &a_cap) != DLS__CAPTURE_NONE)) {
+  if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0)) {
     buffer_release_rule(b);
     return;
   }
-  if (b->ptr != NULL)
+  /* Asked and freed in one pin: a capture begun in between would take the free of eager memory into its graph. */
+  dls__capture_pin();
+  uint64_t a_cap;
+  bool eager = dls__stream_capture(a, &a_cap) == DLS__CAPTURE_NONE;
+  if (DLS__LIKELY(eager) && b->ptr != NULL)
     dls__mem_free(b->dev, b->ptr, a);
+  dls__capture_unpin();
+  if (DLS__UNLIKELY(!eager)) {
+    buffer_release_rule(b);
+    return;
+  }
   dls__stream_unref(a);
   dls__obj_free(DLS__OBJ_BUFFER, b);
 }

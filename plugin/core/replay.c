@@ -33,7 +33,8 @@ static void uses_drop(void *p) {
 
 static void holds_drop(dls__capture_hold *h, int n) {
   for (int i = 0; i < n; i++)
-    h[i].drop(h[i].obj);
+    if (h[i].obj != NULL)
+      h[i].drop(h[i].obj);
 }
 
 static int by_address(const void *x, const void *y) {
@@ -43,8 +44,10 @@ static int by_address(const void *x, const void *y) {
 
 /* The record of what capture `cap` used and did not allocate, from its holds
  * (access.c keeps buffers only; one per stream that used it): the references
- * move into it or are dropped, on failure too. NULL when no use of them was
- * queued. */
+ * of the holds it keeps move into it (their entries in `h` become NULL); the
+ * others stay in `h` for the caller to drop (a drop may run a release
+ * callback, so never inside the capture's change). *out is NULL when no use
+ * of them was queued. */
 static dls_status_t uses_make(dls__capture_hold *h, int n, uint64_t cap, const char *call, replay_uses **out) {
   *out = NULL;
   if (n == 0)
@@ -55,22 +58,20 @@ static dls_status_t uses_make(dls__capture_hold *h, int n, uint64_t cap, const c
     distinct += i == 0 || h[i].obj != h[i - 1].obj;
   int ngroups = (distinct + GROUP - 1) / GROUP;
   replay_uses *u = dls__malloc(sizeof *u + (size_t)ngroups * sizeof u->groups[0]);
-  if (u == NULL) {
-    holds_drop(h, n);
+  if (u == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY,
                      "%s: out of host memory for the graph's record of the %d buffer(s) its capture used and did "
                      "not allocate (the capture is over; no graph was made)",
                      call, distinct);
-  }
   u->ngroups = 0;
   dls__accesses *x = NULL;
+  void *prev = NULL;
   for (int i = 0; i < n; i++) {
     dls__buffer *b = h[i].obj;
-    int mode = i > 0 && h[i].obj == h[i - 1].obj ? 0 : dls__buffer_capture_mode(b, cap);
-    if (mode == 0) { /* a second hold of one buffer, or one whose use was never queued */
-      h[i].drop(b);
+    int mode = i > 0 && b == prev ? 0 : dls__buffer_capture_mode(b, cap);
+    prev = b;
+    if (mode == 0) /* a second hold of one buffer, or one whose use was never queued: dropped by the caller */
       continue;
-    }
     if (x == NULL || x->n == GROUP) {
       x = &u->groups[u->ngroups++];
       x->n = 0;
@@ -78,6 +79,7 @@ static dls_status_t uses_make(dls__capture_hold *h, int n, uint64_t cap, const c
     x->a[x->n].b = b;
     x->a[x->n].mode = (uint8_t)mode;
     x->n++;
+    h[i].obj = NULL; /* its reference is the record's */
   }
   if (u->ngroups == 0) {
     dls__free(u);
@@ -132,8 +134,12 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
                      "it; end them first (nothing changed: the capture goes on)",
                      call, dls__stream_describe(s, mine_id, d, sizeof d), open);
   }
+  /* The end is a change of the capture state: no pinned allocation, free or use of another thread's straddles it,
+   * so the memory the capture allocated is exactly what its graph owns. */
+  dls__capture_change_begin();
   dls__capture *c = dls__capture_claim(s, false);
   if (c == NULL) {
+    dls__capture_change_end();
     uint64_t id;
     char d[128];
     int status = dls__stream_capture(s, &id);
@@ -149,27 +155,26 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
   replay_uses *uses = NULL;
   if (st != DLS_OK) {
     /* The backend's status: DLS_ERR_STATE when the capture was invalidated or a stream did not rejoin. */
-    holds_drop(holds, nholds);
     st = dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   } else if ((st = uses_make(holds, nholds, c->id, call, &uses)) != DLS_OK) {
     dls__graph_destroy_call(s->dev, native);
-  } else {
-    st = dls__graph_publish(c, native, uses, uses_drop, call, out_graph);
+  } else if ((st = dls__graph_publish(c, native, uses, uses_drop, call, out_graph)) == DLS_OK) {
+    uses = NULL; /* the graph's */
   }
+  dls__capture_unlink(c);
+  dls__capture_change_end();
+  /* Outside the change: drops may run release callbacks. */
+  if (uses != NULL)
+    uses_drop(uses);
+  holds_drop(holds, nholds);
   dls__free(holds);
-  dls__capture_forget(c);
+  dls__capture_release(c);
   dls_deferred_poll(); /* releases that waited for the capture to be over */
   return st;
 }
 
-dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
-  static const char call[] = "dls_graph_launch";
-  DLS__ENTER(call);
-  DLS__GET_GRAPH(gr, graph, call, "graph");
-  DLS__GET_STREAM(s, stream, call, "stream");
-  if (s->dev != gr->dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
-                     s->dev->name);
+/* dls_graph_launch's checks and replay, pinned; failures carry their message. */
+static dls_status_t replay_pinned(const char *call, dls__graph *gr, dls__stream *s, dls__stream **out_old) {
   uint64_t id;
   if (dls__stream_capture(s, &id) != DLS__CAPTURE_NONE) {
     char d[128];
@@ -189,13 +194,33 @@ dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
                                 "used (nothing was replayed)",
                             call, s->dev->name);
   }
-  st = dls__graph_launch_locked(gr, s);
+  st = dls__graph_launch_locked(gr, s, out_old);
   dls_status_t noted = u != NULL ? replay_end(u, st == DLS_OK) : DLS_OK;
   pthread_mutex_unlock(&gr->mu);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);
   if (noted != DLS_OK)
     return dls__fail_prefix(noted, "%s: recording a buffer use after the replay", call);
+  return DLS_OK;
+}
+
+dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
+  static const char call[] = "dls_graph_launch";
+  DLS__ENTER(call);
+  DLS__GET_GRAPH(gr, graph, call, "graph");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (s->dev != gr->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
+                     s->dev->name);
+  /* Checked and replayed in one pin: a capture begun in between would take the replay into its graph. */
+  dls__capture_pin();
+  dls__stream *old = NULL;
+  dls_status_t st = replay_pinned(call, gr, s, &old);
+  dls__capture_unpin();
+  if (old != NULL)
+    dls__stream_unref(old); /* its last reference may let go of a framework's stream object */
+  if (st != DLS_OK)
+    return st;
   dls_deferred_poll();
   return DLS_OK;
 }

@@ -9,14 +9,18 @@
 dls_status_t dls__stream_order(dls__stream *waiter, dls__stream *target) {
   if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
     return DLS_OK;
+  /* Both capture states read, and the record and wait queued, in one pin: a capture begun or ended in between
+   * would tie a capture to eager work. */
+  dls__capture_pin();
   uint64_t wcap = 0;
   (void)dls__stream_capture(waiter, &wcap);
-  return dls__stream_order_at(waiter, wcap, target);
+  dls_status_t st = dls__stream_order_at(waiter, wcap, target);
+  dls__capture_unpin();
+  return st;
 }
 
-dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t wcap, dls__stream *target) {
-  if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
-    return DLS_OK;
+/* dls__stream_order_at's work, pinned by its caller. */
+static dls_status_t order_pinned(dls__stream *waiter, uint64_t wcap, dls__stream *target) {
   uint64_t tcap = 0;
   (void)dls__stream_capture(target, &tcap);
   DLS__TRY(dls__capture_check_pair(waiter, wcap, target, tcap));
@@ -31,6 +35,15 @@ dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t wcap, dls__strea
   /* A wait captures the record it saw, so an eager event can be reused at
    * once; one recorded in a capture only once the capture is over. */
   dls__event_pool_put_after(dev, ev, tcap);
+  return st;
+}
+
+dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t wcap, dls__stream *target) {
+  if (waiter == target || (waiter->native == target->native && waiter->dev == target->dev))
+    return DLS_OK;
+  dls__capture_pin(); /* nested in the caller's, which read `wcap` */
+  dls_status_t st = order_pinned(waiter, wcap, target);
+  dls__capture_unpin();
   return st;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hints.h"
 #include "core/internal.h"
 #include "core/module_names.h"
 #include "rtc/rtc_internal.h"
@@ -401,8 +402,8 @@ dls_status_t dls_module_compile(DLDevice device, const char *source, const dls_c
   if (device.device_type != kDLCUDA && device.device_type != kDLROCM) {
     char name[32];
     return dls__fail(DLS_ERR_NOT_SUPPORTED,
-                     "%s(device=%s): kernels from source compile for CUDA and ROCm devices; on the CPU make "
-                     "functions with dls_function_from_host",
+                     "%s(device=%s): kernels from source compile for CUDA and ROCm devices; on the CPU "
+                     DLS__HINT_HOST_FUNCTIONS,
                      call, dls_device_str(device, name, sizeof name));
   }
   dls_status_t st;

@@ -50,6 +50,28 @@ BACKEND_TEST(fault, sweep_every_point_of_every_scenario) {
     cr_assert_geq(total - skipped, 15, "at least 15 scenarios must run");
 }
 
+/* The sweep's check that no host wait blocked on a held stream can fail: a synchronize of a stream a latch holds
+ * is counted by the fault driver (it returns once the latch times out), and one after the latch opened is not. */
+BACKEND_TEST(fault, a_host_wait_on_a_latched_stream_is_counted_as_blocked) {
+  DLDevice d = dlst_device(*backend_type);
+  dlst_need_async(d);
+  dls_stream_t u;
+  dls_latch_t l;
+  OK(dls_stream_create(d, NULL, &u));
+  OK(dls_latch_create(d, &l));
+  OK(dls_latch_wait(l, u, 200000000ull)); /* 0.2 s: what ends the blocked wait below */
+  uint64_t before = dls_fault_blocked_waits();
+  OK(dls_stream_synchronize(u));
+  cr_assert_eq(dls_fault_blocked_waits(), before + 1, "a wait on a held stream was not counted");
+  FAILS(dls_latch_status(l), DLS_ERR_TIMEOUT, "timed out");
+  OK(dls_latch_open(l));
+  OK(dls_fill(u, dls_arg_ptr(NULL), 0, 4, &(float){0}));
+  OK(dls_stream_synchronize(u));
+  cr_assert_eq(dls_fault_blocked_waits(), before + 1, "a wait after the latch opened was counted");
+  OK(dls_latch_destroy(l));
+  OK(dls_stream_destroy(u));
+}
+
 /* ---- regressions: failures the sweep found ---- */
 
 Test(fault, stream_create_priority_range_failure_names_the_call) {

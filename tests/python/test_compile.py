@@ -261,13 +261,15 @@ def gpu_module():
 @needs_cuda
 def test_from_source_repeat_is_a_cache_hit_and_names_resolve(gpu_module):
     again = dlstream.Module.from_source(SOURCE, name_expressions=["scale<float>"], device="cuda:0")
-    assert again is gpu_module
+    assert again is not gpu_module, "a Module of its own on the same image (test_module_sharing.py)"
     assert dlstream._dlstream._compile_stats()["module_hits"] >= 1
+    assert again.function("scale<float>").name == "scale<float>"
     assert gpu_module.function("scale<float>").name == "scale<float>"
     assert gpu_module.get_function("axpy").name == "axpy"
     with pytest.raises(dlstream.NotFoundError, match=r"it has: .*axpy.*name expressions: scale<float> \(_Z5scale"):
         gpu_module.function("axpyy")
     gpu_module.close()
+    assert not again.closed and again.function("axpy").name == "axpy"
     fresh = dlstream.Module.from_source(SOURCE, name_expressions=["scale<float>"], device="cuda:0")
     assert fresh is not gpu_module and not fresh.closed, "a closed module is not handed out again"
 

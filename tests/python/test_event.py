@@ -67,7 +67,12 @@ def test_wrap_of_native_handles(no_leaks):
         w.record(dlstream.Stream.legacy(CPU))
         w.synchronize()
         w.close()
-    assert dlstream.Event.wrap(owner) is owner
+    view = dlstream.Event.wrap(owner)
+    assert view is not owner and view.foreign and view.ptr == owner.ptr
+    view.close()  # a library closing what it wrapped leaves the caller's event alive
+    assert view.closed and not owner.closed
+    owner.record(dlstream.Stream.legacy(CPU))
+    owner.synchronize()
     owner.close()
 
 

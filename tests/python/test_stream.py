@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """dlstream.Stream: owned, pooled, wrapped and default streams; the __cuda_stream__ protocol; errors."""
+import numpy as np
 import pytest
 
 import dlstream
@@ -49,10 +50,22 @@ def test_equality_and_hash_follow_the_native_stream(no_leaks):
     b.close()
 
 
-def test_wrap_returns_a_stream_as_is(no_leaks):
+def test_wrap_of_a_stream_is_a_stream_of_its_own_whose_close_leaves_the_given_one(no_leaks):
+    """A library that wraps what its caller passed and closes its wrapper must not close the caller's stream."""
+    for s in (dlstream.Stream(CPU), dlstream.Stream.acquire(CPU), dlstream.Stream.legacy(CPU)):
+        w = dlstream.Stream.wrap(s)
+        assert w is not s and w == s and w.ptr == s.ptr and w.handle == s.handle
+        assert w.kind == (s.kind if s.kind == "legacy" else "foreign")
+        w.close()
+        assert w.closed and not s.closed
+        dlstream.fill(np.zeros(4, np.float32), 1.0, stream=s)  # the caller's stream still works
+        s.synchronize()
+        s.close()
     s = dlstream.Stream(CPU)
-    assert dlstream.Stream.wrap(s) is s
-    s.close()
+    w = dlstream.Stream.wrap(s)
+    s.close()  # the owner's close ends the stream: the wrapper then names a stale handle
+    with pytest.raises(dlstream.InvalidHandleError):
+        w.synchronize()
 
 
 def test_wrap_int_zero_and_specials_name_default_streams():

@@ -94,7 +94,8 @@ class use_stream:
     __slots__ = ("stream", "_token", "_carried")
 
     def __init__(self, stream: object, device: object = None) -> None:
-        self.stream = None if stream is None else Stream.wrap(stream, device)
+        # A Stream is used as is (current_stream() is it); anything else is wrapped.
+        self.stream = stream if stream is None or isinstance(stream, Stream) else Stream.wrap(stream, device)
         self._token = None
         self._carried = None
 

@@ -101,13 +101,21 @@ class stream_parallel:
     works inside ``with torch.cuda.stream(s):``. Groups nest: a ``stream_parallel`` inside a branch forks from
     that branch and must end first (it does, being inside)."""
 
-    __slots__ = ("origin", "_device", "_group", "_token")
+    __slots__ = ("origin", "_device", "_group", "_token", "_ended")
 
     def __init__(self, origin: _StreamLike | None = None, device: _DeviceLike = None) -> None:
         self.origin: Stream | None = None if origin is None else Stream.wrap(origin, device)
         self._device = device
         self._group: Group | None = None
         self._token: contextvars.Token[stream_parallel | None] | None = None
+        self._ended: int | None = None  # the branches it had, once ended
+
+    def __repr__(self) -> str:
+        head = f"dlstream.stream_parallel(origin={self.origin!r}, device={self._device!r})"
+        if self._group is None and self._ended is None:
+            return f"{head}: not begun"
+        n = self._group.branches if self._group is not None else self._ended
+        return f"{head}: {'open' if self._group is not None else 'ended'}, {n} branch{'' if n == 1 else 'es'}"
 
     def __enter__(self) -> stream_parallel:
         if self._group is not None:
@@ -134,6 +142,7 @@ class stream_parallel:
         self._token = None
         group, self._group = self._group, None
         if group is not None:
+            self._ended = group.branches
             group.end()  # joins even when the block raised: the origin never runs ahead of its branches
 
 

@@ -119,12 +119,23 @@ def _nbytes(a: Any) -> int:
     return math.prod(a.shape) * np.dtype(a.dtype).itemsize
 
 
+def _indexes(v: Any, where: str) -> tuple[int, ...]:
+    """Argument indexes: one int or a sequence of them (as jax.jit's donate_argnums), sorted, each once."""
+    try:
+        items = [v] if hasattr(v, "__index__") else list(v)
+        if any(isinstance(i, (str, bytes)) for i in items):
+            raise TypeError
+        return tuple(sorted({operator.index(i) for i in items}))
+    except TypeError:
+        raise TypeError(f"{where}: expected argument indexes: an int or a sequence of ints") from None
+
+
 class Kernel:
     """A dlstream Function as a JAX function; made by :func:`kernel`."""
 
     def __init__(self, function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
-                 in_place: Sequence[int] = (), signature: str | Sequence[str] | None = None, shared_mem: int = 0,
-                 vmap_method: str = "sequential", capture: bool = True) -> None:
+                 in_place: int | Sequence[int] = (), signature: str | Sequence[str] | None = None,
+                 shared_mem: int = 0, vmap_method: str = "sequential", capture: bool = True) -> None:
         if not isinstance(function, Function):
             raise TypeError(f"dlstream.jax.kernel(function={function!r}): expected a dlstream.Function "
                             "(Module.function, dlstream.builtin_function)")
@@ -135,10 +146,10 @@ class Kernel:
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): the function has no signature; give one, "
                                        "e.g. signature='u64,f32,cp,p'")
         self.kinds = _parse_signature(sig, name)
-        self.in_place = tuple(sorted({operator.index(i) for i in in_place}))
+        self.in_place = _indexes(in_place, f"dlstream.jax.kernel({name}, in_place={in_place!r})")
         for i in self.in_place:
             if not 0 <= i < len(self.kinds) or self.kinds[i] != "p":
-                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, in_place={tuple(in_place)}): argument {i} "
+                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, in_place={self.in_place}): argument {i} "
                                            f"is not a 'p' argument of the signature {','.join(self.kinds)}")
         # The caller passes every argument but the outputs: 'p' arguments not in place, which XLA allocates.
         self.outputs = [i for i, k in enumerate(self.kinds) if k == "p" and i not in self.in_place]
@@ -147,6 +158,10 @@ class Kernel:
         if self.outputs and out_shapes is None:
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): arguments {self.outputs} are outputs ('p' "
                                        "and not in_place): give out_shapes")
+        if not self.outputs and out_shapes is not None and not (isinstance(out_shapes, (list, tuple))
+                                                                 and not out_shapes):
+            raise InvalidArgumentError(f"dlstream.jax.kernel({name}): out_shapes given, but the kernel has no outputs "
+                                       f"(every 'p' argument of {','.join(self.kinds)} is in_place); leave it out")
         if not callable(grid):
             _dims(grid, "grid", name)
         if not callable(block):
@@ -268,8 +283,8 @@ class Kernel:
 
 
 def kernel(function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
-           in_place: Sequence[int] = (), signature: str | Sequence[str] | None = None, shared_mem: int = 0,
-           vmap_method: str = "sequential", capture: bool = True) -> Kernel:
+           in_place: int | Sequence[int] = (), signature: str | Sequence[str] | None = None,
+           shared_mem: int = 0, vmap_method: str = "sequential", capture: bool = True) -> Kernel:
     """``function`` as a JAX function usable under ``jax.jit``, ``vmap`` and with donated buffers.
 
     The kernel's arguments follow its signature (``function.signature``, or ``signature=``): ``cp`` takes an array

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/layers, the structure checker, on small trees of its own: a clean tree passes (exit 0) with a two-file
+loop docs/design.md lists and with same-named statics, private macros and forward typedefs that tie no files; a loop
+of three files, a two-file loop the picture does not list, an arrow up a layer (a call or an include) each fail it
+(exit 1, naming what broke); a tree without the picture is an error (exit 2)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+LAYERS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts",
+                      "layers")
+
+DESIGN = """\
+# Design
+
+## Layers
+
+The picture the checker reads.
+
+```
+plugin/top        what calls the core
+      |
+plugin/core       the core (its files, highest first:)
+      |   a <-> b      a and b call each other: allowed
+      |
+plugin/base       the base
+```
+"""
+
+CLEAN = {
+    "plugin/base/x.h": "int base_x(void);\n#define BASE_ONE 1\n",
+    "plugin/base/x.c": '#include "x.h"\nint base_x(void) { return BASE_ONE; }\n',
+    "plugin/core/a.h": '#include "base/x.h"\nint a_fn(void);\ntypedef struct thing thing;\n',
+    "plugin/core/a.c": '#include "a.h"\nint b_fn(void);\nint a_fn(void) { return base_x() + b_fn(); }\n',
+    "plugin/core/b.c": '#include "a.h"\nint b_fn(void) { return 0; }\nint b_twice(void) { return a_fn() * 2; }\n',
+    # c and d each have a static helper and a macro named alike, and a forward typedef of one name: no loop;
+    # d calls c, one way
+    "plugin/core/c.c": ('#define g c_state\nstatic int c_state;\nstatic int helper(void) { return g; }\n'
+                        'int c_fn(void) { return helper(); }\n'),
+    "plugin/core/d.c": ('#include "a.h"\n#define g d_state\nstatic int d_state;\n'
+                        'static int helper(void) { return g; }\nint c_fn(void);\n'
+                        'int d_fn(void) { return helper() + c_fn(); }\ntypedef struct thing thing;\n'),
+    "plugin/top/t.c": '#include "core/a.h"\nint t_fn(void) { return a_fn(); }\n',
+}
+
+
+def tree(tmp_path, files):
+    for rel, text in {**files, "docs/design.md": DESIGN}.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def layers(root, *args):
+    r = subprocess.run([sys.executable, LAYERS, "--root", str(root), *args], capture_output=True, text=True,
+                       timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_clean_tree_passes_with_its_listed_pair_and_no_false_loops(tmp_path):
+    rc, out = layers(tree(tmp_path, CLEAN))
+    assert rc == 0, out
+    assert "2 files: a.[ch] b.c (2 arrows), listed in docs/design.md" in out
+    assert "c.c" not in out.split("loops:")[2].split("arrows up")[0], "same-named statics and macros tie no files"
+    assert "layers: no arrow up a layer" in out
+    rc, out = layers(tmp_path, "--check")
+    assert rc == 0 and out.strip() == "layers: no arrow up a layer, no loop of more than two files, every two-file " \
+                                      "loop listed", out
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({"plugin/core/c.c": "int a_fn(void);\nint c_fn(void) { return a_fn(); }\n",
+      "plugin/core/b.c": '#include "a.h"\nint c_fn(void);\nint b_fn(void) { return c_fn(); }\n'},
+     "plugin/core: a loop of 3 files: a.[ch] <-> b.c <-> c.c"),
+    ({"plugin/core/d.c": "int e_fn(void);\nint d_fn(void) { return e_fn(); }\n",
+      "plugin/core/e.c": "int d_fn(void);\nint e_fn(void) { return d_fn(); }\n"},
+     "plugin/core: a loop of two files that docs/design.md's Layers picture does not list: d.c <-> e.c"),
+    ({"plugin/base/x.c": '#include "x.h"\nint a_fn(void);\nint base_x(void) { return a_fn(); }\n'},
+     "plugin/base: an arrow up from layer 0 to plugin/core (layer 1): x.[ch] -> plugin/core/a.[ch] (a_fn)"),
+    ({"plugin/core/b.c": '#include "a.h"\n#include "top/t.h"\nint b_fn(void) { return 0; }\n',
+      "plugin/top/t.h": "int t_fn(void);\n"},
+     "plugin/core: an arrow up from layer 1 to plugin/top (layer 2): b.c -> plugin/top/t.[ch] (#include)"),
+])
+def test_a_loop_or_an_arrow_up_fails(tmp_path, change, expect):
+    rc, out = layers(tree(tmp_path, {**CLEAN, **change}), "--check")
+    assert rc == 1, out
+    assert expect in out, out
+
+
+def test_no_picture_is_an_error(tmp_path):
+    (tmp_path / "plugin" / "core").mkdir(parents=True)
+    rc, out = layers(tmp_path)
+    assert rc == 2 and "docs/design.md" in out, out
