@@ -163,6 +163,16 @@ class Closes:
         return "Closes()"
 
 
+def passes(probe, spins=100000):
+    """Whether probe() (an event's or a stream's query) turns true within `spins` yields, while a latch still holds
+    some stream: what overlap looks like (bounded; never a sleep)."""
+    for _ in range(spins):
+        if probe():
+            return True
+        os.sched_yield()
+    return False
+
+
 def settle():
     """Runs every release whose stream has passed: sync the CPU default stream and poll."""
     dlstream.current_stream(CPU).synchronize()

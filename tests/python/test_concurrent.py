@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, RULE_OFF, FakeCarrier, run_python, settle
+from conftest import CPU, RULE_OFF, FakeCarrier, passes, run_python, settle
 
 N = 8
-SPINS = 5000  # yields a stream may take to get going before it counts as held
 
 
 def tensor(fx, a):
@@ -26,15 +25,6 @@ def held(stream):
     latch = dlstream.Latch(CPU)
     latch.wait(stream, timeout=30.0)
     return latch
-
-
-def passes(probe):
-    """Whether `probe()` (an event or stream query) turns true while a latch still holds something: bounded."""
-    for _ in range(SPINS):
-        if probe():
-            return True
-        os.sched_yield()
-    return False
 
 
 def done_event(stream):

@@ -11,6 +11,7 @@ import pytest
 
 import dlstream
 from conftest import CUPY_CUDA, TORCH_CUDA, cupy, torch
+from conftest import passes as conftest_passes
 
 DEV = "cuda:0"
 N = 1 << 16
@@ -21,12 +22,7 @@ needs_cupy = pytest.mark.skipif(not CUPY_CUDA, reason="CuPy with CUDA is not ins
 
 
 def passes(probe):
-    """Whether probe() turns true while a latch still holds some stream: bounded, no sleep."""
-    for _ in range(SPINS):
-        if probe():
-            return True
-        os.sched_yield()
-    return False
+    return conftest_passes(probe, SPINS)
 
 
 @pytest.fixture
