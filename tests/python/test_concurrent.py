@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, RULE_OFF, FakeCarrier, passes, run_python, settle
+from conftest import CPU, RULE_OFF, UNDER_TSAN, FakeCarrier, passes, run_python, settle
+
+# An in-process negative control races by design (two CPU streams on one memory): ThreadSanitizer would stop the
+# suite at the race the control is there to show.
+RACY = "ThreadSanitizer is loaded: this negative control races by design, and TSan would stop at the race it shows"
 
 N = 8
 
@@ -169,6 +173,8 @@ def test_row4_a_branch_reads_after_the_frameworks_earlier_write_with_negative_co
     """The framework writes x on f (held); then a branch of a group on f reads x: the fork orders it after the
     write. Control: the framework names another current stream for the block's edges, so nothing orders the
     branch after f's write."""
+    if UNDER_TSAN and not framework_says_f:
+        pytest.skip(RACY)
     fx = carried
     f, s = dlstream.Stream(CPU), dlstream.Stream(CPU)
     fx.set_current_stream(f.ptr)
@@ -270,7 +276,8 @@ def test_numpy_arrays_passed_straight_are_ordered_with_negative_control(off):
     """The issue's three cases: one NumPy array filled on two streams; a view written on one stream and read (as
     the other view's input) on another; an import of the array used on one stream and the array straight on the
     legacy stream. Control: the record of foreign memory off (DLSTREAM_TEST_NO_FOREIGN=1)."""
-    r = run_python(NUMPY.format(off=off), env={"DLSTREAM_TEST_NO_FOREIGN": "1"} if off else None, timeout=120)
+    env = {"DLSTREAM_TEST_NO_FOREIGN": "1", "TSAN_OPTIONS": "report_bugs=0"} if off else None
+    r = run_python(NUMPY.format(off=off), env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     got = r.stdout.strip().splitlines()[-1]
     want = "[1.0, 1.0, 1.0, 1.0] [5.0, 5.0, 0.0, 0.0] [3.0, 3.0, 3.0, 3.0]" if off else \
@@ -282,6 +289,8 @@ def test_numpy_arrays_passed_straight_are_ordered_with_negative_control(off):
 def test_branches_sharing_a_framework_tensor_are_ordered_per_buffer_with_negative_control(carried, foreign):
     """Branch 1 writes x (held), branch 2 reads it: the record orders branch 2 after branch 1, and branch 2 alone,
     while a third branch on another tensor runs. Control: the record off, branch 2 reads before the write."""
+    if UNDER_TSAN and not foreign:
+        pytest.skip(RACY)
     fx = carried
     f = dlstream.Stream(CPU)
     fx.set_current_stream(f.ptr)
