@@ -563,24 +563,6 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
   dls__spin_unlock(&b->mu);
 }
 
-bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done) {
-  if (!dls__capture_polling_allowed())
-    return false;
-  dls__relaxed r;
-  dls__relaxed_enter(&r, b->dev);
-  bool complete = true;
-  for (int i = 0; i < b->nuses && complete; i++) {
-    int done = 0;
-    dls__device *ud = b->uses[i].stream->dev;
-    if (b->uses[i].cap_id != 0)
-      complete = captured_done;
-    else
-      complete = ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK && done;
-  }
-  dls__relaxed_leave(&r);
-  return complete;
-}
-
 /* ---- memory a capture used and did not allocate: its graph's replays (core/replay.c) use it ---- */
 
 static void drop_held(void *obj) { dls__buffer_unref(obj); }

@@ -15,6 +15,24 @@ _Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inlin
 
 /* deferred.c holds the releases that wait. */
 
+bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done) {
+  if (!dls__capture_polling_allowed())
+    return false;
+  dls__relaxed r;
+  dls__relaxed_enter(&r, b->dev);
+  bool complete = true;
+  for (int i = 0; i < b->nuses && complete; i++) {
+    int done = 0;
+    dls__device *ud = b->uses[i].stream->dev;
+    if (b->uses[i].cap_id != 0)
+      complete = captured_done;
+    else
+      complete = ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK && done;
+  }
+  dls__relaxed_leave(&r);
+  return complete;
+}
+
 /* What a release that waits later waits on for an eager use: its stream's
  * mark may be recorded again by later work (waiting on more, for longer),
  * so an event of its own is recorded on that stream now (conservative);
