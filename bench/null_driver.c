@@ -7,8 +7,9 @@
  * whatever a row costs above its raw anchor is dlstream's own. Built as
  * bench/null_driver/libcuda.so.1 and used through LD_LIBRARY_PATH by
  * scripts/callgrind-ops, scripts/callgrind-python and the tests of the CuPy
- * path (tests/python/test_cupy_path.py), which read what it was asked through
- * dls_null_stats. Handles are distinct fake addresses, never dereferenced;
+ * path (tests/python/test_cupy_path.py) and of IPC's wiring
+ * (tests/python/test_ipc.py), which read what it was asked through
+ * dls_null_stats and dls_null_ipc_stats. Handles are distinct fake addresses, never dereferenced;
  * host allocations are real memory (the backend writes them). */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +36,20 @@ void dls_null_stats(void **out_last_stream, unsigned long *out_launches, unsigne
   *out_last_stream = g_last_stream;
   *out_launches = g_launches;
   *out_waits = g_waits;
+}
+
+/* What the IPC tests read: waits for a word's value (an exporter's free) and writes of one (an import's close). */
+static unsigned long g_value_waits, g_value_writes;
+static uint32_t g_last_wait_value, g_last_write_value;
+
+__attribute__((visibility("default"))) void dls_null_ipc_stats(unsigned long *out_waits, uint32_t *out_wait_value,
+                                                               unsigned long *out_writes, uint32_t *out_write_value);
+void dls_null_ipc_stats(unsigned long *out_waits, uint32_t *out_wait_value, unsigned long *out_writes,
+                        uint32_t *out_write_value) {
+  *out_waits = g_value_waits;
+  *out_wait_value = g_last_wait_value;
+  *out_writes = g_value_writes;
+  *out_write_value = g_last_write_value;
 }
 
 static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
@@ -131,6 +146,26 @@ static R n_cuGraphExecDestroy(dls__CUgraphExec e) { return OK; }
 static R n_cuGraphDestroy(dls__CUgraph g) { return OK; }
 static R n_cuThreadExchangeStreamCaptureMode(dls__CUstreamCaptureMode *m) { return OK; }
 static R n_cuDeviceGetDefaultMemPool(dls__CUmemoryPool *p, dls__CUdevice d) { return SET(*p, fake()); }
+static R n_cuIpcGetMemHandle(struct CUipcMemHandle_st *h, dptr p) { return OK; }
+static R n_cuIpcOpenMemHandle(dptr *p, struct CUipcMemHandle_st h, unsigned f) { return SET(*p, 0x7e0000000000ull); }
+static R n_cuIpcCloseMemHandle(dptr p) { return OK; }
+static R n_cuIpcGetEventHandle(struct CUipcEventHandle_st *h, dls__CUevent e) { return OK; }
+static R n_cuIpcOpenEventHandle(dls__CUevent *e, struct CUipcEventHandle_st h) { return SET(*e, fake()); }
+static R n_cuStreamWaitValue32(dls__CUstream s, dptr a, dls__cuuint32_t v, unsigned f) {
+  g_value_waits++;
+  g_last_wait_value = v;
+  return OK;
+}
+static R n_cuStreamWriteValue32(dls__CUstream s, dptr a, dls__cuuint32_t v, unsigned f) {
+  g_value_writes++;
+  g_last_write_value = v;
+  return OK;
+}
+static R n_cuDeviceGetUuid(struct CUuuid_st *u, dls__CUdevice d) {
+  memset(u->bytes, 0, sizeof u->bytes);
+  u->bytes[0] = (char)(d + 1);
+  return OK;
+}
 
 /* Every symbol of the backend's tables, each checked against its PFN type. */
 static const struct {

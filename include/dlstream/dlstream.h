@@ -18,5 +18,6 @@
 #include "graph.h"
 #include "compile.h"
 #include "xla.h"
+#include "ipc.h"
 
 #endif /* DLSTREAM_H */

@@ -18,6 +18,9 @@
  *   dls_cfg   int64[DLS_XLA_CFG_LEN]: what to do (DLS_XLA_CFG_* below)
  *   dls_args  int64[n]: the function's n arguments in order, each DLS_XLA_ARG(source, index, size)
  *   dls_vals  uint8[m] (optional): the bytes that DLS_XLA_FROM_VALUE arguments point into
+ *   dls_fns   int64[k] (optional): a function handle per device, by XLA's ordinal (0: none); the handler runs the
+ *             one of the device XLA runs the call on (XLA_FFI_DeviceOrdinal_Get) instead of dls_cfg's. Without it,
+ *             dls_cfg's function is bound to its device: XLA running the call on another is refused.
  * Buffers are passed as raw pointers: the memory is XLA's, no use is recorded. */
 #ifndef DLSTREAM_XLA_H
 #define DLSTREAM_XLA_H

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tensors in: importing managed DLPack tensors, borrowed views, and new owned tensors.
+/* Tensors in: importing managed DLPack tensors, borrowed views, and new owned tensors (IPC-capable ones too).
  *
  * An imported tensor is a borrowed buffer (its release calls the producer's
  * deleter) under a tensor handle. The deleter runs exactly once: from the
@@ -147,9 +147,10 @@ dls_status_t dls_tensor_view(const DLTensor *tensor, uint64_t flags, dls_stream_
   return import_common(call, "tensor->", tensor, flags, producer, NULL, NULL, out_tensor);
 }
 
-dls_status_t dls_tensor_empty(dls_stream_t stream, int32_t ndim, const int64_t *shape, DLDataType dtype,
-                              dls_tensor_t *out_tensor) {
-  static const char call[] = "dls_tensor_empty";
+/* A new compact tensor on `stream`: of the stream-ordered pool's memory, or (`ipc`) of memory another process can
+ * import (core/ipc.h). */
+static dls_status_t tensor_empty(const char *call, dls_stream_t stream, int32_t ndim, const int64_t *shape,
+                                 DLDataType dtype, bool ipc, dls_tensor_t *out_tensor) {
   DLS__ENTER(call);
   if (out_tensor == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_tensor is NULL", call);
@@ -164,10 +165,20 @@ dls_status_t dls_tensor_empty(dls_stream_t stream, int32_t ndim, const int64_t *
   dls__layout lay;
   DLS__TRY(dls__dlpack_check(&meta, 0, DLS__CHECK_NO_DATA, call, "", &lay));
   dls__buffer *buf = NULL;
-  dls_status_t st = dls__buffer_alloc(s, lay.span, &buf);
+  dls_status_t st = ipc ? dls__ipc_alloc(s, lay.span, &buf) : dls__buffer_alloc(s, lay.span, &buf);
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(%zu bytes on %s)", call, lay.span, s->dev->name);
   meta.data = buf->ptr;
   st = dls__tensor_new(buf, &meta, 0, out_tensor);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_tensor_empty(dls_stream_t stream, int32_t ndim, const int64_t *shape, DLDataType dtype,
+                              dls_tensor_t *out_tensor) {
+  return tensor_empty("dls_tensor_empty", stream, ndim, shape, dtype, false, out_tensor);
+}
+
+dls_status_t dls_tensor_empty_ipc(dls_stream_t stream, int32_t ndim, const int64_t *shape, DLDataType dtype,
+                                  dls_tensor_t *out_tensor) {
+  return tensor_empty("dls_tensor_empty_ipc", stream, ndim, shape, dtype, true, out_tensor);
 }

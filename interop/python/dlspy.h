@@ -277,6 +277,16 @@ PyObject *dlspy_tensor_wrap(dlspy_state *st, dls_tensor_t t);
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
+/* ---- the DLPack C exchange API of dlstream.Tensor (exchange.c): the type's capsule, its calls counted ---- */
+int dlspy_exchange_init(dlspy_state *st);
+/* The use_stream() stream when it is on `dev`, else {0}. 0, or -1 with an exception. */
+int dlspy_context_stream_on(dlspy_state *st, DLDevice dev, dls_stream_t *out);
+PyObject *dlspy_mod_exchange_stats(PyObject *m, PyObject *unused);
+
+/* ---- tensors shared with other processes (ipc.c): from_ipc, and Tensor.ipc_handle added to the type ---- */
+extern PyMethodDef dlspy_ipc_methods[];
+int dlspy_ipc_init(dlspy_state *st);
+
 /* ---- fault injection (fault.c): _fault_* in fault-injection builds, else empty ---- */
 extern PyMethodDef dlspy_fault_methods[];
 

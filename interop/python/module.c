@@ -7,9 +7,10 @@
 
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,
-     "empty($module, shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "empty($module, shape, dtype='float32', *, device=None, stream=None, ipc=False)\n--\n\n"
      "A new compact (row-major) Tensor of `shape` and `dtype` that dlstream owns, on `device` (default: "
-     "default_device()).\n\n"
+     "default_device()). With ipc=True its memory can be shared with another process (Tensor.ipc_handle(); "
+     "CUDA only).\n\n"
      "Asynchronous: the memory is allocated in stream order on `stream` (default: the use_stream() stream, else "
      "the device's legacy default stream), so work queued there after this call may use it at once, and work on "
      "other streams once ordered after it (handing the tensor over through DLPack does that). Its contents are "
@@ -88,6 +89,8 @@ static PyMethodDef g_module_methods[] = {
     {"_bench_raw_axpy", (PyCFunction)(void (*)(void))dlspy_bench_raw_axpy, METH_FASTCALL,
      "Seconds for n raw launches of dls_axpy_f32 through the CUDA backend (benchmarks)."},
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
+    {"_exchange_stats", dlspy_mod_exchange_stats, METH_NOARGS,
+     "Calls of each entry of dlstream.Tensor's DLPack C exchange API so far (tests)."},
     {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed; drops the records of foreign memory whose uses passed."},
     {"_test_foreign", dlspy_mod_test_foreign, METH_O,
      "_test_foreign($module, on, /)\n--\n\nTest-only: turns the record of foreign memory on or off; returns the "
@@ -167,7 +170,8 @@ static int module_exec(PyObject *m) {
       add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0)
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
-      PyModule_AddFunctions(m, dlspy_xla_methods) != 0)
+      PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_ipc_methods) != 0 ||
+      dlspy_ipc_init(st) != 0 || dlspy_exchange_init(st) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||

@@ -405,9 +405,11 @@ PyType_Spec dlspy_tensor_spec = {
 PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "empty";
   dlspy_state *st = dlspy_state_of_module(module);
-  static const char *const names[] = {"shape", "dtype", "device", "stream", NULL};
-  PyObject *a[4];
-  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0)
+  static const char *const names[] = {"shape", "dtype", "device", "stream", "ipc", NULL};
+  PyObject *a[5];
+  bool ipc = false;
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 2, a) != 0 ||
+      (a[4] != NULL && dlspy_as_bool(st, a[4], pycall, "ipc", &ipc) != 0))
     return NULL;
   if (a[0] == NULL)
     return dlspy_type_error(st, "empty() missing its argument 'shape'");
@@ -443,7 +445,7 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (s.id == 0 && dlspy_default_stream(st, have_dev ? dev : dlspy_default_device(), pycall, &s) != 0)
     return NULL;
   dls_tensor_t t;
-  dls_status_t rc = dls_tensor_empty(s, ndim, shape, dt, &t);
+  dls_status_t rc = (ipc ? dls_tensor_empty_ipc : dls_tensor_empty)(s, ndim, shape, dt, &t);
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, pycall);
   return dlspy_tensor_wrap(st, t);

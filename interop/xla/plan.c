@@ -113,8 +113,11 @@ dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out,
         return bad(msg, "dls_vals: expected a uint8 array");
       out->vals = a->data;
       out->nvals = a->size;
+    } else if (span_is(name, "dls_fns")) {
+      if (int64_array(type, attr, &out->fns, &out->nfns) != 0 || out->nfns == 0 || out->nfns > 0xffff)
+        return bad(msg, "dls_fns: expected an int64 array of 1 to 65535 function handles");
     } else {
-      return bad(msg, "unknown attribute \"%.*s\" (dlstream's are dls_cfg, dls_args, dls_vals)",
+      return bad(msg, "unknown attribute \"%.*s\" (dlstream's are dls_cfg, dls_args, dls_vals, dls_fns)",
                  name ? (int)name->len : 0, name ? name->ptr : "");
     }
   }

@@ -209,6 +209,24 @@ typedef struct dls__xla_metadata_extension {
 typedef struct XLA_FFI_Error *dls__xla_error_create_fn(dls__xla_error_create_args *args);
 typedef struct XLA_FFI_Error *dls__xla_stream_get_fn(dls__xla_stream_get_args *args);
 
+/* XLA_FFI_Error_Destroy_Args (the api's error_destroy takes them). */
+typedef struct dls__xla_error_destroy_args {
+  size_t struct_size;
+  dls__xla_extension *extension_start;
+  struct XLA_FFI_Error *error;
+} dls__xla_error_destroy_args;
+typedef void dls__xla_error_destroy_fn(dls__xla_error_destroy_args *args);
+#define DLS__XLA_ERROR_DESTROY_ARGS_SIZE DLS__XLA_STRUCT_SIZE(dls__xla_error_destroy_args, error)
+
+/* XLA_FFI_DeviceOrdinal_Get_Args: the device the call runs on, in XLA's ordinals (its platform's devices). */
+typedef struct dls__xla_device_ordinal_get_args {
+  size_t struct_size;
+  dls__xla_extension *extension_start;
+  struct XLA_FFI_ExecutionContext *ctx;
+  int32_t device_ordinal; /* out */
+} dls__xla_device_ordinal_get_args;
+typedef struct XLA_FFI_Error *dls__xla_device_ordinal_get_fn(dls__xla_device_ordinal_get_args *args);
+
 /* XLA_FFI_Api, up to the last entry point dlstream calls (XLA_FFI_Stream_Get); the rest are entry points too. */
 typedef struct dls__xla_api {
   size_t struct_size;
@@ -220,6 +238,19 @@ typedef struct dls__xla_api {
   void *error_destroy;                    /* XLA_FFI_Error_Destroy */
   void *handler_register;                 /* XLA_FFI_Handler_Register */
   dls__xla_stream_get_fn *stream_get;     /* XLA_FFI_Stream_Get */
+  void *type_register;                    /* XLA_FFI_Type_Register (XLA_FFI_TypeId_Register before) */
+  void *execution_context_get;            /* XLA_FFI_ExecutionContext_Get */
+  void *state_set;                        /* XLA_FFI_State_Set */
+  void *state_get;                        /* XLA_FFI_State_Get */
+  void *device_memory_allocate;           /* XLA_FFI_DeviceMemory_Allocate */
+  void *device_memory_free;               /* XLA_FFI_DeviceMemory_Free */
+  void *thread_pool_schedule;             /* XLA_FFI_ThreadPool_Schedule */
+  void *thread_pool_num_threads;          /* XLA_FFI_ThreadPool_NumThreads */
+  void *future_create;                    /* XLA_FFI_Future_Create */
+  void *future_set_available;             /* XLA_FFI_Future_SetAvailable */
+  void *future_set_error;                 /* XLA_FFI_Future_SetError */
+  void *run_id_get;                       /* XLA_FFI_RunId_Get */
+  dls__xla_device_ordinal_get_fn *device_ordinal_get; /* XLA_FFI_DeviceOrdinal_Get: the call's device */
 } dls__xla_api;
 
 /* The struct_size values XLA checks (its *_STRUCT_SIZE constants). */
@@ -230,5 +261,7 @@ typedef struct dls__xla_api {
 #define DLS__XLA_METADATA_EXTENSION_SIZE DLS__XLA_STRUCT_SIZE(dls__xla_metadata_extension, metadata)
 #define DLS__XLA_CALL_FRAME_SIZE DLS__XLA_STRUCT_SIZE(dls__xla_call_frame, attrs)
 #define DLS__XLA_API_STREAM_GET_END DLS__XLA_STRUCT_SIZE(dls__xla_api, stream_get)
+#define DLS__XLA_API_DEVICE_ORDINAL_GET_END DLS__XLA_STRUCT_SIZE(dls__xla_api, device_ordinal_get)
+#define DLS__XLA_DEVICE_ORDINAL_GET_ARGS_SIZE DLS__XLA_STRUCT_SIZE(dls__xla_device_ordinal_get_args, device_ordinal)
 
 #endif /* DLSTREAM_XLA_FFI_H */

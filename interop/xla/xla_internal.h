@@ -23,10 +23,17 @@ typedef struct dls__xla_plan {
   const int64_t *args;        /* DLS_XLA_ARG entries */
   const uint8_t *vals;        /* DLS_XLA_FROM_VALUE bytes */
   size_t nvals;
+  const int64_t *fns;         /* dls_fns: the function of each device by XLA's ordinal (0: none); NULL: `handle` */
+  size_t nfns;
 } dls__xla_plan;
 
 /* Reads and checks the attributes. Returns DLS_OK, or an error with the reason in `msg`. */
 dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out, char msg[DLS__XLA_MSG]);
+
+/* The device XLA runs the call on (XLA_FFI_DeviceOrdinal_Get, where XLA has it) and its function: the plan's
+ * device id and handle become that device's (devices.c). A function bound to another device is refused, saying how
+ * to give one per device. Returns DLS_OK, or an error with the reason in `msg`. */
+dls_status_t dls__xla_plan_device(const dls__xla_call_frame *frame, dls__xla_plan *plan, char msg[DLS__XLA_MSG]);
 
 /* The launch arguments of a planned call from its buffers (raw pointers) and values. `argv` has DLS_MAX_ARGS
  * entries. Returns DLS_OK, or an error with the reason in `msg`. */

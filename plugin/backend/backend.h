@@ -23,8 +23,11 @@
 #include "base/error.h"
 #include "dlstream/dlstream.h"
 
-/* 4: every method takes its backend first. */
-#define DLS__BACKEND_VERSION 4
+/* 4: every method takes its backend first. 5: memory shared with other processes (ipc_*). */
+#define DLS__BACKEND_VERSION 5
+
+/* The size of the opaque bytes an ipc_* method exports or opens (CUDA's CU_IPC_HANDLE_SIZE). */
+#define DLS__IPC_BYTES 64
 
 /* Capture states of a native stream (the values of CUDA's CUstreamCaptureStatus). */
 enum { DLS__CAPTURE_NONE = 0, DLS__CAPTURE_ACTIVE = 1, DLS__CAPTURE_INVALIDATED = 2 };
@@ -137,7 +140,33 @@ typedef struct dls__backend dls__backend;
   /* ---- code from source (version 3) ---- */                                                                 \
   /* The device's compile target, NUL-terminated in out_arch: "sm_90" on                                        \
    * CUDA, the gfx name on ROCm. DLS_ERR_NOT_SUPPORTED where it cannot tell. */                                 \
-  X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size), POINT, GPU)
+  X(device_arch, (int dev, char *out_arch, size_t size), (dev, out_arch, size), POINT, GPU)                    \
+  /* ---- memory shared with other processes (version 5; NULL where the backend has none: CPU) ---- */          \
+  /* Memory another process can map: an allocation of its own (not from the stream-ordered pool), usable by     \
+   * work on every stream of the device at once. */                                                            \
+  X(ipc_alloc, (int dev, size_t size, void **out_ptr), (dev, size, out_ptr), POINT, GPU)                        \
+  /* Frees ipc_alloc's memory once the work queued on `stream` so far has passed. */                            \
+  X(ipc_free, (int dev, void *ptr, void *stream), (dev, ptr, stream), POINT, GPU)                               \
+  /* The DLS__IPC_BYTES bytes by which another process maps ipc_alloc's allocation at `ptr` (its base). */       \
+  X(ipc_mem_export, (int dev, void *ptr, void *out_bytes), (dev, ptr, out_bytes), POINT, GPU)                   \
+  /* Maps another process's allocation for device `dev` (peer access enabled when it lives on another device); \
+   * *out_ptr is its base here, valid until ipc_mem_close. */                                                   \
+  X(ipc_mem_open, (int dev, const void *bytes, void **out_ptr), (dev, bytes, out_ptr), POINT, GPU)              \
+  X(ipc_mem_close, (int dev, void *ptr), (dev, ptr), POINT, GPU)                                                \
+  /* An event other processes can open (no timing) and its DLS__IPC_BYTES bytes; ipc_event_release ends it. */  \
+  X(ipc_event_create, (int dev, void **out_event, void *out_bytes), (dev, out_event, out_bytes), POINT, GPU)    \
+  /* Opens another process's event in device `dev`'s context. */                                               \
+  X(ipc_event_open, (int dev, const void *bytes, void **out_event), (dev, bytes, out_event), POINT, GPU)        \
+  X(ipc_event_release, (int dev, void *event), (dev, event), POINT, GPU)                                        \
+  /* On the device, in stream order: `stream` waits until the 32-bit word at `addr` reaches `value` (a cyclic    \
+   * comparison: (int32_t)(*addr - value) >= 0), and writes `value` there after the work queued before (with a  \
+   * system-wide memory fence). `addr` may be memory of another process (ipc_mem_open). */                      \
+  X(stream_wait_value, (int dev, void *stream, void *addr, uint32_t value), (dev, stream, addr, value), POINT,   \
+    GPU)                                                                                                        \
+  X(stream_write_value, (int dev, void *stream, void *addr, uint32_t value), (dev, stream, addr, value), POINT,  \
+    GPU)                                                                                                        \
+  /* The device's 16-byte UUID: how another process finds the same device under its own ordinals. */           \
+  X(device_uuid, (int dev, uint8_t *out_uuid), (dev, out_uuid), POINT, GPU)
 
 /* A method's full parameter list: its backend, then `params` of the list. */
 #define DLS__BACKEND_SELF(...) (const dls__backend *be, __VA_ARGS__)

@@ -36,6 +36,7 @@ typedef unsigned int dls__CUstreamCaptureMode;
 typedef int dls__CUdevice;                   /* CUdevice_v1 */
 typedef unsigned long long dls__CUdeviceptr; /* CUdeviceptr_v2 (64-bit hosts) */
 typedef uint64_t dls__cuuint64_t;
+typedef uint32_t dls__cuuint32_t;
 
 /* ---- opaque handles: the toolkit's struct tags ---- */
 typedef struct CUctx_st *dls__CUcontext;
@@ -124,7 +125,12 @@ typedef void (*dls__CUhostFn)(void *user_data);
   X(CU_STREAM_CAPTURE_MODE_GLOBAL, 0)                      \
   X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1)                \
   X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)                     \
-  X(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, 1)
+  X(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, 1)   \
+  X(CU_EVENT_INTERPROCESS, 0x4)                            \
+  X(CU_IPC_HANDLE_SIZE, 64)                                \
+  X(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, 0x1)               \
+  X(CU_STREAM_WAIT_VALUE_GEQ, 0x0)                         \
+  X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)
 
 enum {
 #define DLS__CUDA_CONSTANT_ENUM(name, value) DLS__##name = (value),
@@ -145,13 +151,33 @@ enum {
 struct CUmemPoolProps_st;
 struct CUmemAccessDesc_st; /* read as dls__gpu_access_desc (gpu_pool_props.h) */
 
+/* The interprocess handles and the device UUID, passed by value or pointer:
+ * their layout is the toolkit's (64 and 16 bytes), and so are their tags. A
+ * file that includes cuda.h first (the decls test) takes the toolkit's
+ * definitions, which these repeat. */
+#ifndef __cuda_cuda_h__
+struct CUipcMemHandle_st {
+  char reserved[64];
+};
+struct CUipcEventHandle_st {
+  char reserved[64];
+};
+#endif
+#ifndef CU_UUID_HAS_BEEN_DEFINED
+#define CU_UUID_HAS_BEEN_DEFINED
+typedef struct CUuuid_st {
+  char bytes[16];
+} CUuuid;
+#endif
+
 /* ---- entry points ----
  * X(name, version, (parameters)); every one returns CUresult.
  * REQUIRED: the backend refuses to start without them.
  * OPTIONAL: features that degrade (no pools: cuMemAlloc; no cuFuncLoad:
  *           cuFuncGetAttribute loads the function; no cuStreamGetDevice: a
  *           vaguer wrong-device message; no graph entry points: capture is
- *           refused with DLS_ERR_NOT_SUPPORTED).
+ *           refused with DLS_ERR_NOT_SUPPORTED; no IPC or stream memory
+ *           operations: memory shared with other processes is refused).
  * OLD_ABI:  optional, asked for at an older ABI than cuda.h's prototype of
  *           the name now declares (cuStreamGetCaptureInfo is _v3 in cuda.h
  *           13; its 10.1 ABI is all we need and every driver serves it).
@@ -223,7 +249,18 @@ struct CUmemAccessDesc_st; /* read as dls__gpu_access_desc (gpu_pool_props.h) */
   X(cuGraphLaunch, 10000, (dls__CUgraphExec exec, dls__CUstream stream))                              \
   X(cuGraphExecDestroy, 10000, (dls__CUgraphExec exec))                                               \
   X(cuGraphDestroy, 10000, (dls__CUgraph graph))                                                      \
-  X(cuThreadExchangeStreamCaptureMode, 10010, (dls__CUstreamCaptureMode *mode))
+  X(cuThreadExchangeStreamCaptureMode, 10010, (dls__CUstreamCaptureMode *mode))                       \
+  X(cuIpcGetMemHandle, 4010, (struct CUipcMemHandle_st *out_handle, dls__CUdeviceptr ptr))           \
+  X(cuIpcOpenMemHandle, 11000, (dls__CUdeviceptr *out_ptr, struct CUipcMemHandle_st handle,           \
+                                unsigned int flags))                                                  \
+  X(cuIpcCloseMemHandle, 4010, (dls__CUdeviceptr ptr))                                                \
+  X(cuIpcGetEventHandle, 4010, (struct CUipcEventHandle_st *out_handle, dls__CUevent event))          \
+  X(cuIpcOpenEventHandle, 4010, (dls__CUevent *out_event, struct CUipcEventHandle_st handle))         \
+  X(cuStreamWaitValue32, 11070, (dls__CUstream stream, dls__CUdeviceptr addr, dls__cuuint32_t value,  \
+                                 unsigned int flags))                                                 \
+  X(cuStreamWriteValue32, 11070, (dls__CUstream stream, dls__CUdeviceptr addr, dls__cuuint32_t value, \
+                                  unsigned int flags))                                                \
+  X(cuDeviceGetUuid, 11040, (struct CUuuid_st *out_uuid, dls__CUdevice device))
 
 #define DLS__CUDA_OLD_ABI_SYMBOLS(X)                                                                  \
   X(cuStreamGetCaptureInfo, 10010, (dls__CUstream stream, dls__CUstreamCaptureStatus *out_status,     \

@@ -22,6 +22,8 @@ extern const size_t dls__cuda_kernels_fatbin_size;
 
 _Static_assert(DLS__CUDA_SUCCESS == DLS__GPU_OK, "CUDA_SUCCESS is the shared success value");
 _Static_assert(sizeof(dls__CUdeviceptr) == sizeof(void *), "device addresses travel as pointers");
+_Static_assert(sizeof(struct CUipcMemHandle_st) == DLS__IPC_BYTES && sizeof(struct CUipcEventHandle_st) == DLS__IPC_BYTES,
+               "interprocess handles are the bytes the backend methods carry");
 
 /* ---- the driver's entry points ---- */
 
@@ -106,6 +108,25 @@ static dls__gpu_result dls__cuda_cuStreamGetCaptureInfo(void *stream, unsigned *
                         ? dls__cuda_capture_info_v3(stream, out_status, &id, NULL, NULL, NULL, NULL)
                         : cu.cuStreamGetCaptureInfo(stream, out_status, &id);
   *out_id = id;
+  return r;
+}
+
+/* The interprocess handles travel by value: the neutral slots take their bytes. */
+static dls__gpu_result dls__cuda_cuIpcOpenMemHandle(void **out_ptr, const void *bytes, unsigned flags) {
+  struct CUipcMemHandle_st h;
+  memcpy(&h, bytes, sizeof h);
+  dls__CUdeviceptr p = 0;
+  dls__CUresult r = cu.cuIpcOpenMemHandle(&p, h, flags);
+  *out_ptr = (void *)(uintptr_t)p;
+  return r;
+}
+
+static dls__gpu_result dls__cuda_cuIpcOpenEventHandle(void **out_event, const void *bytes) {
+  struct CUipcEventHandle_st h;
+  memcpy(&h, bytes, sizeof h);
+  dls__CUevent e = NULL;
+  dls__CUresult r = cu.cuIpcOpenEventHandle(&e, h);
+  *out_event = e;
   return r;
 }
 
@@ -282,6 +303,10 @@ static void dls__cuda_load(void) {
 #undef DLS__CUDA_FILL
   if (cu.cuStreamGetCaptureInfo == NULL && dls__cuda_capture_info_v3 == NULL)
     g->calls.capture_info = NULL;
+  if (cu.cuIpcOpenMemHandle == NULL) /* adapters of entry points the driver lacks */
+    g->calls.ipc_mem_open = NULL;
+  if (cu.cuIpcOpenEventHandle == NULL)
+    g->calls.ipc_event_open = NULL;
   /* The library stays loaded for the life of the process. */
 }
 

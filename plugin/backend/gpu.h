@@ -106,7 +106,16 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
   X(graph_launch, (void *exec, void *stream), cu.cuGraphLaunch, hip.hipGraphLaunch)                              \
   X(graph_exec_destroy, (void *exec), cu.cuGraphExecDestroy, hip.hipGraphExecDestroy)                            \
   X(peer_can_access, (int *out_can, int device, int peer), cu.cuDeviceCanAccessPeer, hip.hipDeviceCanAccessPeer) \
-  X(peer_enable, (void *peer_ctx, unsigned flags), cu.cuCtxEnablePeerAccess, dls__hip_hipDeviceEnablePeerAccess)
+  X(peer_enable, (void *peer_ctx, unsigned flags), cu.cuCtxEnablePeerAccess, dls__hip_hipDeviceEnablePeerAccess) \
+  /* memory shared with other processes (gpu_ipc.c); HIP: not wired yet (0), so refused */                      \
+  X(ipc_mem_get, (void *out_bytes, void *ptr), cu.cuIpcGetMemHandle, 0)                                          \
+  X(ipc_mem_open, (void **out_ptr, const void *bytes, unsigned flags), dls__cuda_cuIpcOpenMemHandle, 0)          \
+  X(ipc_mem_close, (void *ptr), cu.cuIpcCloseMemHandle, 0)                                                       \
+  X(ipc_event_get, (void *out_bytes, void *event), cu.cuIpcGetEventHandle, 0)                                    \
+  X(ipc_event_open, (void **out_event, const void *bytes), dls__cuda_cuIpcOpenEventHandle, 0)                    \
+  X(stream_wait_value32, (void *stream, void *addr, uint32_t value, unsigned flags), cu.cuStreamWaitValue32, 0)  \
+  X(stream_write_value32, (void *stream, void *addr, uint32_t value, unsigned flags), cu.cuStreamWriteValue32, 0) \
+  X(device_uuid, (void *out_uuid, int device), cu.cuDeviceGetUuid, 0)
 
 /* dls__gpu_fn_<slot>: the neutral type of each call. */
 #define DLS__GPU_FN_TYPEDEF(slot, params, cuda, hip) typedef dls__gpu_result(*dls__gpu_fn_##slot) params;
@@ -188,7 +197,12 @@ typedef enum dls__gpu_error {
   X(void *, stream_per_thread, (void *)DLS__CU_STREAM_PER_THREAD, (void *)DLS__hipStreamPerThread)           \
   /* a call on a created stream runs in that stream's context, whatever is current (CUDA: tried on an H100 with \
    * no context and with another one current); HIP's is not relied on */                                      \
-  X(bool, stream_names_context, true, false)
+  X(bool, stream_names_context, true, false)                                                                  \
+  /* memory shared with other processes (HIP's calls are not wired: its values are unused) */                \
+  X(unsigned, event_interprocess, DLS__CU_EVENT_INTERPROCESS | DLS__CU_EVENT_DISABLE_TIMING, 0)               \
+  X(unsigned, ipc_lazy_peer, DLS__CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, 0)                                      \
+  X(unsigned, wait_value_geq, DLS__CU_STREAM_WAIT_VALUE_GEQ, 0)                                               \
+  X(unsigned, write_value_fenced, DLS__CU_STREAM_WRITE_VALUE_DEFAULT, 0)
 
 typedef struct dls__gpu_consts {
 #define DLS__GPU_CONST_FIELD(type, name, cuda, hip) type name;
@@ -382,6 +396,12 @@ static inline bool dls__gpu_special_stream(const dls__gpu *g, const void *stream
 
 /* Frees what the device holds without a pool (shutdown; gpu_memory.c). */
 DLS__INTERNAL void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d);
+/* Plain allocations, outside any capture (caller entered the device; gpu_memory.c): an allocation of its own
+ * (a parked one reused, else the driver's), usable on every stream at once; its free parks it behind an event
+ * recorded on `stream`. The memory without a pool, and the memory other processes map (gpu_ipc.c). */
+DLS__INTERNAL dls_status_t dls__gpu_plain_alloc(dls__gpu *g, int dev, dls__gpu_device *d, size_t size,
+                                                void **out_ptr);
+DLS__INTERNAL dls_status_t dls__gpu_plain_free(dls__gpu *g, int dev, dls__gpu_device *d, void *ptr, void *stream);
 /* Loads an image in the device's context (caller entered it; gpu_code.c). */
 DLS__INTERNAL dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_device *d, const void *image,
                                                size_t size, void **out_module);

@@ -167,9 +167,14 @@ static dls_status_t dls__gpu_alloc_unpooled(dls__gpu *g, int dev, dls__gpu_devic
                            stream);
     return DLS_OK;
   }
+  return dls__gpu_plain_alloc(g, dev, d, size, out_ptr);
+}
+
+dls_status_t dls__gpu_plain_alloc(dls__gpu *g, int dev, dls__gpu_device *d, size_t size, void **out_ptr) {
   unsigned mode = dls__gpu_relax(g);
   pthread_mutex_lock(&d->free_mu);
   void *p = NULL;
+  dls__gpu_result r;
   if (g->debug_alloc)
     dls__gpu_debug_release(g, d);
   else
@@ -252,6 +257,10 @@ static dls_status_t dls__gpu_free_unpooled(dls__gpu *g, int dev, dls__gpu_device
                      "freeing ptr=%p on stream %p of %s:%d, which is capturing: the memory was allocated outside the "
                      "capture without a pool, so its free cannot be captured; free it after the capture ends",
                      ptr, stream, g->devname, dev);
+  return dls__gpu_plain_free(g, dev, d, ptr, stream);
+}
+
+dls_status_t dls__gpu_plain_free(dls__gpu *g, int dev, dls__gpu_device *d, void *ptr, void *stream) {
   DLS__TRY(dls__gpu_park(g, dev, d, ptr, stream));
   if (g->debug_alloc) {
     unsigned mode = dls__gpu_relax(g);

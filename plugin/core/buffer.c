@@ -205,13 +205,17 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
   dls_status_t st = buffer_alloc(s, size, &b);
   if (DLS__UNLIKELY(st != DLS_OK))
     return dls__fail_prefix(st, "%s(size=%zu, stream on %s)", call, size, s->dev->name);
+  return dls__buffer_handle_new(b, call, out_buffer);
+}
+
+dls_status_t dls__buffer_handle_new(dls__buffer *b, const char *call, dls_buffer_t *out) {
   b->id = dls__table_add(&dls__buffer_table, b);
   if (b->id == 0) {
-    st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+    dls_status_t st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
     dls__buffer_unref(b);
     return st;
   }
-  out_buffer->id = b->id;
+  out->id = b->id;
   return DLS_OK;
 }
 

@@ -70,6 +70,9 @@ static inline dls__buffer *dls__buffer_hazards(dls__buffer *b) {
 /* Enters `b` in the registry of exported memory (at its first export; later ones find it there), so that imports
  * of its bytes become its aliases. The caller holds a reference. Fails only out of host memory. */
 DLS__INTERNAL dls_status_t dls__buffer_exported(dls__buffer *b);
+/* Gives `b` (a new buffer: its only reference) a handle in *out; out of memory for it, drops `b` (a borrowed
+ * buffer's release runs) and fails naming `call`. */
+DLS__INTERNAL dls_status_t dls__buffer_handle_new(dls__buffer *b, const char *call, dls_buffer_t *out);
 /* Drops a reference; the last one frees / releases in stream order. */
 DLS__INTERNAL void dls__buffer_unref(dls__buffer *b);
 

@@ -16,6 +16,7 @@
 #include "core/foreign.h"
 #include "core/graph.h"
 #include "core/group.h"
+#include "core/ipc.h"
 #include "core/kinds.h"
 #include "core/launch.h"
 #include "core/module.h"

@@ -49,9 +49,11 @@ dls_status_t dls_shutdown(void) {
    * stream is eager again. Then children before parents: groups hold
    * branches, tensors hold buffers, buffers hold streams and graphs. */
   dls__captures_shutdown();
+  dls__ipc_shutdown_begin(); /* no free waits for another process past here */
   kinds_end_all();
   dls__foreign_clear(); /* no import holds a record any more */
   dls__deferred_drain();
+  dls__ipc_shutdown_end();
   dls__exported_clear(); /* buffers still held past here (exports not deleted) are never released */
   dls__builtins_shutdown();
   dls__streams_shutdown();

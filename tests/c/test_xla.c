@@ -366,3 +366,81 @@ Test(xla, a_cuda_call_launches_on_xlas_stream) {
   OK(dls_buffer_free(y));
   OK(dls_stream_destroy(s));
 }
+
+/* ---- the device XLA runs a call on (interop/xla/devices.c) ---- */
+
+static int32_t g_ordinal;    /* what the stand-in's XLA_FFI_DeviceOrdinal_Get says */
+static int g_ordinal_fails;  /* ... or its failure (the handler must destroy the error) */
+static int g_errors_destroyed;
+
+static struct XLA_FFI_Error *fake_device_ordinal_get(dls__xla_device_ordinal_get_args *a) {
+  cr_assert_eq(a->struct_size, DLS__XLA_DEVICE_ORDINAL_GET_ARGS_SIZE);
+  if (g_ordinal_fails) {
+    dls__xla_error_create_args e = {DLS__XLA_ERROR_CREATE_ARGS_SIZE, NULL, "no device here",
+                                    DLS__XLA_ERROR_UNIMPLEMENTED};
+    return fake_error_create(&e);
+  }
+  a->device_ordinal = g_ordinal;
+  return NULL;
+}
+
+static void fake_error_destroy(dls__xla_error_destroy_args *a) {
+  cr_assert_eq(a->struct_size, DLS__XLA_ERROR_DESTROY_ARGS_SIZE);
+  g_errors_destroyed++;
+  free(a->error);
+}
+
+static const dls__xla_api g_api_devices = {
+    .struct_size = sizeof(dls__xla_api),
+    .api_version = {DLS__XLA_API_VERSION_SIZE, NULL, DLS__XLA_API_MAJOR, DLS__XLA_API_MINOR},
+    .error_create = fake_error_create,
+    .error_destroy = (void *)fake_error_destroy,
+    .stream_get = fake_stream_get,
+    .device_ordinal_get = fake_device_ordinal_get,
+};
+
+Test(xla, each_device_takes_its_own_function_from_dls_fns) {
+  dls_function_t f;
+  OK(dls_builtin_function(dls_cpu(), "dls_axpy_f32", &f));
+  float x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
+  int64_t none_then_f[2] = {0, (int64_t)f.id}, only_f[1] = {(int64_t)f.id};
+  frame fr;
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, (dls_function_t){12345}, dls_cpu(), 4, 2.0f, x, y);
+  fr.f.api = &g_api_devices;
+  add_array(&fr, "dls_fns", DLS__XLA_DTYPE_S64, only_f, 1);
+  g_ordinal = 0;
+  XLA_OK(call_cpu(&fr)); /* dls_cfg's handle (stale) is not the one that runs: device 0's is */
+  cr_assert_eq(y[3], 9.0f);
+  fr.arrays[3] = (dls__xla_array){DLS__XLA_DTYPE_S64, 2, none_then_f};
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT,
+            "XLA runs this call on cpu:0, for which the kernel has no function");
+  g_ordinal = 5;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "XLA runs this call on cpu:5");
+  /* XLA cannot say: the device dls_cfg names (0), whose function is missing here */
+  g_ordinal_fails = 1;
+  int destroyed = g_errors_destroyed;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "on cpu:0, for which");
+  cr_assert_eq(g_errors_destroyed, destroyed + 1, "XLA's error was not destroyed");
+  g_ordinal_fails = 0;
+  fr.arrays[3] = (dls__xla_array){DLS__XLA_DTYPE_S64, 0, none_then_f};
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_fns: expected an int64 array of 1 to 65535");
+  cr_assert_eq(y[3], 9.0f, "a refused call ran");
+}
+
+Test(xla, a_function_bound_to_one_device_is_refused_on_another) {
+  dls_function_t f;
+  OK(dls_builtin_function(dls_cpu(), "dls_axpy_f32", &f));
+  float x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
+  frame fr;
+  axpy_frame(&fr, DLS__XLA_STAGE_INSTANTIATE, f, dls_cpu(), 4, 2.0f, x, y);
+  fr.f.api = &g_api_devices;
+  g_ordinal = 1;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT,
+            "the function is bound to cpu:0, but XLA runs this call on cpu:1 (shard_map, pmap and a sharded jit run "
+            "it on every device of the mesh): give dlstream.jax.kernel a kernel for each device");
+  g_ordinal = 0;
+  XLA_OK(call_cpu(&fr));
+  fr.f.stage = DLS__XLA_STAGE_EXECUTE;
+  XLA_OK(call_cpu(&fr));
+  cr_assert_eq(y[0], 3.0f);
+}

@@ -112,12 +112,19 @@ FIELD(dls__xla_api, error_get_message, XLA_FFI_Api, XLA_ERROR_GETTER)
 FIELD(dls__xla_api, error_destroy, XLA_FFI_Api, XLA_FFI_Error_Destroy)
 FIELD(dls__xla_api, handler_register, XLA_FFI_Api, XLA_FFI_Handler_Register)
 FIELD(dls__xla_api, stream_get, XLA_FFI_Api, XLA_FFI_Stream_Get)
+FIELD(dls__xla_api, run_id_get, XLA_FFI_Api, XLA_FFI_RunId_Get)
+FIELD(dls__xla_api, device_ordinal_get, XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get)
+FIELD(dls__xla_device_ordinal_get_args, struct_size, XLA_FFI_DeviceOrdinal_Get_Args, struct_size)
+FIELD(dls__xla_device_ordinal_get_args, ctx, XLA_FFI_DeviceOrdinal_Get_Args, ctx)
+FIELD(dls__xla_device_ordinal_get_args, device_ordinal, XLA_FFI_DeviceOrdinal_Get_Args, device_ordinal)
 
 /* The struct_size values we write are XLA's (it refuses a smaller one, and a larger one would mean fields this
  * header lacks); those XLA writes hold at least what we read. */
 SAME(DLS__XLA_API_VERSION_SIZE, XLA_FFI_Api_Version_STRUCT_SIZE)
 SAME(DLS__XLA_ERROR_CREATE_ARGS_SIZE, XLA_FFI_Error_Create_Args_STRUCT_SIZE)
 SAME(DLS__XLA_STREAM_GET_ARGS_SIZE, XLA_FFI_Stream_Get_Args_STRUCT_SIZE)
+SAME(DLS__XLA_DEVICE_ORDINAL_GET_ARGS_SIZE, XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE)
+SAME(DLS__XLA_ERROR_DESTROY_ARGS_SIZE, XLA_FFI_Error_Destroy_Args_STRUCT_SIZE)
 _Static_assert(DLS__XLA_METADATA_SIZE <= XLA_FFI_Metadata_STRUCT_SIZE, "XLA_FFI_Metadata lost fields");
 _Static_assert(DLS__XLA_METADATA_EXTENSION_SIZE <= XLA_FFI_Metadata_Extension_STRUCT_SIZE,
                "XLA_FFI_Metadata_Extension lost fields");

@@ -194,7 +194,7 @@ def test_help_of_axpy_is_a_real_description():
     doc = inspect.getdoc(dlstream.axpy)
     assert doc.count("\n") >= 2 and "dlstream.synchronize()" in doc
     assert str(inspect.signature(dlstream.axpy)) == "(a, x, y, *, stream=None)"
-    assert str(inspect.signature(dlstream.empty)) == "(shape, dtype='float32', *, device=None, stream=None)"
+    assert str(inspect.signature(dlstream.empty)) == "(shape, dtype='float32', *, device=None, stream=None, ipc=False)"
 
 
 def test_the_namespace_holds_the_public_names_only():

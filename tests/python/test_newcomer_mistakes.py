@@ -11,8 +11,8 @@ from conftest import CPU, UNDER_TSAN
 
 
 def test_a_device_by_position_says_it_is_keyword_only():
-    with pytest.raises(TypeError, match=r"empty\(\) takes at most 2 positional arguments \(3 given\): device and "
-                                        r"stream are keyword-only: write device='cpu'"):
+    with pytest.raises(TypeError, match=r"empty\(\) takes at most 2 positional arguments \(3 given\): device, "
+                                        r"stream and ipc are keyword-only: write device='cpu'"):
         dlstream.empty((2, 3), "float32", "cpu")
 
 

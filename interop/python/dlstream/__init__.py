@@ -62,6 +62,7 @@ from ._dlstream import (
     empty,
     fill,
     from_dlpack,
+    from_ipc,
     kDLCPU,
     kDLCUDA,
     kDLCUDAHost,

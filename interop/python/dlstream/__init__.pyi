@@ -47,6 +47,7 @@ from ._dlstream import (
     empty as empty,
     fill as fill,
     from_dlpack as from_dlpack,
+    from_ipc as from_ipc,
     kDLCPU as kDLCPU,
     kDLCUDA as kDLCUDA,
     kDLCUDAHost as kDLCUDAHost,
@@ -63,7 +64,7 @@ __all__ = [
     "NotFoundError", "NotSupportedError", "OutOfMemoryError", "OutOfRangeError", "ReadOnlyError", "StateError", "Stream", "Tensor",
     "TimedOutError", "UnavailableError", "VersionError", "__version__", "axpy", "backend_available",
     "builtin_function", "copy", "current_stream", "default_device", "device_count", "empty", "fill", "from_dlpack",
-    "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
+    "from_ipc", "spin", "synchronize", "use_stream", "stream_parallel", "branch", "Group", "capture", "capture_status", "Graph",
     "kDLCPU", "kDLCUDA", "kDLCUDAHost", "kDLROCM", "DLPACK_STREAM_NO_SYNC", "compile", "compiler_version",
     "register_stream_provider",
 ]

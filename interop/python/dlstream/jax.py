@@ -21,7 +21,7 @@ import numpy as np
 from . import _dlstream
 from ._dlstream import Function, InvalidArgumentError, Latch
 
-__all__ = ["TARGET", "TARGET_NOCAPTURE", "Kernel", "kernel", "latch_wait", "register"]
+__all__ = ["TARGET", "TARGET_NOCAPTURE", "Kernel", "image", "kernel", "latch_wait", "register", "source"]
 
 #: The XLA FFI target dlstream calls lower to, registered for the "cpu" and "CUDA" platforms. On CUDA its handler is
 #: command-buffer compatible: XLA may record the launch into a CUDA graph and replay it.
@@ -133,12 +133,14 @@ def _indexes(v: Any, where: str) -> tuple[int, ...]:
 class Kernel:
     """A dlstream Function as a JAX function; made by :func:`kernel`."""
 
-    def __init__(self, function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
+    def __init__(self, function: Any, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
                  in_place: int | Sequence[int] = (), signature: str | Sequence[str] | None = None,
                  shared_mem: int = 0, vmap_method: str = "sequential", capture: bool = True) -> None:
+        function = self._per_device_kernel(function)
         if not isinstance(function, Function):
             raise TypeError(f"dlstream.jax.kernel(function={function!r}): expected a dlstream.Function "
-                            "(Module.function, dlstream.builtin_function)")
+                            "(Module.function, dlstream.builtin_function), a built-in's name, source(...), "
+                            "image(...) or a function of the device")
         self.function = function  # kept alive: its module too
         name = function.name
         sig = function.signature if signature is None else signature
@@ -271,7 +273,7 @@ class Kernel:
         block = _dims(self.block(*args) if callable(self.block) else self.block, "block", self.function.name)
         handle = int(np.array(self.function.handle, np.uint64).view(np.int64))
         cfg = np.array([_OP_LAUNCH, handle, *grid, *block, self.shared_mem, *self.device], np.int64)
-        attrs = {"dls_cfg": cfg, "dls_args": np.array(entries, np.int64)}
+        attrs = {"dls_cfg": cfg, "dls_args": np.array(entries, np.int64), **self._device_table()}
         if vals:
             attrs["dls_vals"] = np.frombuffer(bytes(vals), np.uint8)
         call = jax.ffi.ffi_call(self.target, results, input_output_aliases=aliases or None,
@@ -282,10 +284,75 @@ class Kernel:
         return out[0] if len(out) == 1 else tuple(out)
 
 
-def kernel(function: Function, out_shapes: Any = None, *, grid: Any = 1, block: Any = 1,
-           in_place: int | Sequence[int] = (), signature: str | Sequence[str] | None = None,
+    # ---- a kernel for every device XLA runs the call on (shard_map, pmap, a sharded jit) ----
+
+    def _per_device_kernel(self, given: Any) -> Any:
+        """Notes how to make the kernel's Function on any device (a built-in's name, source(...), image(...), a
+        function of the device) and returns its Function on the first device of JAX's backend; a Function is
+        returned as it is (bound to its device: the handler refuses it on another)."""
+        self._of_device: Callable[[str], Function] | None = None
+        self._functions: dict[int, Function | None] = {}
+        if isinstance(given, Function) or not (isinstance(given, str) or callable(given)):
+            return given
+        self._of_device = (lambda d: _dlstream.builtin_function(given, d)) if isinstance(given, str) else given
+        backend = jax.default_backend()
+        self._kind = "cpu" if backend == "cpu" else "rocm" if "rocm" in str(jax.devices()[0].client.platform_version) \
+            else "cuda"
+        self._count = jax.local_device_count()
+        first = self._function_of(0)
+        if first is None:
+            raise InvalidArgumentError(f"dlstream.jax.kernel({given!r}): no function for {self._kind}:0: "
+                                       f"{self._why}")
+        return first
+
+    def _function_of(self, index: int) -> Function | None:
+        if index not in self._functions:
+            self._why = ""
+            try:
+                fn = self._of_device(f"{self._kind}:{index}") if self._of_device is not None else None
+            except Exception as e:  # noqa: BLE001 - a device the kernel cannot be made for: the handler says so
+                fn, self._why = None, f"{type(e).__name__}: {e}"
+            if fn is not None and not isinstance(fn, Function):
+                raise TypeError(f"dlstream.jax.kernel: the function of the device returned {fn!r} for "
+                                f"{self._kind}:{index}, not a dlstream.Function")
+            self._functions[index] = fn
+        return self._functions[index]
+
+    def _device_table(self) -> dict[str, Any]:
+        """dls_fns: the function of each of JAX's devices, by XLA's ordinal (0 for one it cannot be made for)."""
+        if self._of_device is None:
+            return {}
+        fns = [self._function_of(i) for i in range(self._count)]
+        handles = [int(np.array(f.handle if f is not None else 0, np.uint64).view(np.int64)) for f in fns]
+        return {"dls_fns": np.array(handles, np.int64)}
+
+
+def source(code: str, name: str, signature: str | Sequence[str] | None = None, *,
+           options: str | Sequence[str] = ()) -> Callable[[str], Function]:
+    """A kernel from source for :func:`kernel`, compiled for each device XLA runs it on (``Module.from_source``;
+    the compile cache keeps one image per target) and found there by ``name``."""
+    def of_device(device: str) -> Function:
+        return _dlstream.Module.from_source(code, options=options, device=device).function(name, signature)
+    return of_device
+
+
+def image(data: bytes, name: str, signature: str | Sequence[str] | None = None) -> Callable[[str], Function]:
+    """A kernel of a module image (cubin, fatbin or PTX bytes) for :func:`kernel`, loaded on each device XLA runs it
+    on and found there by ``name``."""
+    def of_device(device: str) -> Function:
+        return _dlstream.Module(data, device=device).function(name, signature)
+    return of_device
+
+
+def kernel(function: Function | str | Callable[[str], Function], out_shapes: Any = None, *, grid: Any = 1,
+           block: Any = 1, in_place: int | Sequence[int] = (), signature: str | Sequence[str] | None = None,
            shared_mem: int = 0, vmap_method: str = "sequential", capture: bool = True) -> Kernel:
     """``function`` as a JAX function usable under ``jax.jit``, ``vmap`` and with donated buffers.
+
+    Given once for every device XLA runs the call on (``shard_map``, ``pmap``, a sharded ``jit``): a built-in's
+    name (``"dls_axpy_f32"``), :func:`source`, :func:`image`, or a function of the device (a device string such
+    as ``"cuda:1"`` → its ``Function``); the call then carries each device's Function and XLA's device picks its
+    own. A ``Function`` is bound to its device: run on another, the call fails when XLA instantiates it.
 
     The kernel's arguments follow its signature (``function.signature``, or ``signature=``): ``cp`` takes an array
     (read), a scalar kind a Python number (a compile-time constant), ``bytes`` a bytes object. A ``p`` argument
