@@ -20,7 +20,8 @@
 _Static_assert(DLS__EXT_MAX_NDIM == DLS__DLPACK_MAX_NDIM, "ext.h's ndim limit is DLPack validation's");
 _Static_assert(sizeof(dls__ext_extent) == sizeof(dls__extent) &&
                    offsetof(dls__ext_extent, lo) == offsetof(dls__extent, lo) &&
-                   offsetof(dls__ext_extent, hi) == offsetof(dls__extent, hi),
+                   offsetof(dls__ext_extent, hi) == offsetof(dls__extent, hi) &&
+                   offsetof(dls__ext_extent, dtype) == offsetof(dls__extent, dtype),
                "dls__ext_extent is the core's dls__extent");
 
 static void tensor_fill(const dls__tensor *t, dls__ext_tensor *out) {

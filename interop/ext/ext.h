@@ -230,10 +230,11 @@ const char *dls__dlpack_dtype_code_name(uint8_t code);
 
 /* ---------------------------------------------------------------- launches */
 
-/* Bytes [lo, hi) around a raw pointer argument that belong to it (a framework tensor's view), for the checks of
- * built-ins; lo > hi: unknown. */
+/* What is known of a raw pointer argument (a framework tensor's view), for the checks of built-ins: the bytes
+ * [lo, hi) around it that belong to it (lo > hi: unknown) and its element type (lanes 0: unknown). */
 typedef struct dls__ext_extent {
   int64_t lo, hi;
+  DLDataType dtype;
 } dls__ext_extent;
 struct dls__extent;
 /* Extents as the core reads them (struct dls__extent has dls__ext_extent's fields: ext_tensor.c checks it). */
@@ -256,6 +257,17 @@ dls_status_t dls__launch_ext(const char *call, dls__function *fn, dls__stream *s
  * what it writes (the caller refuses). `extents` are dls__ext_extents(...). */
 dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args, size_t nargs,
                                 const struct dls__extent *extents, bool *out_overlap);
+/* Built-in k of the table (plugin/kernels/builtin_table.h), from 0: its name, GPU symbol and argument count; false
+ * past the last. */
+bool dls__builtin_describe(size_t k, const char **out_name, const char **out_gpu, size_t *out_nargs);
+/* Argument i (< its count) of built-in k: its name, signature token ("p", "cp", "u64", "bytes" ...), what the table
+ * says of it (bits: plugin/kernels/builtin_table.h) and the element types it takes in words (for bytes, the struct;
+ * "" for a scalar). */
+void dls__builtin_describe_arg(size_t k, size_t i, const char **out_name, const char **out_token, uint32_t *out_what,
+                               char *types, size_t size);
+/* Whether `call` may convert elements of `src` into `dst` (NumPy's same_kind casting, types dls_copy_convert
+ * converts): DLS_OK, or an error naming the call, both types and the rule. */
+dls_status_t dls__cast_check(const char *call, DLDataType dst, DLDataType src);
 /* A launch whose arguments are values already (scalars and raw pointers: nothing to order or record): params[i]
  * points at argument i's sizes[i] bytes. The caller vouches for the configuration (every dimension >= 1) and for
  * the arguments (at most DLS_MAX_ARGS, DLS_MAX_ARG_BYTES in all; a built-in's checked by dls__ext_builtin_check);

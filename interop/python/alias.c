@@ -13,7 +13,7 @@ static bool bytes_of(const DLTensor *dl, DLDevice *home, char **lo, size_t *n) {
     return false;
   dls__ext_extent e = dlspy_view_extent(dl);
   if (e.lo > e.hi)
-    e = (dls__ext_extent){0, 1};
+    e = (dls__ext_extent){.lo = 0, .hi = 1};
   *lo = first + e.lo;
   *n = (size_t)(e.hi - e.lo); /* none for no element (0 bytes) */
   return true;

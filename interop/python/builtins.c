@@ -270,8 +270,8 @@ static PyObject *copy_between_devices(dlspy_call *c, PyObject *const *a, dlspy_v
   else if (!d->has_meta || !s->has_meta || d->ndim != s->ndim ||
            memcmp(d->shape, s->shape, (size_t)d->ndim * sizeof d->shape[0]) != 0)
     why = "dst and src must have one shape";
-  else if (dls_dtype_size(d->dtype) != dls_dtype_size(s->dtype) || dls_dtype_size(d->dtype) == 0)
-    why = "dst and src must have elements of one size";
+  else if (memcmp(&d->dtype, &s->dtype, sizeof d->dtype) != 0 || dls_dtype_size(d->dtype) == 0)
+    why = "a copy between devices takes one dtype (convert on one device first)";
   else if (!d->contiguous || !s->contiguous)
     why = "a copy between devices takes contiguous tensors";
   if (why != NULL) {
@@ -319,25 +319,35 @@ PyObject *dlspy_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, 
     why = "at most 8 dimensions";
   else if (d.ndim != s.ndim || memcmp(d.shape, s.shape, (size_t)d.ndim * sizeof d.shape[0]) != 0)
     why = "dst and src must have one shape";
-  else if (dls_dtype_size(d.dtype) != dls_dtype_size(s.dtype) || dls_dtype_size(d.dtype) == 0)
-    why = "dst and src must have elements of one size";
   if (why != NULL) {
     dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "copy(dst=%R, src=%R): %s", a[0], a[1], why);
     dlspy_call_end(&c, false);
     return NULL;
   }
-  dls_copy_desc_t desc;
+  /* Between dtypes: NumPy's same_kind casting (np.copyto's default), or the cast is refused naming both. */
+  dls_status_t cast = dls__cast_check(pycall, d.dtype, s.dtype);
+  if (cast != DLS_OK || d.count == 0)
+    return finish(&c, cast);
+  dls_convert_desc_t desc;
   memset(&desc, 0, sizeof desc);
   desc.ndim = (uint32_t)d.ndim;
-  desc.elem_size = (uint32_t)dls_dtype_size(d.dtype);
+  desc.dst_dtype = d.dtype;
+  desc.src_dtype = s.dtype;
   for (int i = 0; i < d.ndim; i++) {
     desc.shape[i] = d.shape[i];
     desc.dst_strides[i] = d.strides[i];
     desc.src_strides[i] = s.strides[i];
   }
-  if (d.count == 0)
-    return finish(&c, DLS_OK);
-  return finish(&c, dls_copy_strided(c.stream, d.arg, s.arg, &desc));
+  if (memcmp(&d.dtype, &s.dtype, sizeof d.dtype) != 0)
+    return finish(&c, dls_copy_convert(c.stream, d.arg, s.arg, &desc));
+  dls_copy_desc_t bits; /* one dtype: a copy of its bits */
+  memset(&bits, 0, sizeof bits);
+  bits.ndim = desc.ndim;
+  bits.elem_size = (uint32_t)dls_dtype_size(d.dtype);
+  memcpy(bits.shape, desc.shape, sizeof bits.shape);
+  memcpy(bits.dst_strides, desc.dst_strides, sizeof bits.dst_strides);
+  memcpy(bits.src_strides, desc.src_strides, sizeof bits.src_strides);
+  return finish(&c, dls_copy_strided(c.stream, d.arg, s.arg, &bits));
 }
 
 PyObject *dlspy_spin(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {

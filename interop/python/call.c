@@ -14,7 +14,7 @@
 
 const dlspy_call_desc dlspy_call_plain = {NULL, 0, false, DLSPY_HINT_WRITES, NULL};
 
-#define DLSPY_U {1, 0}
+#define DLSPY_U {.lo = 1, .hi = 0}
 #define DLSPY_U8 DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U, DLSPY_U
 const dls__ext_extent dlspy_unknown_extents[DLS_MAX_ARGS] = {DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8,
                                                              DLSPY_U8, DLSPY_U8, DLSPY_U8, DLSPY_U8};

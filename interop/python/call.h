@@ -212,21 +212,21 @@ static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, c
   return dlspy_framework_current_failed(st, pycall, dev);
 }
 /* The bytes [lo, hi) around its first element that a view reaches (what a built-in given its data pointer may
- * touch); lo > hi when it cannot be told. */
+ * touch; lo > hi when it cannot be told), and its element type. */
 static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
                                             DLDataType dtype) {
   int64_t lo = 0, hi = 0, size = ((int64_t)dtype.bits * dtype.lanes + 7) / 8, stride = 1;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     if (shape[i] == 0)
-      return (dls__ext_extent){0, 0};
+      return (dls__ext_extent){0, 0, dtype};
     int64_t st = strides != NULL ? strides[i] : stride;
     int64_t reach;
     if (__builtin_mul_overflow(shape[i] - 1, st, &reach) || __builtin_mul_overflow(reach, size, &reach) ||
         __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi) ||
         __builtin_mul_overflow(stride, shape[i], &stride))
-      return (dls__ext_extent){1, 0};
+      return (dls__ext_extent){1, 0, dtype};
   }
-  return (dls__ext_extent){lo, hi + size};
+  return (dls__ext_extent){lo, hi + size, dtype};
 }
 static inline dls__ext_extent dlspy_view_extent(const DLTensor *dl) {
   return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);

@@ -337,5 +337,10 @@ PyObject *dlspy_module_from_source(PyObject *cls, PyObject *const *args, Py_ssiz
 extern PyMethodDef dlspy_compile_methods[];
 /* _xla_handlers and _xla_release (xla.c): the XLA FFI handlers for dlstream.jax. */
 extern PyMethodDef dlspy_xla_methods[];
+/* _builtins and _builtin_check (builtin_table.c): the built-ins' table and checks. */
+extern PyMethodDef dlspy_builtin_table_methods[];
+/* The signature the built-ins' table gives the built-in `name` ("p,u64,u32,u64", in buf), or NULL for a name it does
+ * not hold. */
+const char *dlspy_builtin_signature(const char *name, char *buf, size_t size);
 
 #endif /* DLSTREAM_PY_DLSPY_H */

@@ -460,6 +460,7 @@ static PyObject *function_get_name(FunctionObject *f, void *c) { return PyUnicod
 static PyObject *function_get_device(FunctionObject *f, void *c) { return dlspy_device_str(f->device); }
 static PyObject *function_get_handle(FunctionObject *f, void *c) { return PyLong_FromUnsignedLongLong(f->handle.id); }
 static PyObject *function_get_planned(FunctionObject *f, void *c) { return PyBool_FromLong(f->plan.n >= 0); }
+static PyObject *function_get_builtin(FunctionObject *f, void *c) { return PyBool_FromLong(f->builtin); }
 static PyObject *function_get_signature(FunctionObject *f, void *c) {
   if (f->nsig < 0)
     Py_RETURN_NONE;
@@ -495,6 +496,7 @@ static PyGetSetDef function_getset[] = {
     {"handle", (getter)function_get_handle, NULL, "The dlstream handle.", NULL},
     {"signature", (getter)function_get_signature, NULL, "The argument kinds, or None.", NULL},
     {"_planned", (getter)function_get_planned, NULL, "Whether a call shaped like the last takes its launch plan.", NULL},
+    {"_builtin", (getter)function_get_builtin, NULL, "Whether it is a built-in (its launches are checked).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -515,22 +517,6 @@ PyType_Spec dlspy_function_spec = {
 };
 
 /* ---- built-in functions ---- */
-
-static const char *builtin_signature(const char *name) {
-  if (strcmp(name, "dls_fill") == 0)
-    return "p,u64,u32,u64";
-  if (strcmp(name, "dls_axpy_f32") == 0)
-    return "u64,f32,cp,p";
-  if (strcmp(name, "dls_axpy_f64") == 0)
-    return "u64,f64,cp,p";
-  if (strcmp(name, "dls_copy_strided") == 0)
-    return "p,cp,bytes";
-  if (strcmp(name, "dls_spin") == 0)
-    return "u64";
-  if (strcmp(name, "dls_latch") == 0)
-    return "p,u64,p";
-  return NULL;
-}
 
 PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   static const char pycall[] = "builtin_function";
@@ -556,7 +542,8 @@ PyObject *dlspy_builtin_function(PyObject *module, PyObject *const *args, Py_ssi
   PyObject *sig = a[2];
   PyObject *dflt = NULL;
   if (sig == NULL || sig == Py_None) {
-    const char *s = builtin_signature(name);
+    char buf[DLS_MAX_ARGS * 8];
+    const char *s = dlspy_builtin_signature(name, buf, sizeof buf);
     if (s != NULL && (dflt = PyUnicode_FromString(s)) == NULL)
       return NULL;
     sig = dflt;

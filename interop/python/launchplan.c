@@ -77,7 +77,7 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
     f->plan_sizes[i] = tensor ? (uint32_t)sizeof(void *) : arg_size(f->memo_arg[i].kind);
     if (p->builtin) {
       p->check->args[i] = tensor ? dls_arg_ptr(NULL) : f->memo_arg[i];
-      p->check->extents[i] = (dls__ext_extent){1, 0}; /* a scalar's: none; a tensor's: each call's */
+      p->check->extents[i] = (dls__ext_extent){.lo = 1, .hi = 0}; /* a scalar's: none; a tensor's: each call's */
     }
   }
 }

@@ -38,9 +38,12 @@ static PyMethodDef g_module_methods[] = {
      DLSPY_ASYNC_DOC},
     {"copy", (PyCFunction)(void (*)(void))dlspy_copy, METH_FASTCALL | METH_KEYWORDS,
      "copy($module, dst, src, *, stream=None)\n--\n\n"
-     "Copies `src` into `dst` element by element: tensors of one shape and element size, any strides (up to 8 "
-     "dimensions). With `src` on another device of the same backend, a peer copy of contiguous tensors on a "
-     "stream of dst's device.\n\n" DLSPY_ASYNC_DOC},
+     "Copies `src` into `dst` element by element: tensors of one shape, any strides (up to 8 dimensions). "
+     "Between dtypes it converts as NumPy's `np.copyto(dst, src)` does, under its same_kind casting: a cast stays "
+     "in its kind or goes up bool < unsigned < signed < float (integers wrap, floats round to nearest even); an "
+     "unsafe cast (float to int, signed to unsigned, anything to bool) raises InvalidArgumentError naming both "
+     "dtypes and the rule, and complex or float8 ones NotSupportedError. With `src` on another device of the same "
+     "backend, a peer copy of contiguous tensors of one dtype on a stream of dst's device.\n\n" DLSPY_ASYNC_DOC},
     {"spin", (PyCFunction)(void (*)(void))dlspy_spin, METH_FASTCALL | METH_KEYWORDS,
      "spin($module, seconds, *, stream=None, device=None)\n--\n\n"
      "Busy-waits on the stream for `seconds` (one GPU thread on CUDA): later work on the stream starts after it. "
@@ -171,7 +174,8 @@ static int module_exec(PyObject *m) {
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_ipc_methods) != 0 ||
-      dlspy_ipc_init(st) != 0 || dlspy_exchange_init(st) != 0)
+      PyModule_AddFunctions(m, dlspy_builtin_table_methods) != 0 || dlspy_ipc_init(st) != 0 ||
+      dlspy_exchange_init(st) != 0)
     return -1;
 
   if (PyModule_AddStringConstant(m, "__version__", DLS_VERSION_STRING) != 0 ||

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/launch.h"
 #include "xla_internal.h"
 
 static _Atomic uint64_t g_instantiations, g_executions;
@@ -81,13 +82,15 @@ static dls_status_t run(const dls__xla_plan *p, const dls__xla_call_frame *f, dl
   if (p->op == DLS_XLA_OP_LATCH_WAIT)
     return dls_latch_wait((dls_latch_t){p->handle}, s, p->timeout_ns);
   dls_arg_t argv[DLS_MAX_ARGS];
+  dls__extent extents[DLS_MAX_ARGS];
   char msg[DLS__XLA_MSG];
-  st = dls__xla_plan_args(p, f, argv, msg);
+  st = dls__xla_plan_args(p, f, argv, extents, msg);
   if (st != DLS_OK) {
     *out_err = fail(f, platform, st, msg);
     return st;
   }
-  return dls_launch((dls_function_t){p->handle}, s, &p->config, argv, p->nargs);
+  /* A built-in's memory is bounded by XLA's buffers: their sizes and element types. */
+  return dls__launch_known("dls_launch", (dls_function_t){p->handle}, s, &p->config, argv, p->nargs, extents);
 }
 
 /* CUDA: on XLA's stream; the host does not wait. */

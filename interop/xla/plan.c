@@ -131,27 +131,60 @@ dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out,
   return check_args(out, msg);
 }
 
-/* Buffer `index` of operands or results, by the frame's own count. */
-static void *buffer_data(int64_t count, const int *types, void *const *items, int64_t index, int want) {
+/* XLA's element types as DLPack's; a type dlstream does not know is known to be one no built-in takes (code
+ * kDLOpaqueHandle, 0 bits). */
+static DLDataType dtype_of(int xla) {
+  switch (xla) {
+  case DLS__XLA_DTYPE_PRED: return (DLDataType){kDLBool, 8, 1};
+  case DLS__XLA_DTYPE_S8: return (DLDataType){kDLInt, 8, 1};
+  case DLS__XLA_DTYPE_S16: return (DLDataType){kDLInt, 16, 1};
+  case DLS__XLA_DTYPE_S32: return (DLDataType){kDLInt, 32, 1};
+  case DLS__XLA_DTYPE_S64: return (DLDataType){kDLInt, 64, 1};
+  case DLS__XLA_DTYPE_U8: return (DLDataType){kDLUInt, 8, 1};
+  case DLS__XLA_DTYPE_U16: return (DLDataType){kDLUInt, 16, 1};
+  case DLS__XLA_DTYPE_U32: return (DLDataType){kDLUInt, 32, 1};
+  case DLS__XLA_DTYPE_U64: return (DLDataType){kDLUInt, 64, 1};
+  case DLS__XLA_DTYPE_F16: return (DLDataType){kDLFloat, 16, 1};
+  case DLS__XLA_DTYPE_F32: return (DLDataType){kDLFloat, 32, 1};
+  case DLS__XLA_DTYPE_F64: return (DLDataType){kDLFloat, 64, 1};
+  case DLS__XLA_DTYPE_BF16: return (DLDataType){kDLBfloat, 16, 1};
+  case DLS__XLA_DTYPE_C64: return (DLDataType){kDLComplex, 64, 1};
+  case DLS__XLA_DTYPE_C128: return (DLDataType){kDLComplex, 128, 1};
+  default: return (DLDataType){kDLOpaqueHandle, 0, 1};
+  }
+}
+
+/* Buffer `index` of operands or results, by the frame's own count, and what the call knows of it: its dense
+ * bytes from its data pointer and its element type (no bytes for a type dlstream does not know). */
+static void *buffer_data(int64_t count, const int *types, void *const *items, int64_t index, int want,
+                         dls__extent *out) {
   if (index >= count || types[index] != want)
     return (void *)-1;
   const dls__xla_buffer *b = items[index];
+  DLDataType dt = dtype_of(b->dtype);
+  int64_t bytes = dt.bits / 8;
+  for (int64_t i = 0; i < b->rank && bytes > 0; i++)
+    if (b->dims[i] < 0 || __builtin_mul_overflow(bytes, b->dims[i], &bytes))
+      bytes = 0; /* cannot be: XLA's shapes are its allocations' */
+  *out = (dls__extent){0, bytes, dt};
   return b->data;
 }
 
 dls_status_t dls__xla_plan_args(const dls__xla_plan *p, const dls__xla_call_frame *frame, dls_arg_t *argv,
-                                char msg[DLS__XLA_MSG]) {
+                                dls__extent *extents, char msg[DLS__XLA_MSG]) {
   for (size_t i = 0; i < p->nargs; i++) {
     int64_t e = p->args[i];
     int src = (int)(e & 0xff);
     int64_t index = (e >> 8) & 0xffffff;
+    extents[i] = (dls__extent){.lo = 1, .hi = 0}; /* a value's: none */
     if (src == DLS_XLA_FROM_VALUE) {
       argv[i] = dls_arg_bytes(p->vals + index, (uint32_t)((uint64_t)e >> 32));
       continue;
     }
-    void *data = src == DLS_XLA_FROM_OPERAND
-                     ? buffer_data(frame->args.size, frame->args.types, frame->args.args, index, DLS__XLA_ARG_BUFFER)
-                     : buffer_data(frame->rets.size, frame->rets.types, frame->rets.rets, index, DLS__XLA_RET_BUFFER);
+    void *data = src == DLS_XLA_FROM_OPERAND ? buffer_data(frame->args.size, frame->args.types, frame->args.args,
+                                                           index, DLS__XLA_ARG_BUFFER, &extents[i])
+                                             : buffer_data(frame->rets.size, frame->rets.types, frame->rets.rets,
+                                                           index, DLS__XLA_RET_BUFFER, &extents[i]);
     if (data == (void *)-1) {
       return bad(msg, "dls_args[%zu]: %s %lld is not a buffer of this call (it has %lld operands and %lld results)",
                  i, src == DLS_XLA_FROM_OPERAND ? "operand" : "result", (long long)index,

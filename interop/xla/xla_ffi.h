@@ -83,7 +83,9 @@ enum { DLS__XLA_ERROR_CODES(DLS__XLA_ERROR_ENUM) };
   X(F16, 10, 2)                \
   X(F32, 11, 4)                \
   X(F64, 12, 8)                \
-  X(BF16, 16, 2)
+  X(C64, 15, 8)                 \
+  X(BF16, 16, 2)                \
+  X(C128, 18, 16)
 #define DLS__XLA_DTYPE_ENUM(name, value, bytes) DLS__XLA_DTYPE_##name = value,
 enum { DLS__XLA_DATA_TYPES(DLS__XLA_DTYPE_ENUM) };
 #undef DLS__XLA_DTYPE_ENUM

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/builtin_args.h"
 #include "dlstream/dlstream.h"
 #include "xla_ffi.h"
 
@@ -35,10 +36,11 @@ dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out,
  * to give one per device. Returns DLS_OK, or an error with the reason in `msg`. */
 dls_status_t dls__xla_plan_device(const dls__xla_call_frame *frame, dls__xla_plan *plan, char msg[DLS__XLA_MSG]);
 
-/* The launch arguments of a planned call from its buffers (raw pointers) and values. `argv` has DLS_MAX_ARGS
- * entries. Returns DLS_OK, or an error with the reason in `msg`. */
+/* The launch arguments of a planned call from its buffers (raw pointers) and values, and what the call knows of
+ * each buffer (`extents`: its bytes and element type, which bound a built-in's checks). `argv` and `extents` have
+ * DLS_MAX_ARGS entries. Returns DLS_OK, or an error with the reason in `msg`. */
 dls_status_t dls__xla_plan_args(const dls__xla_plan *plan, const dls__xla_call_frame *frame, dls_arg_t *argv,
-                                char msg[DLS__XLA_MSG]);
+                                dls__extent *extents, char msg[DLS__XLA_MSG]);
 
 /* The dlstream stream wrapping XLA's `native` stream of `device`: the cached wrapper, or a new one (cached while
  * there is room; *out_owned = 1 when the caller must destroy it after use). */

@@ -18,8 +18,10 @@
 #include <time.h>
 
 #include "backend/cpu_internal.h"
+#include "kernels/builtin_table.h"
 
-DLS__INTERNAL dls_host_kernel dls__cpu_builtin(const char *name);
+/* The CPU twin of built-in k (kernels/builtins_cpu.c). */
+DLS__INTERNAL dls_host_kernel dls__cpu_builtin(size_t k);
 
 #define g dls__cpu_g
 
@@ -403,15 +405,15 @@ static dls_status_t cpu_host_callback(const dls__backend *be, int dev, void *nat
 
 /* ---- code ---- */
 
-static const char *const g_builtin_names[] = {"dls_fill", "dls_axpy_f32", "dls_axpy_f64", "dls_copy_strided",
-                                              "dls_spin", "dls_latch",    "dls_empty"};
-#define NBUILTIN (sizeof g_builtin_names / sizeof g_builtin_names[0])
-static cpu_fn g_builtins[NBUILTIN];
+#define CPU_BUILTIN_NAME(id, name, ...) name,
+static const char *const g_builtin_names[DLS__NBUILTIN] = {DLS__BUILTINS(CPU_BUILTIN_NAME)};
+#undef CPU_BUILTIN_NAME
+static cpu_fn g_builtins[DLS__NBUILTIN];
 static pthread_once_t g_builtins_once = PTHREAD_ONCE_INIT;
 
 static void builtins_init(void) {
-  for (size_t i = 0; i < NBUILTIN; i++) {
-    g_builtins[i].fn = dls__cpu_builtin(g_builtin_names[i]);
+  for (size_t i = 0; i < DLS__NBUILTIN; i++) {
+    g_builtins[i].fn = dls__cpu_builtin(i);
     snprintf(g_builtins[i].name, sizeof g_builtins[i].name, "%s", g_builtin_names[i]);
   }
 }
@@ -419,7 +421,7 @@ static void builtins_init(void) {
 static dls_status_t cpu_builtin_function(const dls__backend *be, int dev, const char *name, void **out) {
   (void)dev;
   pthread_once(&g_builtins_once, builtins_init);
-  for (size_t i = 0; i < NBUILTIN; i++) {
+  for (size_t i = 0; i < DLS__NBUILTIN; i++) {
     if (strcmp(g_builtin_names[i], name) == 0 && g_builtins[i].fn != NULL) {
       *out = &g_builtins[i];
       return DLS_OK;

@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "backend/gpu_pool_props.h"
 #include "base/error.h"
+#include "kernels/builtin_table.h"
 
 /* A vendor's result code (CUresult, hipError_t); 0 is success for both. */
 typedef unsigned int dls__gpu_result;
@@ -210,11 +211,12 @@ typedef struct dls__gpu_consts {
 #undef DLS__GPU_CONST_FIELD
 } dls__gpu_consts;
 
-/* The built-ins, by name, in the order of dls__gpu_device.builtin_fns. */
-#define DLS__GPU_BUILTINS(X) \
-  X("dls_fill") X("dls_axpy_f32") X("dls_axpy_f64") X("dls_copy_strided") X("dls_spin") X("dls_latch") X("dls_empty")
-#define DLS__GPU_BUILTIN_COUNT_ONE(name) +1
-enum { DLS__GPU_NBUILTINS = 0 DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_COUNT_ONE) };
+/* The built-ins, in the table's order (kernels/builtin_table.h; dls__gpu_device.builtin_fns): X(id, name, count,
+ * arguments, checker, CPU kernel, GPU symbol). The core asks for one by name; the module holds it by symbol. */
+#define DLS__GPU_BUILTINS(X) DLS__BUILTINS(X)
+#define DLS__GPU_BUILTIN_NAME(id, name, ...) name,
+#define DLS__GPU_BUILTIN_SYMBOL(id, name, nargs, args, check, cpu, gpu) gpu,
+enum { DLS__GPU_NBUILTINS = DLS__NBUILTIN };
 
 /* Memory freed without a pool: parked until its stream passes the free. */
 typedef struct dls__gpu_parked {

@@ -132,8 +132,8 @@ dls_status_t dls__gpu_module_function(const dls__backend *be, int dev, void *mod
   return DLS_OK;
 }
 
-#define DLS__GPU_BUILTIN_NAME(name) name,
 static const char *const dls__gpu_builtin_names[] = {DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_NAME)};
+static const char *const dls__gpu_builtin_symbols[] = {DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_SYMBOL)};
 
 /* Loads the built-in module once per device, every function at once (so no
  * later first use loads a kernel; see dls__gpu_function_get). */
@@ -145,9 +145,9 @@ static dls_status_t dls__gpu_builtins_load(dls__gpu *g, int dev, dls__gpu_device
   dls_status_t st = dls__gpu_load_image(g, dev, d, image, size, &m);
   for (size_t i = 0; st == DLS_OK && i < DLS__GPU_NBUILTINS; i++) {
     const char *what;
-    dls__gpu_result r = dls__gpu_function_get(g, m, dls__gpu_builtin_names[i], &d->builtin_fns[i], &what);
+    dls__gpu_result r = dls__gpu_function_get(g, m, dls__gpu_builtin_symbols[i], &d->builtin_fns[i], &what);
     if (r != DLS__GPU_OK)
-      st = dls__gpu_fail(g, r, dev, "%s loading built-in kernel '%s'", what, dls__gpu_builtin_names[i]);
+      st = dls__gpu_fail(g, r, dev, "%s loading built-in kernel '%s'", what, dls__gpu_builtin_symbols[i]);
   }
   if (st == DLS_OK) {
     d->builtins = m;

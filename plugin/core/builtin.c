@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Built-in kernels (fill, axpy, strided copy, spin): their functions per device and their calls
- * (builtin_args.c checks their arguments, latch.c holds the latches). */
+/* Built-in kernels (the table: kernels/builtin_table.h): their functions per device and their calls (fill, axpy,
+ * strided and converting copies, spin; builtin_args.c checks their arguments, latch.c holds the latches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,17 +8,14 @@
 #include "core/buffer.h"
 #include "core/builtin.h"
 #include "core/capture.h"
+#include "core/cast.h"
 #include "core/launch.h"
-
-static const char *const g_builtin_names[DLS__NBUILTIN] = {"dls_fill",         "dls_axpy_f32", "dls_axpy_f64",
-                                                           "dls_copy_strided", "dls_spin",     "dls_latch",
-                                                           "dls_empty"};
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Built-in number k of a device, made at its first use. */
 dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__function **out) {
-  const char *name = g_builtin_names[k];
+  const char *name = dls__builtins[k].name;
   dls__function *f = __atomic_load_n(&dev->builtins[k], __ATOMIC_ACQUIRE);
   if (DLS__LIKELY(f != NULL)) {
     *out = f;
@@ -59,13 +56,15 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
 
 dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, dls__function **out) {
   size_t k = 0;
-  while (k < DLS__NBUILTIN && strcmp(g_builtin_names[k], name) != 0)
+  while (k < DLS__NBUILTIN && strcmp(dls__builtins[k].name, name) != 0)
     k++;
-  if (k == DLS__NBUILTIN)
-    return dls__fail(DLS_ERR_NOT_FOUND,
-                     "%s(name=\"%s\"): no such built-in (dls_fill, dls_axpy_f32, dls_axpy_f64, dls_copy_strided, "
-                     "dls_spin, dls_latch, dls_empty)",
-                     call, name);
+  if (k == DLS__NBUILTIN) {
+    char names[DLS__NBUILTIN * 24] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < DLS__NBUILTIN && n < sizeof names; i++)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", dls__builtins[i].name);
+    return dls__fail(DLS_ERR_NOT_FOUND, "%s(name=\"%s\"): no such built-in (%s)", call, name, names);
+  }
   return dls__builtin_at(dev, k, call, out);
 }
 
@@ -114,26 +113,28 @@ static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst,
 /* What a built-in reads partially overlaps what it writes: the source is
  * copied, with its own layout, into a stream-ordered temporary first, and
  * the built-in reads that (NumPy's answer; the order of element updates
- * then cannot matter). *out_tmp is freed in stream order by the caller. */
+ * then cannot matter). The arguments were checked. *out_tmp is freed in
+ * stream order by the caller. */
 static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_arg_t *args, dls__buffer **out_tmp) {
-  dls_copy_desc_t d;
-  int src_index;
-  int64_t lo = 0, hi;
+  dls_copy_desc_t d; /* the source's view: its shape, its strides on both sides, its element size */
+  int src_index = 1;
   uint64_t count;
   if (k == DLS__BI_COPY_STRIDED) {
     d = *(const dls_copy_desc_t *)args[2].v.bytes;
-    memcpy(d.dst_strides, d.src_strides, sizeof d.dst_strides);
     DLS__TRY(dls__copy_desc_check(call, &d, &count));
-    DLS__TRY(dls__copy_view_span(call, "src", &d, d.src_strides, &lo, &hi));
-    src_index = 1;
+  } else if (k == DLS__BI_CONVERT) {
+    const dls_convert_desc_t *cd = args[2].v.bytes;
+    DLS__TRY(dls__convert_desc_check(call, cd, &d, &count));
+    d.elem_size = (uint32_t)dls__dtype_bytes(cd->src_dtype);
   } else { /* axpy: x, contiguous */
     uint32_t elem = k == DLS__BI_AXPY_F32 ? 4 : 8;
     count = args[0].v.u64;
-    d = (dls_copy_desc_t){.ndim = 1, .elem_size = elem, .shape = {(int64_t)count}, .dst_strides = {1},
-                          .src_strides = {1}};
-    hi = (int64_t)(count * elem);
+    d = (dls_copy_desc_t){.ndim = 1, .elem_size = elem, .shape = {(int64_t)count}, .src_strides = {1}};
     src_index = 2;
   }
+  memcpy(d.dst_strides, d.src_strides, sizeof d.dst_strides); /* a broadcast source stays one (the same value) */
+  int64_t lo, hi;
+  DLS__TRY(dls__copy_view_span(call, "src", &d, d.src_strides, d.elem_size, &lo, &hi));
   dls__buffer *tmp;
   DLS__TRY(dls__buffer_alloc(s, (size_t)(hi - lo), &tmp));
   dls_arg_t staged = dls_arg_ptr((char *)tmp->ptr - lo);
@@ -204,15 +205,32 @@ dls_status_t dls_axpy_f64(dls_stream_t stream, uint64_t n, double a, dls_arg_t x
   return builtin_launch(call, stream, DLS__BI_AXPY_F64, n, args, 4);
 }
 
+/* A strided copy (k: DLS__BI_COPY_STRIDED or DLS__BI_CONVERT) of `count` elements, its descriptor checked. */
+static dls_status_t copy_call(const char *call, dls_stream_t stream, int k, dls_arg_t dst, dls_arg_t src,
+                              const void *desc, uint32_t size, uint64_t count) {
+  dls_arg_t args[3] = {dst, src, dls_arg_bytes(desc, size)};
+  return builtin_launch(call, stream, k, count, args, 3);
+}
+
+static dls_status_t no_desc(const char *call) {
+  return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(desc=NULL): no descriptor", call);
+}
+
 dls_status_t dls_copy_strided(dls_stream_t stream, dls_arg_t dst, dls_arg_t src, const dls_copy_desc_t *desc) {
   static const char call[] = "dls_copy_strided";
   DLS__ENTER(call);
-  if (desc == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(desc=NULL): no copy descriptor", call);
   uint64_t count;
-  DLS__TRY(dls__copy_desc_check(call, desc, &count));
-  dls_arg_t args[3] = {dst, src, dls_arg_bytes(desc, sizeof *desc)};
-  return builtin_launch(call, stream, DLS__BI_COPY_STRIDED, count, args, 3);
+  DLS__TRY(desc == NULL ? no_desc(call) : dls__copy_desc_check(call, desc, &count));
+  return copy_call(call, stream, DLS__BI_COPY_STRIDED, dst, src, desc, sizeof *desc, count);
+}
+
+dls_status_t dls_copy_convert(dls_stream_t stream, dls_arg_t dst, dls_arg_t src, const dls_convert_desc_t *desc) {
+  static const char call[] = "dls_copy_convert";
+  DLS__ENTER(call);
+  dls_copy_desc_t d;
+  uint64_t count;
+  DLS__TRY(desc == NULL ? no_desc(call) : dls__convert_desc_check(call, desc, &d, &count));
+  return copy_call(call, stream, DLS__BI_CONVERT, dst, src, desc, sizeof *desc, count);
 }
 
 dls_status_t dls_spin(dls_stream_t stream, uint64_t nanoseconds) {

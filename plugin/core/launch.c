@@ -222,11 +222,16 @@ dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *
   return DLS_OK;
 }
 
-dls_status_t dls_launch(dls_function_t function, dls_stream_t stream, const dls_launch_config_t *config,
-                        const dls_arg_t *args, size_t nargs) {
-  static const char call[] = "dls_launch";
+dls_status_t dls__launch_known(const char *call, dls_function_t function, dls_stream_t stream,
+                               const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs,
+                               const dls__extent *extents) {
   DLS__ENTER(call);
   DLS__GET_FUNCTION(f, function, call, "function");
   DLS__GET_STREAM(s, stream, call, "stream");
-  return dls__launch(call, f, s, config, args, nargs);
+  return dls__launch_ext(call, f, s, config, args, nargs, extents);
+}
+
+dls_status_t dls_launch(dls_function_t function, dls_stream_t stream, const dls_launch_config_t *config,
+                        const dls_arg_t *args, size_t nargs) {
+  return dls__launch_known("dls_launch", function, stream, config, args, nargs, NULL);
 }

@@ -17,6 +17,11 @@ static inline dls_status_t dls__launch(const char *call, dls__function *fn, dls_
                                        const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs) {
   return dls__launch_ext(call, fn, s, config, args, nargs, NULL);
 }
+/* dls_launch, naming `call`, with what the caller knows of its raw pointers (`extents`, one per argument; NULL:
+ * nothing): the XLA handler's launch, whose buffers' sizes and types bound a built-in's checks. */
+DLS__INTERNAL dls_status_t dls__launch_known(const char *call, dls_function_t function, dls_stream_t stream,
+                                             const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs,
+                                             const dls__extent *extents);
 /* The launch itself, for callers that checked a built-in's arguments already. */
 DLS__INTERNAL dls_status_t dls__launch_args(const char *call, dls__function *fn, dls__stream *s,
                                             const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs);

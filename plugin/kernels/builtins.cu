@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GPU built-in kernels (fill, axpy, strided copy, spin, latch, empty): nvcc embeds them as one fatbin, hipcc as one code object bundle.
+// The GPU built-in kernels (fill, axpy, strided and converting copies, spin, latch, empty; the table:
+// builtin_table.h names each one's symbol): nvcc embeds them as one fatbin, hipcc as one code object bundle.
 //
 // Plain extern "C" kernels so the backend finds them by name with
 // cuModuleGetFunction / hipModuleGetFunction; argument lists are those of
@@ -24,8 +25,10 @@
 #undef dls_axpy_f64
 #undef dls_copy_strided
 #undef dls_spin
+#include "convert.h" // this folder: nvcc and hipcc see only include/
 
 static_assert(sizeof(dls_copy_desc_t) == 8 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_copy_desc_t layout");
+static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_convert_desc_t layout");
 
 namespace {
 
@@ -64,29 +67,71 @@ __device__ __forceinline__ void dls_fill_words(T *dst, unsigned long long count,
     dst[i] = value;
 }
 
+// The element offsets (in elements of each side) of element i of a row-major view: the last dimension varies
+// fastest.
+__device__ __forceinline__ void dls_offsets(unsigned long long i, int ndim, const int64_t *shape,
+                                            const int64_t *dst_strides, const int64_t *src_strides, long long *doff,
+                                            long long *soff) {
+  unsigned long long rest = i;
+  long long d = 0, s = 0;
+  for (int k = ndim - 1; k >= 0; --k) {
+    const unsigned long long extent = (unsigned long long)shape[k];
+    const long long idx = (long long)(rest % extent);
+    rest /= extent;
+    d += idx * dst_strides[k];
+    s += idx * src_strides[k];
+  }
+  *doff = d;
+  *soff = s;
+}
+
 // Copies `words` words of type W per element; W is the widest word that
 // divides the element size and both base pointers' alignment.
 template <typename W>
 __device__ __forceinline__ void dls_copy_elems(char *dst, const char *src, const dls_copy_desc_t &d,
                                                unsigned long long total) {
   const unsigned words = d.elem_size / (unsigned)sizeof(W);
-  const int ndim = (int)d.ndim;
   for (unsigned long long i = dls_thread_index(); i < total; i += dls_thread_stride()) {
-    // Row-major unflattening: the last dimension varies fastest.
-    unsigned long long rest = i;
-    long long doff = 0, soff = 0;
-    for (int k = ndim - 1; k >= 0; --k) {
-      const unsigned long long extent = (unsigned long long)d.shape[k];
-      const long long idx = (long long)(rest % extent);
-      rest /= extent;
-      doff += idx * d.dst_strides[k];
-      soff += idx * d.src_strides[k];
-    }
+    long long doff, soff;
+    dls_offsets(i, (int)d.ndim, d.shape, d.dst_strides, d.src_strides, &doff, &soff);
     W *dw = reinterpret_cast<W *>(dst + doff * (long long)d.elem_size);
     const W *sw = reinterpret_cast<const W *>(src + soff * (long long)d.elem_size);
     for (unsigned w = 0; w < words; ++w)
       dw[w] = sw[w];
   }
+}
+
+// The elements of a valid descriptor (shape and dimensions checked by the runtime); 0 when one extent is 0 or
+// the descriptor is out of bounds.
+__device__ __forceinline__ unsigned long long dls_total(unsigned ndim, const int64_t *shape) {
+  if (ndim > DLS_COPY_MAX_DIMS)
+    return 0;
+  unsigned long long total = 1;
+  for (unsigned k = 0; k < ndim; ++k) {
+    if (shape[k] <= 0)
+      return 0;
+    total *= (unsigned long long)shape[k];
+  }
+  return total;
+}
+
+// A strided copy of whole elements, each as words as wide as the element size and both pointers allow.
+__device__ __forceinline__ void dls_copy_view(void *dst, const void *src, const dls_copy_desc_t &desc) {
+  const unsigned long long total = dls_total(desc.ndim, desc.shape);
+  if (total == 0 || desc.elem_size == 0)
+    return;
+  char *d = static_cast<char *>(dst);
+  const char *s = static_cast<const char *>(src);
+  const uintptr_t align = (uintptr_t)d | (uintptr_t)s;
+  const unsigned es = desc.elem_size;
+  if (es % 8 == 0 && align % 8 == 0)
+    dls_copy_elems<uint64_t>(d, s, desc, total);
+  else if (es % 4 == 0 && align % 4 == 0)
+    dls_copy_elems<uint32_t>(d, s, desc, total);
+  else if (es % 2 == 0 && align % 2 == 0)
+    dls_copy_elems<uint16_t>(d, s, desc, total);
+  else
+    dls_copy_elems<uint8_t>(d, s, desc, total);
 }
 
 }  // namespace
@@ -120,27 +165,36 @@ __global__ void dls_axpy_f64(unsigned long long n, double a, const double *x, do
 
 // Strides are in elements and may be negative or zero (a broadcast source);
 // ndim 0 copies one element.
-__global__ void dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) {
-  if (desc.ndim > DLS_COPY_MAX_DIMS || desc.elem_size == 0)
+__global__ void dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) { dls_copy_view(dst, src, desc); }
+
+// A strided copy converting each element from desc.src_dtype to desc.dst_dtype (convert.h; the runtime refuses a
+// cast NumPy's same_kind casting does not allow, and elements not aligned to their size). One type on both sides
+// copies its bits.
+__global__ void dls_convert(void *dst, const void *src, dls_convert_desc_t desc) {
+  const unsigned ds = ((unsigned)desc.dst_dtype.bits * desc.dst_dtype.lanes + 7) / 8;
+  const unsigned ss = ((unsigned)desc.src_dtype.bits * desc.src_dtype.lanes + 7) / 8;
+  const unsigned long long total = dls_total(desc.ndim, desc.shape);
+  if (total == 0 || ds == 0 || ss == 0)
     return;
-  unsigned long long total = 1;
-  for (unsigned k = 0; k < desc.ndim; ++k) {
-    if (desc.shape[k] <= 0)
-      return;
-    total *= (unsigned long long)desc.shape[k];
+  if (desc.dst_dtype.code == desc.src_dtype.code && ds == ss && desc.dst_dtype.lanes == desc.src_dtype.lanes) {
+    dls_copy_desc_t c;
+    c.ndim = desc.ndim;
+    c.elem_size = ds;
+    for (unsigned k = 0; k < DLS_COPY_MAX_DIMS; ++k) {
+      c.shape[k] = desc.shape[k];
+      c.dst_strides[k] = desc.dst_strides[k];
+      c.src_strides[k] = desc.src_strides[k];
+    }
+    dls_copy_view(dst, src, c);
+    return;
   }
-  char *d = static_cast<char *>(dst);
-  const char *s = static_cast<const char *>(src);
-  const uintptr_t align = (uintptr_t)d | (uintptr_t)s;
-  const unsigned es = desc.elem_size;
-  if (es % 8 == 0 && align % 8 == 0)
-    dls_copy_elems<uint64_t>(d, s, desc, total);
-  else if (es % 4 == 0 && align % 4 == 0)
-    dls_copy_elems<uint32_t>(d, s, desc, total);
-  else if (es % 2 == 0 && align % 2 == 0)
-    dls_copy_elems<uint16_t>(d, s, desc, total);
-  else
-    dls_copy_elems<uint8_t>(d, s, desc, total);
+  unsigned char *d = static_cast<unsigned char *>(dst);
+  const unsigned char *s = static_cast<const unsigned char *>(src);
+  for (unsigned long long i = dls_thread_index(); i < total; i += dls_thread_stride()) {
+    long long doff, soff;
+    dls_offsets(i, (int)desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, &doff, &soff);
+    dls__cv_convert(d + doff * (long long)ds, desc.dst_dtype, s + soff * (long long)ss, desc.src_dtype);
+  }
 }
 
 // One thread busy-waits `ns` nanoseconds of %globaltimer; the others leave at once.

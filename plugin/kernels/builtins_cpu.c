@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU twins of the built-in kernels; argument lists match builtins.cu. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/error.h"
 #include "dlstream/builtin.h"
+#include "kernels/builtin_table.h"
+#include "kernels/convert.h"
 
-DLS__INTERNAL dls_host_kernel dls__cpu_builtin(const char *name);
+DLS__INTERNAL dls_host_kernel dls__cpu_builtin(size_t k);
 
 #define ARG(type, i) (*(type *)args[i])
 
@@ -52,29 +55,56 @@ static int k_axpy_f64(const dls_launch_config_t *cfg, void *const *args, int n) 
   return 0;
 }
 
-static int k_copy_strided(const dls_launch_config_t *cfg, void *const *args, int n) {
-  unsigned char *dst = ARG(void *, 0);
-  const unsigned char *src = ARG(const void *, 1);
-  const dls_copy_desc_t *d = (const dls_copy_desc_t *)args[2];
+/* One element of a strided copy: `step` makes the element at `dst` from the one at `src`. */
+typedef void elem_step(unsigned char *dst, const unsigned char *src, const void *ctx);
+
+/* Every element of an up-to-8-dimensional view, row-major (an odometer: the innermost dimension moves fastest);
+ * strides in elements of `dsize` and `ssize` bytes. */
+static void walk(uint32_t ndim, const int64_t *shape, unsigned char *dst, const int64_t *dstr, uint32_t dsize,
+                 const unsigned char *src, const int64_t *sstr, uint32_t ssize, elem_step *step, const void *ctx) {
   uint64_t total = 1;
-  for (uint32_t i = 0; i < d->ndim; i++)
-    total *= (uint64_t)d->shape[i];
+  for (uint32_t i = 0; i < ndim; i++)
+    total *= (uint64_t)shape[i];
   int64_t idx[DLS_COPY_MAX_DIMS] = {0};
   int64_t so = 0, dof = 0; /* element offsets of the current index */
   for (uint64_t k = 0; k < total; k++) {
-    memcpy(dst + dof * (int64_t)d->elem_size, src + so * (int64_t)d->elem_size, d->elem_size);
-    /* Odometer step: the innermost dimension moves fastest. */
-    for (int i = (int)d->ndim - 1; i >= 0; i--) {
-      if (++idx[i] < d->shape[i]) {
-        so += d->src_strides[i];
-        dof += d->dst_strides[i];
+    step(dst + dof * (int64_t)dsize, src + so * (int64_t)ssize, ctx);
+    for (int i = (int)ndim - 1; i >= 0; i--) {
+      if (++idx[i] < shape[i]) {
+        so += sstr[i];
+        dof += dstr[i];
         break;
       }
-      so -= (idx[i] - 1) * d->src_strides[i];
-      dof -= (idx[i] - 1) * d->dst_strides[i];
+      so -= (idx[i] - 1) * sstr[i];
+      dof -= (idx[i] - 1) * dstr[i];
       idx[i] = 0;
     }
   }
+}
+
+static void copy_step(unsigned char *dst, const unsigned char *src, const void *ctx) {
+  memcpy(dst, src, *(const uint32_t *)ctx);
+}
+
+static int k_copy_strided(const dls_launch_config_t *cfg, void *const *args, int n) {
+  const dls_copy_desc_t *d = (const dls_copy_desc_t *)args[2];
+  walk(d->ndim, d->shape, ARG(unsigned char *, 0), d->dst_strides, d->elem_size, ARG(const unsigned char *, 1),
+       d->src_strides, d->elem_size, copy_step, &d->elem_size);
+  return 0;
+}
+
+static void convert_step(unsigned char *dst, const unsigned char *src, const void *ctx) {
+  const dls_convert_desc_t *d = ctx;
+  dls__cv_convert(dst, d->dst_dtype, src, d->src_dtype);
+}
+
+static int k_convert(const dls_launch_config_t *cfg, void *const *args, int n) {
+  const dls_convert_desc_t *d = (const dls_convert_desc_t *)args[2];
+  uint32_t dsize = ((uint32_t)d->dst_dtype.bits * d->dst_dtype.lanes + 7) / 8;
+  uint32_t ssize = ((uint32_t)d->src_dtype.bits * d->src_dtype.lanes + 7) / 8;
+  bool same = memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0;
+  walk(d->ndim, d->shape, ARG(unsigned char *, 0), d->dst_strides, dsize, ARG(const unsigned char *, 1),
+       d->src_strides, ssize, same ? copy_step : convert_step, same ? (const void *)&dsize : (const void *)d);
   return 0;
 }
 
@@ -106,16 +136,8 @@ static int k_latch(const dls_launch_config_t *cfg, void *const *args, int n) {
 
 static int k_empty(const dls_launch_config_t *cfg, void *const *args, int n) { return 0; }
 
-dls_host_kernel dls__cpu_builtin(const char *name) {
-  static const struct {
-    const char *name;
-    dls_host_kernel fn;
-  } table[] = {
-      {"dls_fill", k_fill},   {"dls_axpy_f32", k_axpy_f32}, {"dls_axpy_f64", k_axpy_f64},
-      {"dls_copy_strided", k_copy_strided}, {"dls_spin", k_spin}, {"dls_latch", k_latch}, {"dls_empty", k_empty},
-  };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (strcmp(table[i].name, name) == 0)
-      return table[i].fn;
-  return NULL;
+#define CPU_KERNEL(id, name, nargs, args, check, cpu, ...) [DLS__BI_##id] = cpu,
+dls_host_kernel dls__cpu_builtin(size_t k) {
+  static const dls_host_kernel kernels[DLS__NBUILTIN] = {DLS__BUILTINS(CPU_KERNEL)};
+  return k < DLS__NBUILTIN ? kernels[k] : NULL;
 }

@@ -123,6 +123,17 @@ static inline void dlst_fini(void) {
     abort();
 }
 
+/* A borrowed 1-D view of `n` elements of `dt` at `p` on `d` (dls_tensor_view); release it with
+ * dls_tensor_release. */
+static inline dls_tensor_t dlst_view(DLDevice d, dls_stream_t s, void *p, DLDataType dt, int64_t n) {
+  int64_t shape[1] = {n};
+  DLTensor v = {p, d, 1, dt, shape, NULL, 0};
+  dls_tensor_t t;
+  dls_status_t st = dls_tensor_view(&v, 0, s, &t);
+  cr_assert_eq(st, DLS_OK, "dls_tensor_view: %s", dls_last_error());
+  return t;
+}
+
 /* Latch waits in tests time out after this long: never a hang, never a flake. */
 #define DLST_LATCH_TIMEOUT_NS 20000000000ull
 

@@ -49,6 +49,7 @@ typedef struct frame {
   void *attrs[4];
   dls__xla_array arrays[4];
   dls__xla_buffer bufs[8];
+  int64_t dims[8];
   void *arg_ptrs[4], *ret_ptrs[4];
   int arg_types[4], ret_types[4];
   int64_t cfg[DLS_XLA_CFG_LEN];
@@ -65,9 +66,12 @@ static void add_array(frame *fr, const char *name, int dtype, void *data, size_t
   fr->attrs[i] = &fr->arrays[i];
 }
 
-static void add_buffer(frame *fr, int result, void *data) {
-  dls__xla_buffer *b = &fr->bufs[fr->f.args.size + fr->f.rets.size];
-  *b = (dls__xla_buffer){sizeof *b, NULL, DLS__XLA_DTYPE_F32, data, 0, NULL};
+/* An operand or result of `n` elements of XLA type `dtype` (a vector). */
+static void add_buffer_of(frame *fr, int result, void *data, int dtype, int64_t n) {
+  int64_t k = fr->f.args.size + fr->f.rets.size;
+  dls__xla_buffer *b = &fr->bufs[k];
+  fr->dims[k] = n;
+  *b = (dls__xla_buffer){sizeof *b, NULL, dtype, data, 1, &fr->dims[k]};
   if (result) {
     fr->ret_ptrs[fr->f.rets.size] = b;
     fr->ret_types[fr->f.rets.size++] = DLS__XLA_RET_BUFFER;
@@ -76,6 +80,9 @@ static void add_buffer(frame *fr, int result, void *data) {
     fr->arg_types[fr->f.args.size++] = DLS__XLA_ARG_BUFFER;
   }
 }
+
+/* One float32. */
+static void add_buffer(frame *fr, int result, void *data) { add_buffer_of(fr, result, data, DLS__XLA_DTYPE_F32, 1); }
 
 /* A frame for `op` on `handle` of `device`, 1 block of 1 thread, no attributes added yet but dls_cfg. */
 static void frame_init(frame *fr, int stage, int op, uint64_t handle, DLDevice device) {
@@ -102,9 +109,9 @@ static void axpy_frame(frame *fr, int stage, dls_function_t f, DLDevice d, uint6
   fr->args[3] = DLS_XLA_ARG(DLS_XLA_FROM_RESULT, 0, 0);
   add_array(fr, "dls_args", DLS__XLA_DTYPE_S64, fr->args, 4);
   add_array(fr, "dls_vals", DLS__XLA_DTYPE_U8, fr->vals, 12);
-  add_buffer(fr, 0, x);
-  add_buffer(fr, 0, y); /* the aliased operand: XLA passes it too */
-  add_buffer(fr, 1, y);
+  add_buffer_of(fr, 0, x, DLS__XLA_DTYPE_F32, (int64_t)n);
+  add_buffer_of(fr, 0, y, DLS__XLA_DTYPE_F32, (int64_t)n); /* the aliased operand: XLA passes it too */
+  add_buffer_of(fr, 1, y, DLS__XLA_DTYPE_F32, (int64_t)n);
 }
 
 static struct XLA_FFI_Error *call_cpu(frame *fr) { return dls_xla_call_cpu((struct XLA_FFI_CallFrame *)&fr->f); }
@@ -228,6 +235,62 @@ Test(xla, a_latch_wait_holds_the_cpu_call_until_the_latch_is_open) {
   OK(dls_latch_destroy(l));
   fr.f.stage = DLS__XLA_STAGE_INSTANTIATE;
   XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_NOT_FOUND, "dls_latch_status(latch)");
+}
+
+/* A built-in's memory is what XLA's buffers hold: their sizes bound its descriptors and counts, their element types
+ * must be the built-in's, and partially overlapping buffers are refused; nothing is written (issue 31 items 2, 3). */
+Test(xla, a_builtins_memory_is_bounded_by_xlas_buffers) {
+  dls_function_t copy, axpy;
+  OK(dls_builtin_function(dls_cpu(), "dls_copy_strided", &copy));
+  OK(dls_builtin_function(dls_cpu(), "dls_axpy_f32", &axpy));
+  /* The operand static and the result on the heap: the descriptor's 256 KiB from the result reach no operand (as
+   * in XLA's own buffers), so only the bound by the result's size can refuse it. */
+  static float in[4] = {1, 2, 3, 4};
+  float *out = malloc(4 * sizeof *out);
+  for (int i = 0; i < 4; i++)
+    out[i] = 9;
+  dls_copy_desc_t d = {.ndim = 1, .elem_size = 4, .shape = {65536}, .dst_strides = {1}, .src_strides = {0}};
+  frame fr;
+  frame_init(&fr, DLS__XLA_STAGE_EXECUTE, DLS_XLA_OP_LAUNCH, copy.id, dls_cpu());
+  static uint8_t vals[sizeof(dls_copy_desc_t)];
+  memcpy(vals, &d, sizeof d);
+  fr.args[0] = DLS_XLA_ARG(DLS_XLA_FROM_RESULT, 0, 0);
+  fr.args[1] = DLS_XLA_ARG(DLS_XLA_FROM_OPERAND, 0, 0);
+  fr.args[2] = DLS_XLA_ARG(DLS_XLA_FROM_VALUE, 0, sizeof d);
+  add_array(&fr, "dls_args", DLS__XLA_DTYPE_S64, fr.args, 3);
+  add_array(&fr, "dls_vals", DLS__XLA_DTYPE_U8, vals, sizeof vals);
+  add_buffer_of(&fr, 0, in, DLS__XLA_DTYPE_F32, 4);
+  add_buffer_of(&fr, 1, out, DLS__XLA_DTYPE_F32, 4);
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_launch(dst): needs bytes [0, 262144) from its "
+                                                            "start, but only 0..16 lie in its memory");
+  d.shape[0] = 4; /* inside: the copy runs */
+  memcpy(vals, &d, sizeof d);
+  XLA_OK(call_cpu(&fr));
+  cr_assert_eq(out[3], 1.0f, "a broadcast of in[0]");
+  for (int i = 0; i < 4; i++)
+    out[i] = 9;
+  fr.bufs[1].dtype = DLS__XLA_DTYPE_S32; /* the result int32, the operand float32: a copy of bits between types */
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "their elements are int32 and float32");
+  fr.bufs[1].dtype = 20; /* an XLA type dlstream does not know (F8E4M3FN) */
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "of a type dlstream does not know");
+  cr_assert(out[0] == 9 && out[3] == 9, "a refused call wrote its result");
+  free(out);
+
+  float xy[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 8, 2.0f, xy, xy + 1);
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "partially overlaps");
+  double x64[8] = {0}, y64[8] = {0};
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 8, 2.0f, x64, y64);
+  for (int i = 0; i < 3; i++)
+    fr.bufs[i].dtype = DLS__XLA_DTYPE_F64;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_launch(args[2] x): its elements are float64, but "
+                                                            "dls_axpy_f32 takes float32 here");
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, axpy, dls_cpu(), 9, 2.0f, xy, xy); /* n past the 9-element buffers' 8 */
+  fr.dims[0] = fr.dims[1] = fr.dims[2] = 8;
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "needs bytes [0, 36)");
+  for (int i = 0; i < 9; i++)
+    cr_assert_eq(xy[i], 1.0f, "a refused call wrote xy[%d]", i);
+  cr_assert(x64[0] == 0 && y64[0] == 0);
 }
 
 /* Each malformed call is refused with a message naming the attribute, and nothing runs. */

@@ -161,8 +161,8 @@ def test_latch_wait_holds_the_work_after_it_negative_control_does_not(no_leaks):
 def test_bad_shapes_are_refused_at_trace_time_with_dlstream_errors(no_leaks):
     k = axpy()
     x = jnp.ones(1024, jnp.float32)
-    with pytest.raises(dlstream.InvalidArgumentError, match=r"dls_axpy_f32\): argument 2 needs 8192 bytes .* "
-                                                            r"holds 4096 \(shape \(1024,\), float32\)"):
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"kernel\(dls_axpy_f32\)\(x\): needs bytes \[0, 8192\) "
+                                                            r".* only 0..4096 lie in its memory"):
         jax.jit(lambda x, y: k(2048, 1.0, x, y))(x, x)
     with pytest.raises(TypeError, match=r"takes 4 arguments \(the signature's 4 less the outputs \[\]\), 3 given"):
         jax.jit(lambda x: k(1.0, x, x))(x)
@@ -173,7 +173,7 @@ def test_bad_shapes_are_refused_at_trace_time_with_dlstream_errors(no_leaks):
     fill = dlstream.builtin_function("dls_fill", CPU)
     with pytest.raises(dlstream.InvalidArgumentError, match=r"out_shapes gives 2 shapes for the 1 outputs"):
         dj.kernel(fill, [jax.ShapeDtypeStruct((4,), jnp.int32)] * 2)(4, 4, 0)
-    with pytest.raises(dlstream.InvalidArgumentError, match=r"argument 0 needs 64 bytes .* holds 16"):
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"\(dst\): needs bytes \[0, 64\) .* only 0..16"):
         dj.kernel(fill, jax.ShapeDtypeStruct((4,), jnp.int32))(16, 4, 0)
 
 
@@ -183,8 +183,7 @@ def test_bad_kernels_are_refused_when_made(no_leaks):
         dj.kernel(f, in_place=[2])
     with pytest.raises(dlstream.InvalidArgumentError, match=r"arguments \[3\] are outputs .* give out_shapes"):
         dj.kernel(f)
-    with pytest.raises(dlstream.InvalidArgumentError, match="has no signature; give one"):
-        dj.kernel(dlstream.builtin_function("dls_empty", CPU))
+    assert dj.kernel(dlstream.builtin_function("dls_empty", CPU)).kinds == []  # every built-in has a signature
     with pytest.raises(dlstream.InvalidArgumentError, match="token 1 'f16' is not one of"):
         dj.kernel(f, signature="u64,f16,cp,p", in_place=[3])
     with pytest.raises(dlstream.InvalidArgumentError, match=r"grid=0 needs 1 to 3 dimensions"):

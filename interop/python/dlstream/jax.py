@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from . import _dlstream
-from ._dlstream import Function, InvalidArgumentError, Latch
+from ._dlstream import Function, InvalidArgumentError, Latch, OutOfRangeError
 
 __all__ = ["TARGET", "TARGET_NOCAPTURE", "Kernel", "image", "kernel", "latch_wait", "register", "source"]
 
@@ -35,20 +35,30 @@ _CFG_LEN = 11
 _FROM_OPERAND, _FROM_RESULT, _FROM_VALUE = 1, 2, 3
 _DEVICE_TYPES = {"cpu": 1, "cuda": 2, "rocm": 10}
 
-# Signature tokens, as Function.launch reads them, and the scalars' packing: (struct format, low, high).
+# Signature tokens, as Function.launch reads them, and the scalars' packing: (struct format, low, high, the range in
+# words: Function.launch's).
 _TOKENS = {"p": "p", "ptr": "p", "cp": "cp", "i32": "i32", "int": "i32", "u32": "u32", "i64": "i64", "u64": "u64",
            "size_t": "u64", "f32": "f32", "float": "f32", "f64": "f64", "double": "f64", "b": "bytes",
            "bytes": "bytes"}
-_SCALARS = {"i32": ("<i", -2**31, 2**31 - 1), "u32": ("<I", 0, 2**32 - 1), "i64": ("<q", -2**63, 2**63 - 1),
-            "u64": ("<Q", 0, 2**64 - 1), "f32": ("<f", None, None), "f64": ("<d", None, None)}
+_SCALARS = {"i32": ("<i", -2**31, 2**31 - 1, "-2147483648 to 2147483647"),
+            "u32": ("<I", 0, 2**32 - 1, "0 to 4294967295"),
+            "i64": ("<q", -2**63, 2**63 - 1, "-2**63 to 2**63 - 1"),
+            "u64": ("<Q", 0, 2**64 - 1, "0 to 2**64 - 1"),
+            "f32": ("<f", None, None, "a finite float32 is at most about 3.4e38; inf and nan pass"),
+            "f64": ("<d", None, None, "a float64 is at most about 1.8e308; inf and nan pass")}
 
-# Bytes each memory argument of a built-in needs, from its scalar arguments (by position): a call that asks for more
-# than an array holds is refused at trace time, as dls_fill / dls_axpy_* refuse it for tensors.
-_BUILTIN_SPANS: dict[str, Callable[[list[Any]], dict[int, int]]] = {
-    "dls_fill": lambda a: {0: a[1] * a[2]},
-    "dls_axpy_f32": lambda a: {2: a[0] * 4, 3: a[0] * 4},
-    "dls_axpy_f64": lambda a: {2: a[0] * 8, 3: a[0] * 8},
-}
+# DLPack's type codes, for a built-in's checks (dlstream/dlpack.h): an unknown type is one no built-in takes.
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+def _dl_type(dtype: Any) -> tuple[int, int, int]:
+    """(code, bits, lanes) of a NumPy / JAX dtype, as the XLA handler reads an XLA buffer's type."""
+    d = np.dtype(dtype)
+    if d.name == "bfloat16":
+        return 4, 16, 1
+    if d.kind in _DL_CODES and d.name != "object" and not d.name.startswith("float8"):
+        return _DL_CODES[d.kind], d.itemsize * 8, 1
+    return 3, 0, 1
 
 _Tracer = getattr(jax.core, "Tracer", None) or jax._src.core.Tracer
 _lock = threading.Lock()
@@ -197,37 +207,40 @@ class Kernel:
             if not isinstance(v, (bytes, bytearray)) or not 0 < len(v) <= 4096:
                 raise TypeError(f"{name}: argument {i} expects non-empty bytes (at most 4096), got {v!r}")
             return bytes(v)
-        if kind in ("p", "cp"):  # a raw address (or None): passed as is
+        if kind in ("p", "cp"):  # a raw address (or None): passed as is, on the caller's word
+            if self.function._builtin and (v is None or isinstance(v, (int, np.integer))):
+                raise InvalidArgumentError(
+                    f"{name}: argument {i} ({kind}) is {v!r}: a built-in takes arrays here, whose sizes and types "
+                    "the handler checks it against; an address (or None) has neither (kernels of modules and from "
+                    "source take one on the caller's word)")
             if v is None:
                 return struct.pack("<Q", 0)
             if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= int(v) < 2**64:
                 return struct.pack("<Q", int(v))
             raise TypeError(f"{name}: argument {i} ({kind}) expects an array, an int address or None, got {v!r}")
-        fmt, lo, hi = _SCALARS[kind]
+        fmt, lo, hi, words = _SCALARS[kind]
         if lo is None:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise TypeError(f"{name}: argument {i} ({kind}) expects a number, got {v!r}")
-            return struct.pack(fmt, float(v))
+            try:  # Function.launch's rule: a finite value that rounds to an infinity is out of range
+                return struct.pack(fmt, float(v))
+            except OverflowError:
+                raise OutOfRangeError(f"{name}: argument {i}={v!r} is out of range for {kind} ({words})") from None
         try:
             x = operator.index(v)
         except TypeError:
             raise TypeError(f"{name}: argument {i} ({kind}) expects an int, got {v!r}") from None
         assert hi is not None
         if not lo <= x <= hi:
-            raise InvalidArgumentError(f"{name}: argument {i}={x} is out of range for {kind}")
+            raise OutOfRangeError(f"{name}: argument {i}={x} is out of range for {kind} ({words})")
         return struct.pack(fmt, x)
 
-    def _check_builtin(self, values: list[Any], arrays: dict[int, Any]) -> None:
-        spans = _BUILTIN_SPANS.get(self.function.name)
-        if spans is None:
-            return
-        for i, need in spans(values).items():
-            a = arrays.get(i)
-            if a is not None and _nbytes(a) < need:
-                raise InvalidArgumentError(
-                    f"dlstream.jax.kernel({self.function.name}): argument {i} needs {need} bytes for the scalar "
-                    f"arguments {[v for v in values if v is not None]}, but its array holds {_nbytes(a)} "
-                    f"(shape {tuple(a.shape)}, {np.dtype(a.dtype).name})")
+    def _check_builtin(self, checked: list[Any]) -> None:
+        """A built-in's own checks at trace time, on the arrays' sizes and types and the values' bytes: what the
+        handler checks again at execution (argument kinds, element types, counts and descriptors inside arrays)."""
+        if self.function._builtin:
+            _dlstream._builtin_check(self.function.handle, f"dlstream.jax.kernel({self.function.name})",
+                                     tuple(checked))
 
     def __call__(self, *args: Any) -> Any:
         name = f"dlstream.jax.kernel({self.function.name})"
@@ -240,8 +253,7 @@ class Kernel:
         aliases: dict[int, int] = {}
         entries = [0] * len(self.kinds)
         vals = bytearray()
-        values: list[Any] = [None] * len(self.kinds)
-        arrays: dict[int, Any] = {}
+        checked: list[Any] = []  # per argument: (nbytes, code, bits, lanes) of an array, or a value's bytes
         out_specs = iter(self._out_specs(args) if self.outputs else [])
         given = dict(zip(self.passed, args))
         for i, kind in enumerate(self.kinds):
@@ -255,11 +267,11 @@ class Kernel:
                     operands.append(a)
                     spec = jax.ShapeDtypeStruct(tuple(a.shape), a.dtype)
                 assert spec is not None
-                arrays[i] = spec
+                checked.append((_nbytes(spec), *_dl_type(spec.dtype)))
                 entries[i] = _FROM_RESULT | len(results) << 8
                 results.append(spec)
             elif kind in ("p", "cp") and _is_array(given[i]):
-                arrays[i] = given[i]
+                checked.append((_nbytes(given[i]), *_dl_type(given[i].dtype)))
                 entries[i] = _FROM_OPERAND | len(operands) << 8
                 operands.append(given[i])
             else:
@@ -267,8 +279,8 @@ class Kernel:
                 vals.extend(b"\0" * (-len(vals) % 8))  # each value 8-byte aligned
                 entries[i] = _FROM_VALUE | len(vals) << 8 | len(raw) << 32
                 vals.extend(raw)
-                values[i] = given[i]
-        self._check_builtin(values, arrays)
+                checked.append(raw)
+        self._check_builtin(checked)
         grid = _dims(self.grid(*args) if callable(self.grid) else self.grid, "grid", self.function.name)
         block = _dims(self.block(*args) if callable(self.block) else self.block, "block", self.function.name)
         handle = int(np.array(self.function.handle, np.uint64).view(np.int64))

@@ -54,6 +54,7 @@ def op(name: str, kernel: Any, *, grid: Any, block: Any, params: Any = None,
     kernels, sig = _kernels(name, kernel, signature)
     spec = OpSpec(name, sig, params=params, compute=compute, outputs=outputs, grid=grid, block=block,
                   shared_mem=shared_mem, dtypes=dtypes, contiguous=contiguous)
+    _builtin_dtypes(spec, kernels)
     env = _common_env(spec)
     written = spec.mutated()
     if backward is not None and written:
@@ -138,6 +139,28 @@ def _dtype(spec: OpSpec, where: str, d: Any) -> torch.dtype:
     if not isinstance(got, torch.dtype):
         raise ArgumentTypeError(f"{spec.call}: {where}={d!r}: expected a torch dtype or its name ('float32')")
     return got
+
+
+def _builtin_dtypes(spec: OpSpec, kernels: dict[str, Any]) -> None:
+    """A built-in's tensors of one element type (its table's: dls_axpy_f32's x and y are float32) are checked at
+    each call, by the implementation and the fake alike, as dtypes= would check them; dtypes= or an output's dtype
+    that says otherwise is refused here. (Every launch checks them too: Function.launch.)"""
+    builtins = {f.name for f in kernels.values() if isinstance(f, Function) and f._builtin}
+    if len(builtins) != 1:
+        return
+    bname = builtins.pop()
+    table = next(b for b in _dlstream._builtins() if b["name"] == bname)
+    for n, arg in zip(spec.params, table["args"]):
+        want = arg["types"]
+        t = getattr(torch, want, None) if arg["rule"] and arg["rule"][0] == "exact" else None
+        if not isinstance(t, torch.dtype):
+            continue  # a scalar, or types a rule gives (elem_size bytes, a descriptor's): the launch checks them
+        given = spec.dtypes.get(n) if n in spec.tensors else spec.outputs[n].dtype if n in spec.outputs else None
+        where = f"dtypes[{n!r}]" if n in spec.tensors else f"outputs[{n!r}].dtype"
+        if given is not None and _dtype(spec, where, given) != t:
+            raise InvalidArgumentError(f"{spec.call}: {where}={given!r}, but the built-in {bname} takes {want} there")
+        if n in spec.tensors:
+            spec.dtypes[n] = t
 
 
 def _tags() -> tuple:
