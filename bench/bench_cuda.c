@@ -158,16 +158,6 @@ static int dls_stream_pooled(void *p, int n) {
   return 0;
 }
 
-/* The capture-state question a launcher must ask of a stream it did not make before each allocation, free and
- * record on it (another framework may be capturing the stream): with c->ask the raw rows ask it as dlstream does. */
-static int ask_capture(dls__CUstream s) {
-  dls__CUstreamCaptureStatus status;
-  dls__cuuint64_t id;
-  CU_CHECK(cu.capture_info_v3 != NULL ? cu.capture_info_v3(s, &status, &id, NULL, NULL, NULL, NULL)
-                                      : cu.cuStreamGetCaptureInfo(s, &status, &id));
-  return 0;
-}
-
 /* Two streams taking turns writing one output: every launch crosses from the other stream's write (the
  * hazard rule: dlstream makes the stream wait; the anchor records an event and waits on it by hand). With
  * `ask`, the launch stream's capture state is asked first, as dlstream must on a stream it did not make. */
@@ -224,12 +214,12 @@ static inline __attribute__((always_inline)) int alloc_free_loop(cuda_ctx *c, in
   return 0;
 }
 
-static int raw_alloc_free(void *p, int n) {
+int raw_alloc_free(void *p, int n) {
   cuda_ctx *c = p;
   return c->ask ? alloc_free_loop(c, n, true) : alloc_free_loop(c, n, false);
 }
 
-static int dls_alloc_free(void *p, int n) {
+int dls_alloc_free(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
@@ -257,12 +247,12 @@ static inline __attribute__((always_inline)) int alloc_use_free_loop(cuda_ctx *c
   return 0;
 }
 
-static int raw_alloc_use_free(void *p, int n) {
+int raw_alloc_use_free(void *p, int n) {
   cuda_ctx *c = p;
   return c->ask ? alloc_use_free_loop(c, n, true) : alloc_use_free_loop(c, n, false);
 }
 
-static int dls_alloc_use_free(void *p, int n) {
+int dls_alloc_use_free(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
     dls_buffer_t b;
@@ -439,9 +429,14 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
           cuda_drain, &c, 2000);
   add_row(bench_gpu_label, "event create+destroy", "cuEventCreate+cuEventDestroy", raw_event_create,
           dls_event_create_destroy, cuda_drain, &c, 1000);
-  /* The same two rows against the raw sequence with the capture-state questions in it: what is left is dlstream's
+  uncached_rows(&c, "");
+  step_rows(&c, "");
+  /* The same rows against the raw sequence with the capture-state questions in it: what is left is dlstream's
    * own bookkeeping. */
   if (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL) {
+    add_row(bench_gpu_label, "event record+wait (anchor asks the capture state as dlstream does)",
+            "cuStreamGetCaptureInfo+cuEventRecord+cuStreamGetCaptureInfo+cuStreamWaitEvent", raw_record_wait_asking,
+            dls_record_wait, cuda_drain, &c, 2000);
     c.ask = true;
     add_row(bench_gpu_label, "alloc+free 1 MiB, stream-ordered (anchor asks the capture state as dlstream does)",
             "cuStreamGetCaptureInfo+cuMemAllocAsync+cuStreamGetCaptureInfo+cuMemFreeAsync", raw_alloc_free,
@@ -468,6 +463,8 @@ const char *run_cuda(int device, int launch_batch, char *device_name, size_t nam
           cuda_drain, &c, 1000);
   add_row(bench_gpu_label, "event record+wait, dlstream's own streams", "cuEventRecord+cuStreamWaitEvent",
           raw_record_wait, dls_record_wait, cuda_drain, &c, 2000);
+  uncached_rows(&c, ", dlstream's own streams");
+  step_rows(&c, ", dlstream's own streams");
   if (kernels) {
     /* The hazard rule's two rows again on streams dlstream made, with buffers allocated on os1: no capture-state
      * question to the driver (see above), so what is left is the rule's own bookkeeping. */

@@ -51,6 +51,27 @@ int raw_launch_axpy_alternate(void *p, int n);
 int raw_launch_axpy_turns(void *p, int n);
 int dls_launch_axpy_ptr_turns(void *p, int n);
 
+/* The capture-state question a launcher must ask of a stream it did not make before each allocation, free and
+ * record on it (another framework may be capturing the stream): with c->ask the raw rows ask it as dlstream does. */
+static inline int ask_capture(dls__CUstream s) {
+  dls__CUstreamCaptureStatus status;
+  dls__cuuint64_t id;
+  CU_CHECK(cu.capture_info_v3 != NULL ? cu.capture_info_v3(s, &status, &id, NULL, NULL, NULL, NULL)
+                                      : cu.cuStreamGetCaptureInfo(s, &status, &id));
+  return 0;
+}
+/* 1 MiB (c->bytes) allocated and freed on u1 (the raw side on s1), and with a use on u2 (s2) between. */
+int raw_alloc_free(void *p, int n);
+int dls_alloc_free(void *p, int n);
+int raw_alloc_use_free(void *p, int n);
+int dls_alloc_use_free(void *p, int n);
+/* Rows per step (bench_steps.c): the allocation rows with the cache off, and the event rows' steps and the
+ * allocations taking turns on two streams; `streams` ends each row's name (", dlstream's own streams" or ""). */
+void uncached_rows(cuda_ctx *c, const char *streams);
+void step_rows(cuda_ctx *c, const char *streams);
+/* An event record and a wait on it, with the capture-state question before each (bench_steps.c). */
+int raw_record_wait_asking(void *p, int n);
+
 /* The hazard rule's rows with the streams held (bench_held.c). */
 void held_rows(cuda_ctx *c);
 

@@ -233,8 +233,35 @@ def gpu_rows(args, kit):
     ev.close()
     s1.close()
     s2.close()
+    rows.extend(alloc_rows(args, torch, sync))
     rows.extend(source_rows(args, kit, x, y, N, sync))
     return rows
+
+
+def alloc_rows(args, torch, sync):
+    """The caching allocator beside torch's: 1 MiB allocated and freed again at once on cuda:0's current stream
+    (dlstream's legacy default stream, torch's default stream), interleaved; torch's is the anchor."""
+    import dlstream
+    empty, n_floats = dlstream.empty, 1 << 18
+
+    def dls_loop(n):
+        for _ in range(n):
+            empty(n_floats, "float32", device="cuda:0").close()
+
+    if torch is None:
+        return [("dlstream.empty(1 MiB) + close (the caching allocator)",
+                 measure_loop(dls_loop, args.calls, args.reps, sync), "alloc")]
+
+    def torch_loop(n):
+        for _ in range(n):
+            t = torch.empty(n_floats, dtype=torch.float32, device="cuda")
+            del t
+
+    t_dls, t_torch, t_over = measure_paired(dls_loop, torch_loop, args.calls, max(args.reps, 15), sync)
+    return [("dlstream.empty(1 MiB) + close (the caching allocator)", t_dls, "alloc"),
+            ("torch.empty(1 MiB) + del (torch's caching allocator, the anchor)", t_torch, "torch_alloc"),
+            ("dlstream's above torch's (median of the interleaved pairs' differences; <= 0 meets the target)", t_over,
+             "alloc_over")]
 
 
 def framework_rows(args, torch, x, y, N, sync):
@@ -624,6 +651,10 @@ def gpu_summary(rows, result):
         print(f"exchange-API import = {tags['import']:.3f} µs (target <= 0.15)")
     if "event" in tags:
         print(f"event record + wait = {tags['event']:.3f} µs (target <= 1)")
+    if "alloc" in tags and "torch_alloc" in tags:
+        ratio = tags["alloc"] / tags["torch_alloc"]
+        print(f"dlstream.empty + close / torch.empty + del = {ratio:.2f} (target <= 1)")
+        result["alloc_over_torch"] = ratio
     if "src_hit" in tags and "cupy_hit" in tags:
         print(f"compile-cache hit: dlstream {tags['src_hit']:.2f} µs, CuPy {tags['cupy_hit']:.2f} µs "
               f"(target: dlstream <= CuPy)")

@@ -76,6 +76,30 @@ DLS_API dls_status_t dls_buffer_read(dls_buffer_t buffer, size_t offset, void *d
 DLS_API dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_offset, dls_buffer_t src,
                                      size_t src_offset, size_t size);
 
+/* ---- the caching allocator ----
+ *
+ * Memory freed on a stream (eagerly, outside any capture) is kept in size
+ * classes for that stream's next allocations, which take it back without a
+ * driver call; another stream gets it only after waiting, on the device, for
+ * the work queued on the block's stream up to its free. Allocations inside a
+ * capture, and graph memory, never touch it. Out of device memory, an
+ * allocation gives the cache back and tries once more. At most
+ * DLSTREAM_CACHE_LIMIT bytes (default 1 GiB) per device stay idle in it;
+ * DLSTREAM_DEBUG_ALLOC=1 turns it off. */
+
+/* Gives the memory the allocator keeps idle for `device` back to the driver,
+ * in each block's stream order (blocks of a stream capturing now stay).
+ * *opt_out_bytes (may be NULL): the bytes given back. */
+DLS_API dls_status_t dls_device_trim(DLDevice device, size_t *opt_out_bytes);
+
+/* Sets the most bytes `device`'s cache keeps idle (0: none; a free then goes
+ * straight to the driver); when it holds more, it is trimmed. Overrides
+ * DLSTREAM_CACHE_LIMIT for the rest of the runtime's life. */
+DLS_API dls_status_t dls_device_set_cache_limit(DLDevice device, size_t bytes);
+
+/* The bytes `device`'s cache keeps idle now (sizes rounded up to their class). */
+DLS_API dls_status_t dls_device_cached_bytes(DLDevice device, size_t *out_bytes);
+
 /* Raw copy between any two pointers the stream's backend can address
  * (device or host, any device of the backend under unified addressing),
  * queued on `stream`. No use is recorded. */

@@ -80,6 +80,10 @@ void dls__ext_stream_temp_end(uint64_t temp);
  * On a stream that is not foreign, or that keeps something already, runs it at once. */
 void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_data);
 
+/* Frees on `s` go to the driver, never into the caching allocator (core/cache.c): for a wrap of a framework's
+ * stream the extension does not keep alive, which the framework may destroy while the wrap lives. */
+void dls__ext_stream_uncached(dls__stream *s);
+
 /* Runs `release(user_data)` once the work queued on `s` so far has passed (at once when it has; else from a later
  * call, on any thread, through the deferred queue). Cannot fail: without memory for the record it waits for `s`
  * first. The release must take the GIL itself. */

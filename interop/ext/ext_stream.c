@@ -58,6 +58,8 @@ void dls__ext_stream_keep(dls__stream *s, dls_release_fn release, void *user_dat
   s->keep_release = release;
 }
 
+void dls__ext_stream_uncached(dls__stream *s) { atomic_store_explicit(&s->cache_off, true, memory_order_release); }
+
 /* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
  * release once the use's event completes. */
 void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data) {

@@ -201,6 +201,7 @@ PyObject *dlspy_mod_shutdown(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_current_stream(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 /* synchronize(device=None): dls_device_synchronize on one device, or on every device of every backend. */
 PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *dlspy_mod_empty_cache(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 /* _readable(addr): dlspy_addr_readable, for tests. */
 PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg);
 

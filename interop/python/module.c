@@ -60,6 +60,15 @@ static PyMethodDef g_module_methods[] = {
      "dlstream does not keep such streams, which the framework may destroy. device=None: every device of every "
      "available backend (a device where dlstream holds no stream costs nothing). Raises StateError inside a "
      "capture that forbids host waits (the driver would invalidate it)."},
+    {"empty_cache", (PyCFunction)(void (*)(void))dlspy_mod_empty_cache, METH_FASTCALL | METH_KEYWORDS,
+     "empty_cache($module, device=None)\n--\n\n"
+     "Gives the memory dlstream's caching allocator keeps idle on `device` back to the driver (C: dls_device_trim) "
+     "and returns the bytes given back. Memory freed on a stream is kept for that stream's next allocations (no "
+     "driver call), and another stream takes it over only after waiting for the block's stream; "
+     "DLSTREAM_CACHE_LIMIT bounds what it keeps (default 1 GiB per device), and an allocation that finds the device "
+     "out of memory empties the cache and tries again by itself. device=None: every device of every available "
+     "backend. Blocks of a stream capturing now stay. Like torch.cuda.empty_cache(), it never waits for work to "
+     "finish: each block is freed in its stream's order."},
     {"device_count", (PyCFunction)(void (*)(void))dlspy_mod_device_count, METH_FASTCALL,
      "device_count($module, kind='cuda', /)\n--\n\n"
      "Number of devices of a kind: 'cuda', 'rocm' or 'cpu' (0 when the backend is unavailable)."},

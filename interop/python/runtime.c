@@ -134,6 +134,35 @@ PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t n
   Py_RETURN_NONE;
 }
 
+PyObject *dlspy_mod_empty_cache(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  static const char pycall[] = "empty_cache";
+  static const char *const names[] = {"device", NULL};
+  dlspy_state *st = dlspy_state_of_module(m);
+  PyObject *a[1] = {NULL};
+  if (dlspy_parse_kw(st, pycall, args, nargs, kwnames, names, 1, a) != 0 || dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  (void)dls_deferred_poll(); /* frees that became due land in the cache first */
+  size_t total = 0, bytes = 0;
+  dls_status_t rc = DLS_OK;
+  if (a[0] != NULL && a[0] != Py_None) {
+    DLDevice dev;
+    if (dlspy_parse_device(st, a[0], pycall, &dev) != 0)
+      return NULL;
+    rc = dls_device_trim(dev, &total);
+  } else { /* every device of every available backend */
+    static const DLDeviceType types[] = {kDLCPU, kDLCUDA, kDLROCM};
+    for (size_t t = 0; t < sizeof types / sizeof types[0] && rc == DLS_OK; t++) {
+      int n = 0;
+      (void)dls_device_count(types[t], &n); /* 0 when the backend is unavailable */
+      for (int i = 0; i < n && rc == DLS_OK; i++, total += bytes)
+        rc = dls_device_trim(dls_device(types[t], i), &bytes);
+    }
+  }
+  if (rc != DLS_OK)
+    return dlspy_raise(st, rc, pycall);
+  return PyLong_FromSize_t(total);
+}
+
 PyObject *dlspy_mod_readable(PyObject *m, PyObject *arg) {
   unsigned long long v = PyLong_AsUnsignedLongLong(arg);
   if (v == (unsigned long long)-1 && PyErr_Occurred())

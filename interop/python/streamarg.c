@@ -133,6 +133,9 @@ int dlspy_stream_cached(dlspy_state *st, DLDevice device, void *native, const ch
     dlspy_raise(st, rc, pycall);
     return -1;
   }
+  dls__stream *ws = dls__ext_stream(h, pycall, "stream", &rc);
+  if (ws != NULL) /* nothing keeps the framework's stream alive: no memory may stay cached on it */
+    dls__ext_stream_uncached(ws);
   int slot;
   if (st->scache_n < DLSPY_STREAM_CACHE) {
     slot = st->scache_n++;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/buffer.h"
+#include "core/cache.h"
 #include "core/capture.h"
 #include "core/deferred.h"
 #include "core/exported.h"
@@ -23,6 +24,7 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->borrowed = false;
   b->record = false;
   b->entered = false;
+  b->cached = false;
   b->release_unordered = false;
   b->release = NULL;
   b->user_data = NULL;
@@ -55,12 +57,16 @@ static inline dls_status_t buffer_alloc_pinned(dls__stream *s, size_t size, dls_
   if (DLS__UNLIKELY(dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED))
     return dls__fail(DLS_ERR_STATE, "the capture of the allocation stream on %s was invalidated; end it first",
                      s->dev->name);
-  DLS__TRY(dls__mem_alloc(s, size, &ptr));
+  /* Eager memory comes from the cache (or through it); in a capture, from the driver: a graph allocation. */
+  bool cached = false;
+  DLS__TRY(cap == 0 ? dls__cache_alloc(s, size, &ptr, &cached) : dls__cache_alloc_driver(s, size, &ptr));
   dls__buffer *b = buffer_new(s->dev, ptr, size, s);
   if (b == NULL) {
-    dls__mem_free(s->dev, ptr, s); /* in the same capture state: a graph free, or an eager one */
+    if (!cached || !dls__cache_put(s, ptr, size))
+      dls__mem_free(s->dev, ptr, s); /* in the same capture state: a graph free, or an eager one */
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "out of host memory for a buffer record");
   }
+  b->cached = cached;
   /* Allocated in a capture: a graph allocation, never touched eagerly. */
   b->cap_id = cap;
   if (DLS__UNLIKELY(cap != 0))

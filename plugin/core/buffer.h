@@ -27,6 +27,7 @@ struct dls__buffer {
   bool record;          /* a record of foreign memory (foreign.c): no producer, its range in that registry */
   bool entered;         /* borrowed foreign memory (an import) whose range is in the registry of foreign records
                            until its last reference goes (foreign.c), so that uses of its bytes join its state */
+  bool cached;          /* owned memory of a size class of the cache (core/cache.c): its free may keep it there */
   bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
                            once other streams use the buffer, a crossing from it waits on that, not on a record
                            made then) */

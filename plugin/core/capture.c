@@ -6,7 +6,6 @@
  * own capture allocates, and the lock that keeps pool calls apart from
  * graph calls. What a capture's end makes, a graph, is graph.c's. */
 #include <inttypes.h>
-#include <sched.h>
 #include <stdlib.h>
 
 #include "core/capture.h"
@@ -14,74 +13,6 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the registry; an own capture's allocs */
 static dls__capture *g_captures;
 _Atomic int dls__captures_known;
-
-/* ---- the capture state held still: pins and changes ---- */
-
-/* Pins are counted in stripes, a thread in its own (cache-line apart), so that threads pinning at once share no
- * line; a change sets g_changing, then waits until every stripe is empty. Dekker's pattern: a pin's increment and
- * a change's flag are both sequentially consistent, so either the pin sees the flag (and backs off) or the change
- * sees the pin (and waits for it). */
-enum { PIN_STRIPES = 64 };
-static struct {
-  _Atomic long n;
-  char pad[64 - sizeof(long)];
-} g_pins[PIN_STRIPES] __attribute__((aligned(64)));
-static _Atomic unsigned g_next_stripe;
-static _Atomic int g_changing;
-static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
-_Thread_local int dls__pins_held;
-static _Thread_local int t_stripe;  /* 1 + the thread's stripe; 0 until its first pin */
-static _Thread_local bool t_counted; /* the outer pin is counted in the stripe (not taken inside a change) */
-static _Thread_local int t_changes;  /* changes this thread is in (they nest) */
-
-void dls__capture_pin_first(void) {
-  if (t_changes > 0)
-    return; /* the thread's own change holds everything still */
-  if (DLS__UNLIKELY(t_stripe == 0))
-    t_stripe = 1 + (int)(atomic_fetch_add_explicit(&g_next_stripe, 1, memory_order_relaxed) % PIN_STRIPES);
-  _Atomic long *n = &g_pins[t_stripe - 1].n;
-  for (;;) {
-    atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
-    if (DLS__LIKELY(atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0))
-      break;
-    atomic_fetch_sub_explicit(n, 1, memory_order_release);
-    pthread_mutex_lock(&g_change_mu); /* waits the change out */
-    pthread_mutex_unlock(&g_change_mu);
-  }
-  t_counted = true;
-}
-
-void dls__capture_unpin_last(void) {
-  if (!t_counted)
-    return;
-  t_counted = false;
-  atomic_fetch_sub_explicit(&g_pins[t_stripe - 1].n, 1, memory_order_release);
-}
-
-void dls__capture_change_begin(void) {
-  if (t_changes++ > 0)
-    return;
-  pthread_mutex_lock(&g_change_mu);
-  atomic_store_explicit(&g_changing, 1, memory_order_seq_cst);
-  /* A pin of this very thread's (a capture begun or a stream destroyed from inside pinned work, which pins never
-   * allow: see capture.h) is not waited for: nothing could release it. */
-  long own = t_counted ? 1 : 0;
-  for (;;) {
-    long held = 0;
-    for (int i = 0; i < PIN_STRIPES; i++)
-      held += atomic_load_explicit(&g_pins[i].n, memory_order_seq_cst);
-    if (held <= own)
-      break;
-    sched_yield(); /* a pin lasts a few backend calls */
-  }
-}
-
-void dls__capture_change_end(void) {
-  if (--t_changes > 0)
-    return;
-  atomic_store_explicit(&g_changing, 0, memory_order_release);
-  pthread_mutex_unlock(&g_change_mu);
-}
 
 /* ---- what the driver says ---- */
 
@@ -188,13 +119,26 @@ static bool foreign_over(dls__capture *c) {
   return driver_status(c->origin, &status, &id) == DLS_OK && (status != DLS__CAPTURE_ACTIVE || id != c->id);
 }
 
-static void forget_finished_foreign(void) {
+/* Unlinks the foreign captures that are over (g_mu held); their records are freed by forgotten_free once g_mu is
+ * let go: a record holds its stream, whose release (a cache giving memory back, a framework's stream let go) must
+ * not run under g_mu. */
+static dls__capture *forget_finished_foreign(void) {
+  dls__capture *gone = NULL;
   for (dls__capture *c = g_captures, *next; c != NULL; c = next) {
     next = c->next;
     if (!c->own && !c->ending && foreign_over(c)) {
       unlink_capture(c);
-      capture_free(c);
+      c->next = gone;
+      gone = c;
     }
+  }
+  return gone;
+}
+
+static void forgotten_free(dls__capture *gone) {
+  for (dls__capture *next; gone != NULL; gone = next) {
+    next = gone->next;
+    capture_free(gone);
   }
 }
 
@@ -204,7 +148,7 @@ static uint64_t forbidding(int *out_mode) {
   if (DLS__LIKELY(atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0))
     return 0;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign();
+  dls__capture *gone = forget_finished_foreign();
   uint64_t id = 0;
   pthread_t self = pthread_self();
   for (dls__capture *c = g_captures; c != NULL && id == 0; c = c->next) {
@@ -214,6 +158,7 @@ static uint64_t forbidding(int *out_mode) {
     }
   }
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return id;
 }
 
@@ -237,8 +182,10 @@ bool dls__capture_on_device(dls__device *dev) {
   if (DLS__LIKELY(atomic_load_explicit(&dev->captures, memory_order_acquire) == 0))
     return false;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign(); /* a capture another framework ended is known only once its stream says so */
+  dls__capture *gone = forget_finished_foreign(); /* a capture another framework ended is known only once its stream
+                                                     says so */
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return atomic_load_explicit(&dev->captures, memory_order_acquire) > 0;
 }
 
@@ -246,9 +193,10 @@ bool dls__capture_underway(uint64_t id) {
   if (id == 0 || atomic_load_explicit(&dls__captures_known, memory_order_acquire) == 0)
     return false;
   pthread_mutex_lock(&g_mu);
-  forget_finished_foreign();
+  dls__capture *gone = forget_finished_foreign();
   bool underway = known(id) != NULL;
   pthread_mutex_unlock(&g_mu);
+  forgotten_free(gone);
   return underway;
 }
 

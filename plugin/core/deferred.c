@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "core/cache.h"
 #include "core/capture.h"
 #include "core/deferred.h"
 
@@ -166,22 +167,25 @@ typedef struct late_free {
   dls__device *dev;
   void *ptr;
   dls__stream *stream; /* ref held */
+  size_t cached_size;  /* the size asked of the cache when the block may go back to it; 0: the driver's */
 } late_free;
 
 void dls__late_free(void *late) {
   late_free *f = late;
-  dls__mem_free_eager(f->dev, f->ptr, f->stream);
+  if (f->cached_size == 0 || !dls__cache_put(f->stream, f->ptr, f->cached_size))
+    dls__mem_free_eager(f->dev, f->ptr, f->stream);
   dls__stream_unref(f->stream);
   dls__free(f);
 }
 
-void *dls__late_free_new(dls__device *dev, void *ptr, dls__stream *s) {
+void *dls__late_free_new(dls__device *dev, void *ptr, dls__stream *s, size_t cached_size) {
   late_free *f = dls__malloc(sizeof *f);
   if (f == NULL)
     return NULL;
   f->dev = dev;
   f->ptr = ptr;
   f->stream = s;
+  f->cached_size = cached_size;
   dls__stream_ref(s);
   return f;
 }
@@ -196,7 +200,7 @@ void dls__mem_free_eager(dls__device *dev, void *ptr, dls__stream *s) {
   }
   /* `s` captures now (a capture begun since the free was decided): the free waits until that capture is over. */
   dls__deferred *d = dls__deferred_entry();
-  void *f = d != NULL ? dls__late_free_new(dev, ptr, s) : NULL;
+  void *f = d != NULL ? dls__late_free_new(dev, ptr, s, 0) : NULL;
   if (f != NULL)
     dls__deferred_enqueue(d, d->marks_inline, 0, 0, cap, dls__late_free, f);
   dls__capture_unpin();

@@ -42,8 +42,9 @@ DLS__INTERNAL void dls__event_wait(dls__device *dev, void *event);
  * capture have begun on it by then). */
 DLS__INTERNAL void dls__mem_free_eager(dls__device *dev, void *ptr, struct dls__stream *s);
 /* A release for dls__deferred_enqueue that frees `ptr` on `s` as dls__mem_free_eager does (`s` referenced until
- * then): its user data, NULL when out of host memory. */
-DLS__INTERNAL void *dls__late_free_new(dls__device *dev, void *ptr, struct dls__stream *s);
+ * then), or, with `cached_size` (the size asked of the cache, which said the block may go back to it; 0: not so),
+ * into `s`'s cache: its user data, NULL when out of host memory. */
+DLS__INTERNAL void *dls__late_free_new(dls__device *dev, void *ptr, struct dls__stream *s, size_t cached_size);
 DLS__INTERNAL void dls__late_free(void *late);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);

@@ -33,6 +33,13 @@ typedef struct dls__device {
   size_t in_capture_n, in_capture_cap;
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
   struct dls__stream *live; /* stream objects alive on the device but its defaults (stream.c) */
+  /* The caching allocator (cache.c): its state (0 until first used, then DLS__CACHE_ON or _OFF), the most bytes
+   * it keeps idle (DLSTREAM_CACHE_LIMIT, dls_device_set_cache_limit), the bytes it keeps now, and the test-only
+   * switch that hands blocks to another stream without the wait (DLSTREAM_TEST_CACHE_NO_WAIT=1). */
+  _Atomic int cache_state;
+  _Atomic size_t cache_limit;
+  _Atomic size_t cache_bytes;
+  bool cache_no_wait;
 } dls__device;
 
 /* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */

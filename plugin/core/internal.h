@@ -9,6 +9,7 @@
 #include "core/buffer.h"
 #include "core/builtin.h"
 #include "core/builtin_args.h"
+#include "core/cache.h"
 #include "core/capture.h"
 #include "core/deferred.h"
 #include "core/device.h"

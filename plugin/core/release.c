@@ -6,6 +6,7 @@
 
 #include "core/access.h"
 #include "core/buffer.h"
+#include "core/cache.h"
 #include "core/capture.h"
 #include "core/deferred.h"
 #include "core/graph.h"
@@ -106,7 +107,7 @@ static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, 
  * `cap` (0: none) is over, taking the use events. false: no memory for that
  * (nothing was done). */
 static bool free_later(dls__buffer *b, void *ptr, dls__stream *s, uint64_t cap) {
-  void *f = dls__late_free_new(s->dev, ptr, s);
+  void *f = dls__late_free_new(s->dev, ptr, s, b->cached ? b->size : 0);
   if (f == NULL)
     return false;
   defer_release(b, cap, dls__late_free, f);
@@ -123,7 +124,8 @@ static void free_unordered(dls__buffer *b, void *ptr, dls__stream *s) {
       dls__event_wait(b->uses[i].stream->dev, dls__use_event(&b->uses[i]));
     use_done(&b->uses[i]);
   }
-  dls__mem_free_eager(s->dev, ptr, s);
+  if (!b->cached || !dls__cache_put(s, ptr, b->size))
+    dls__mem_free_eager(s->dev, ptr, s);
 }
 
 /* What a pinned release leaves for after its pin (a last reference may run a release callback). */
@@ -180,7 +182,8 @@ static void release_owned(dls__buffer *b, int a_status, uint64_t a_cap, dls__aft
   }
   for (int i = 0; i < b->nuses; i++)
     use_done(&b->uses[i]);
-  if (b->ptr != NULL)
+  /* `a` waits for every use: from here the memory is free in its order, for its cache too. */
+  if (b->ptr != NULL && !(b->cached && dls__cache_put(a, b->ptr, b->size)))
     dls__mem_free(dev, b->ptr, a);
   if (b->cap_id != 0)
     dls__capture_alloc_remove(b->cap_id, &b->owner);
@@ -252,11 +255,17 @@ static void buffer_release_rule(dls__buffer *b) {
 
 /* Where the last reference's free goes. The common case first: owned memory
  * used on its own stream only, all outside captures, is freed on that stream
- * with nothing to wait for. */
+ * with nothing to wait for: into its cache (no pin, no capture question: the
+ * cache hands it out again only to eager work), else to the driver. */
 void dls__buffer_release(dls__buffer *b) {
   dls__stream *a = b->stream;
   if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0)) {
     buffer_release_rule(b);
+    return;
+  }
+  if (DLS__LIKELY(b->cached) && DLS__LIKELY(dls__cache_put(a, b->ptr, b->size))) {
+    dls__stream_unref(a);
+    dls__obj_free(DLS__OBJ_BUFFER, b);
     return;
   }
   /* Asked and freed in one pin: a capture begun in between would take the free of eager memory into its graph. */

@@ -54,6 +54,7 @@ dls_status_t dls_shutdown(void) {
   dls__foreign_clear(); /* no import holds a record any more */
   dls__deferred_drain();
   dls__ipc_shutdown_end();
+  dls__caches_shutdown(); /* the memory the allocator kept goes back to the drivers, on the streams still there */
   dls__exported_clear(); /* buffers still held past here (exports not deleted) are never released */
   dls__builtins_shutdown();
   dls__streams_shutdown();

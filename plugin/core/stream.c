@@ -25,6 +25,12 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->keep_release = NULL;
   s->keep_data = NULL;
   s->bound = NULL;
+  atomic_init(&s->cache, NULL);
+  s->cache_gone = NULL;
+  /* A GPU's per-thread default stream is another stream on each thread: what one thread freed on it is in no order
+   * with another thread's next allocation on it, so nothing is cached there. */
+  atomic_init(&s->cache_off,
+              dev->device.device_type != kDLCPU && native == (void *)(uintptr_t)DLS_STREAM_PER_THREAD);
   if (kind != DLS__STREAM_DEFAULT) {
     pthread_mutex_lock(&dev->mu);
     s->live_next = dev->live;
@@ -48,15 +54,6 @@ static void live_remove(dls__stream *s) {
     s->live_next->live_prev = s->live_prev;
 }
 
-/* A reference unless the last one is already gone (the object is then on its way out). */
-static bool ref_if_alive(dls__stream *s) {
-  int n = atomic_load_explicit(&s->refs, memory_order_relaxed);
-  while (n > 0)
-    if (atomic_compare_exchange_weak_explicit(&s->refs, &n, n + 1, memory_order_acquire, memory_order_relaxed))
-      return true;
-  return false;
-}
-
 dls_status_t dls__stream_sync_live(dls__device *dev) {
   /* The live streams, each held by a reference, waited on outside the lock. */
   size_t n = 0;
@@ -71,7 +68,7 @@ dls_status_t dls__stream_sync_live(dls__device *dev) {
   size_t k = 0;
   pthread_mutex_lock(&dev->mu);
   for (dls__stream *s = dev->live; s != NULL && k < cap; s = s->live_next)
-    if (ref_if_alive(s))
+    if (dls__stream_ref_if_alive(s))
       held[k++] = s;
   pthread_mutex_unlock(&dev->mu);
   dls_status_t first = DLS_OK;
@@ -268,6 +265,8 @@ dls_status_t dls__stream_mark_make(dls__stream *s, void **out_event) {
 }
 
 void dls__stream_release(dls__stream *s) {
+  if (atomic_load_explicit(&s->cache, memory_order_acquire) != NULL && !s->cache_gone(s, true))
+    return; /* its cache keeps it until the stream's capture is over */
   pthread_mutex_lock(&s->dev->mu);
   live_remove(s);
   pthread_mutex_unlock(&s->dev->mu);
@@ -300,7 +299,8 @@ static dls__stream *maker_of(dls__device *dev, void *native) {
   dls__stream *found = NULL;
   pthread_mutex_lock(&dev->mu);
   for (dls__stream *o = dev->live; o != NULL && found == NULL; o = o->live_next)
-    if (o->native == native && (o->kind == DLS__STREAM_OWNED || o->kind == DLS__STREAM_POOLED) && ref_if_alive(o))
+    if (o->native == native && (o->kind == DLS__STREAM_OWNED || o->kind == DLS__STREAM_POOLED) &&
+        dls__stream_ref_if_alive(o))
       found = o;
   pthread_mutex_unlock(&dev->mu);
   return found;
@@ -455,6 +455,11 @@ dls_status_t dls_stream_destroy(dls_stream_t stream) {
 void dls__stream_drop(void *obj) {
   dls__stream *s = obj;
   dls__capture_drop_on(s);
+  if (s->kind == DLS__STREAM_FOREIGN) { /* its native need outlive the handle only: no memory is kept on it */
+    atomic_store_explicit(&s->cache_off, true, memory_order_release);
+    if (atomic_load_explicit(&s->cache, memory_order_acquire) != NULL)
+      (void)s->cache_gone(s, false);
+  }
   dls__stream_unref(s);
 }
 dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);

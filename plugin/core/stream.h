@@ -26,7 +26,28 @@ struct dls__stream {
                                    interop/ext), once the stream object goes; NULL: nothing kept */
   void *keep_data;
   void *bound;          /* pooled, a group's branch: the native of the origin it is bound to, back in the pool */
+  /* Memory freed on the stream and kept for its next allocations (core/cache.c), made at the first such free;
+   * NULL: none. While it is there, the stream's release first calls cache_gone (set with it, `release` true),
+   * which gives the memory back in the stream's order and returns true, or, while the stream captures, keeps the
+   * object (a reference of the cache's, let go of by a later trim) and returns false: the release stops there.
+   * A foreign stream's native need outlive its handle only: the handle's end gives the memory back (`release`
+   * false) and sets cache_off, so that later frees on it go to the driver. */
+  _Atomic(struct dls__stream_cache *) cache;
+  bool (*cache_gone)(struct dls__stream *s, bool release);
+  _Atomic bool cache_off; /* frees on it go to the driver, never into a cache (see above; and a wrap the extension
+                             makes of a framework's stream it does not keep alive) */
 };
+/* A reference unless the last one is already gone (the object is then on its way out); default streams are always
+ * alive (not counted). */
+static inline bool dls__stream_ref_if_alive(dls__stream *s) {
+  if (s->kind == DLS__STREAM_DEFAULT)
+    return true;
+  int n = atomic_load_explicit(&s->refs, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak_explicit(&s->refs, &n, n + 1, memory_order_acquire, memory_order_relaxed))
+      return true;
+  return false;
+}
 /* Branch streams are bound to their group's origin (on unless a test turns it off): a pooled stream that was a
  * branch of a group on origin O goes back to the pool for O's groups only. A framework's caching allocator (torch,
  * CuPy) reuses a freed block on the stream that allocated it with no wait: memory a branch allocated and the origin

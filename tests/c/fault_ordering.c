@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fault-injection scenarios of ordering: fork/join groups (nested too),
- * latches, deferred releases, dls_shutdown with objects alive, and graph
- * capture once the core has it. */
+ * latches, deferred releases, dls_shutdown with objects alive, graph
+ * capture once the core has it, and the caching allocator's handover. */
 #include "fault_fixture.h"
 
 static dls_status_t sc_group(fx *x) {
@@ -183,6 +183,41 @@ static dls_status_t sc_capture(fx *x) {
   return fx_release_all(x);
 }
 
+/* The caching allocator: a block freed while a held stream reads it goes to another stream only after that read;
+ * an allocation the driver fails for memory gives the cache back and tries again; a trim; streams that end with
+ * blocks cached (fx_release_all). */
+static dls_status_t sc_cache(fx *x) {
+  dls_latch_t *l = fx_latch(x);
+  STEP(x, dls_latch_create(x->d, l));
+  OWNED(x, a);
+  OWNED(x, r);
+  POOLED(x, b);
+  dls_buffer_t *buf = fx_buffer(x);
+  STEP(x, dls_buffer_alloc(*a, N * sizeof(float), buf));
+  float seven = 7.0f, nine = 9.0f, *out = fx_host_out();
+  STEP(x, dls_fill(*a, dls_arg_buffer(*buf), N, 4, &seven));
+  dls_buffer_t *copy = fx_buffer(x);
+  STEP(x, dls_buffer_alloc(*r, N * sizeof(float), copy));
+  STEP(x, dls_latch_wait(*l, *r, FX_LATCH_NS));
+  STEP(x, dls_buffer_copy(*r, *copy, 0, *buf, 0, N * sizeof(float)));
+  DROP(x, dls_buffer_free, *buf); /* a waits for r's read; the block goes to a's cache */
+  dls_buffer_t *again = fx_buffer(x);
+  STEP(x, dls_buffer_alloc(*b, N * sizeof(float), again)); /* a's block, once b waits for a */
+  STEP(x, dls_fill(*b, dls_arg_buffer(*again), N, 4, &nine));
+  STEP(x, dls_latch_open(*l));
+  STEP(x, dls_buffer_read(*copy, 0, out, N * sizeof(float), *r));
+  STEP(x, dls_stream_synchronize(*r));
+  EXPECT(x, fx_all_equal(out, N, 7.0f));
+  DROP(x, dls_buffer_free, *again); /* into b's cache */
+  dls_buffer_t *big = fx_buffer(x);
+  STEP(x, dls_buffer_alloc(*a, 4 * N * sizeof(float), big)); /* a class no cache holds */
+  DROP(x, dls_buffer_free, *big);
+  size_t trimmed = 0;
+  STEP(x, dls_device_trim(x->d, &trimmed));
+  STEP(x, dls_latch_status(*l));
+  return fx_release_all(x);
+}
+
 const fx_scenario fx_ordering[] = {
     {"group", sc_group, false},
     {"group_nested", sc_group_nested, false},
@@ -190,5 +225,6 @@ const fx_scenario fx_ordering[] = {
     {"deferred_release", sc_deferred_release, true},
     {"shutdown_alive", sc_shutdown_alive, true},
     {"capture", sc_capture, false},
+    {"cache", sc_cache, true},
 };
 const int fx_ordering_n = (int)(sizeof fx_ordering / sizeof fx_ordering[0]);

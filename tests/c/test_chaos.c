@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Many threads doing random operations on shared and private handles at
  * once - create, destroy, launch, record, wait, groups, captures,
- * synchronize - where any handle may be ended by another thread at any
+ * synchronize, allocations handed between streams by the cache, trims - where any handle may be ended by another thread at any
  * moment. Every call must return a status (never crash, hang or corrupt),
  * and each thread's own data must come out right. Run under ASan and TSan in
  * CI; DLSTREAM_CHAOS_OPS and DLSTREAM_CHAOS_SEED change its size and seed. */
@@ -17,11 +17,11 @@ enum { SHARED = 6, MAX_THREADS = 16, NVALUES = 64 };
 
 enum { OP_STREAM_NEW, OP_STREAM_END, OP_SYNC, OP_QUERY, OP_EVENT_NEW, OP_EVENT_END, OP_RECORD, OP_WAIT,
        OP_EVENT_SYNC, OP_BUFFER_NEW, OP_BUFFER_END, OP_FILL, OP_AXPY, OP_PRIVATE, OP_GROUP, OP_CAPTURE,
-       OP_CROSS, OP_KINDS };
+       OP_HANDED, OP_TRIM, OP_CROSS, OP_KINDS };
 static const char *const g_op_names[OP_KINDS] = {
     "stream create", "stream destroy", "stream sync", "stream query", "event create", "event destroy",
     "event record", "stream wait", "event sync", "buffer alloc", "buffer free", "fill", "axpy",
-    "private check", "group", "capture", "cross record/wait"};
+    "private check", "group", "capture", "used elsewhere and freed", "trim or limit", "cross record/wait"};
 
 typedef struct shared_t {
   DLDevice d;
@@ -91,6 +91,28 @@ static void private_check(worker_t *w, float value) {
     w->wrong++;
   expect(w, dls_buffer_free(b), "dls_buffer_free private");
   expect(w, dls_stream_destroy(s), "dls_stream_destroy private");
+}
+
+/* The caching allocator's traffic: memory allocated on one shared stream, written on another and freed (its stream
+ * waits for that write, then caches the block), which later allocations anywhere take over, the private checks'
+ * included: a block handed over before the writes queued on it ran would show there as a wrong value. */
+static void handed_op(worker_t *w) {
+  dls_buffer_t b;
+  if (dls_buffer_alloc(stream_at(w), NVALUES * sizeof(float), &b) != DLS_OK)
+    return;
+  float v = -1.0f;
+  for (int k = (int)(next_rand(w) % 3); k >= 0; k--)
+    expect(w, dls_fill(stream_at(w), dls_arg_buffer(b), NVALUES, 4, &v), "dls_fill, then freed");
+  expect(w, dls_buffer_free(b), "dls_buffer_free after uses elsewhere");
+}
+
+/* Trims the cache, or moves its limit (off, small, the default), while other threads allocate and free. */
+static void trim_op(worker_t *w) {
+  static const size_t limits[] = {0, 4096, (size_t)1 << 30};
+  if (next_rand(w) % 4 == 0)
+    expect(w, dls_device_set_cache_limit(w->sh->d, limits[next_rand(w) % 3]), "dls_device_set_cache_limit");
+  else
+    expect(w, dls_device_trim(w->sh->d, NULL), "dls_device_trim");
 }
 
 /* A group on a shared origin: branches work on the origin's shared buffers. */
@@ -227,6 +249,12 @@ static void *work(void *arg) {
       break;
     case OP_CAPTURE:
       capture_op(w);
+      break;
+    case OP_HANDED:
+      handed_op(w);
+      break;
+    case OP_TRIM:
+      trim_op(w);
       break;
     default: { /* the pattern that deadlocked the CPU backend: records and waits crossing two streams */
       dls_event_t e = event_at(w);
@@ -370,6 +398,8 @@ static void race_buffers(racer_t *t) {
     race_expect(t, dls_event_destroy(e), "dls_event_destroy");
   }
   race_expect(t, dls_buffer_free(b), "dls_buffer_free");
+  if (race_rand(t) % 8 == 0) /* the cache given back while the other threads capture and allocate */
+    race_expect(t, dls_device_trim(t->r->d, NULL), "dls_device_trim");
 }
 
 /* Thread C: tensors made, written and released on the captured stream. */

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The hazard rule against a sequential model: hypothesis writes random programs of dlstream calls on dlstream's
-own tensors (fill, axpy, copy, the built-in axpy through Function.launch, use_stream, closing tensors, graphs:
+own tensors (allocations on one stream first written on another, fill, axpy, copy, the built-in axpy through
+Function.launch, use_stream, closing tensors, trims of the caching allocator, graphs:
 one of those calls captured on a stream and replayed on any, later, even after its tensors were closed, round
 trips: a tensor exported to NumPy or torch and imported back, an alias of its memory, and the NumPy array or torch
 tensor of such an export itself, passed straight to the calls as another alias) spread over
@@ -8,8 +9,9 @@ tensor of such an export itself, passed straight to the calls as another alias) 
 moments so that work really runs out of program order unless dlstream orders it. Every check reads every tensor
 and compares it with the same program run one call at a time in NumPy.
 
-DLSTREAM_HAZARD_PROGRAMS sets how many programs (CI: 2000). The negative control runs the same machine with the
-rule off (DLSTREAM_TEST_NO_HAZARDS=1, in a child process): hypothesis must then find a mismatch.
+DLSTREAM_HAZARD_PROGRAMS sets how many programs (CI: 2000). The negative controls run the same machine with the
+rule off (DLSTREAM_TEST_NO_HAZARDS=1, in a child process), and with the caching allocator handing memory to another
+stream without its wait (DLSTREAM_TEST_CACHE_NO_WAIT=1): hypothesis must then find a mismatch.
 
 Out of the model: raw pointers, which dlstream does not order (docs/semantics.md)."""
 import os
@@ -90,6 +92,23 @@ class Programs(RuleBasedStateMachine):
         self.next_id += 1
         self.live[k] = (t, np.full(N, float(v), np.float32))
         return k
+
+    @rule(target=tensors, si=st.integers(0, 3), sj=st.integers(0, 3), v=st.integers(-3, 3))
+    def new_elsewhere(self, si, sj, v):
+        """Allocated on one stream (memory a closed tensor left in the cache: its own stream's at once, another's
+        after a wait for that one) and first written on another."""
+        s = self._stream(si)
+        t = dlstream.empty(N, "float32", device=s.device, stream=s)
+        dlstream.fill(t, float(v), stream=self._stream(sj, t))
+        k = self.next_id
+        self.next_id += 1
+        self.live[k] = (t, np.full(N, float(v), np.float32))
+        return k
+
+    @rule()
+    def trim(self):
+        """The cache given back (each block freed in its stream's order) while latches may hold work."""
+        dlstream.empty_cache()
 
     @rule(k=tensors, si=st.integers(0, 3), v=st.integers(-3, 3))
     def fill(self, k, si, v):
@@ -319,6 +338,20 @@ def test_the_model_finds_a_mismatch_with_the_rule_off():
     """The negative control: the same programs with the hazard rule off must disagree with the model."""
     from conftest import RULE_OFF
     finds_a_mismatch("test_hazard_model", "Programs", RULE_OFF)
+
+
+def test_the_model_finds_a_mismatch_with_the_cache_handing_over_without_its_wait():
+    """The negative control of the allocations: with the caching allocator handing a closed tensor's memory to
+    another stream without that stream's wait (DLSTREAM_TEST_CACHE_NO_WAIT=1), work held on the old tensor lands on
+    the new one: the model must see it."""
+    from conftest import run_python
+    if os.environ.get("DLSTREAM_DEBUG_ALLOC") == "1" or os.environ.get("DLSTREAM_CACHE_LIMIT") == "0":
+        pytest.skip("the cache is off (DLSTREAM_DEBUG_ALLOC=1 or DLSTREAM_CACHE_LIMIT=0)")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_CACHE_NO_WAIT": "1",
+                                                      "TSAN_OPTIONS": "report_bugs=0"}, timeout=600)
+    assert r.returncode == 0, f"the handover without its wait went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
+    assert "MISMATCH FOUND" in r.stdout
 
 
 # ---- on a GPU, with torch tensors mixed in ----

@@ -60,6 +60,7 @@ from ._dlstream import (
     default_device,
     device_count,
     empty,
+    empty_cache,
     fill,
     from_dlpack,
     from_ipc,

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Pins and changes of the capture state (pin.h), as Dekker's pattern with the fence on the change's side.
+ *
+ * Each thread pins through a slot of its own (a cache line, taken at its first pin and given back when it ends,
+ * for a later thread). A pin stores 1 in its slot, then reads whether a change is underway; a change sets its
+ * flag, then reads every slot, so either the pin sees the flag (and backs off until the change is over) or the
+ * change sees the pin (and waits for it). Both need a full fence between their store and their load. Pins come by
+ * millions and changes by the handful, so where the kernel offers it (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+ * registered at the first pin) the change pays for both: it makes every running thread of the process pass a full
+ * fence after its flag is set, and the pin is a plain store, a plain load and a plain store back (no locked
+ * instruction). Without it (an old kernel, a seccomp filter) the pin fences itself. Threads past the slots share
+ * one counted slot, locked as before. */
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#if defined(__linux__) && __has_include(<linux/membarrier.h>)
+#include <linux/membarrier.h>
+#define DLS__HAVE_MEMBARRIER 1
+#endif
+
+#include "core/pin.h"
+
+enum { PIN_SLOTS = 1024 };
+
+typedef struct pin_slot {
+  _Atomic long held;   /* the thread pins now (the shared slot: how many threads do) */
+  _Atomic bool taken;  /* a thread owns the slot */
+  char pad[64 - sizeof(long) - sizeof(bool)];
+} pin_slot;
+
+static pin_slot g_slots[PIN_SLOTS] __attribute__((aligned(64)));
+static pin_slot g_crowd __attribute__((aligned(64))); /* threads past PIN_SLOTS, counted, with locked updates */
+static _Atomic int g_nslots;                          /* slots handed out so far: a change reads [0, g_nslots) */
+static bool g_asymmetric;                             /* the change fences every thread; set once, first */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_key;
+static _Atomic int g_changing;
+static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
+_Thread_local int dls__pins_held;
+static _Thread_local pin_slot *t_slot;  /* NULL until the thread's first pin */
+static _Thread_local bool t_counted;    /* the outer pin is counted (not taken inside a change) */
+static _Thread_local int t_changes;     /* changes this thread is in (they nest) */
+
+static void slot_give_back(void *slot) {
+  if (slot != &g_crowd)
+    atomic_store_explicit(&((pin_slot *)slot)->taken, false, memory_order_release);
+}
+
+static void pins_start(void) {
+  (void)pthread_key_create(&g_key, slot_give_back);
+#ifdef DLS__HAVE_MEMBARRIER
+  g_asymmetric = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+/* The calling thread's slot: a free one of the array (given back by a thread that ended), or the shared one. */
+static DLS__COLD pin_slot *slot_take(void) {
+  pthread_once(&g_once, pins_start);
+  pin_slot *s = &g_crowd;
+  for (int i = 0; i < PIN_SLOTS; i++) {
+    bool free_slot = false;
+    if (atomic_compare_exchange_strong_explicit(&g_slots[i].taken, &free_slot, true, memory_order_acquire,
+                                                memory_order_relaxed)) {
+      s = &g_slots[i];
+      int n = atomic_load_explicit(&g_nslots, memory_order_relaxed);
+      while (n < i + 1 && !atomic_compare_exchange_weak_explicit(&g_nslots, &n, i + 1, memory_order_seq_cst,
+                                                                 memory_order_relaxed)) {
+      }
+      break;
+    }
+  }
+  (void)pthread_setspecific(g_key, s);
+  return s;
+}
+
+/* Stores that the thread pins, then reads whether a change is underway (the fence between: the change's, or ours). */
+static inline bool pin_try(pin_slot *s) {
+  if (DLS__LIKELY(g_asymmetric && s != &g_crowd)) {
+    atomic_store_explicit(&s->held, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
+    return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
+  }
+  atomic_fetch_add_explicit(&s->held, 1, memory_order_seq_cst);
+  return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
+}
+
+static inline void pin_drop(pin_slot *s) {
+  if (s != &g_crowd)
+    atomic_store_explicit(&s->held, 0, memory_order_release);
+  else
+    atomic_fetch_sub_explicit(&s->held, 1, memory_order_release);
+}
+
+void dls__capture_pin_first(void) {
+  if (t_changes > 0)
+    return; /* the thread's own change holds everything still */
+  pin_slot *s = t_slot;
+  if (DLS__UNLIKELY(s == NULL))
+    s = t_slot = slot_take();
+  while (DLS__UNLIKELY(!pin_try(s))) {
+    pin_drop(s);
+    pthread_mutex_lock(&g_change_mu); /* waits the change out */
+    pthread_mutex_unlock(&g_change_mu);
+  }
+  t_counted = true;
+}
+
+void dls__capture_unpin_last(void) {
+  if (!t_counted)
+    return;
+  t_counted = false;
+  pin_drop(t_slot);
+}
+
+void dls__capture_change_begin(void) {
+  if (t_changes++ > 0)
+    return;
+  pthread_once(&g_once, pins_start);
+  pthread_mutex_lock(&g_change_mu);
+  atomic_store_explicit(&g_changing, 1, memory_order_seq_cst);
+#ifdef DLS__HAVE_MEMBARRIER
+  if (g_asymmetric) /* every thread passes a full fence: a pin that missed the flag is seen below */
+    (void)syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+#endif
+  /* A pin of this very thread's (a capture begun or a stream destroyed from inside pinned work, which pins never
+   * allow: see pin.h) is not waited for: nothing could release it. */
+  long own = t_counted ? 1 : 0;
+  for (;;) {
+    long held = atomic_load_explicit(&g_crowd.held, memory_order_seq_cst);
+    int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+    for (int i = 0; i < n; i++)
+      held += atomic_load_explicit(&g_slots[i].held, memory_order_seq_cst);
+    if (held <= own)
+      break;
+    sched_yield(); /* a pin lasts a few backend calls */
+  }
+}
+
+void dls__capture_change_end(void) {
+  if (--t_changes > 0)
+    return;
+  atomic_store_explicit(&g_changing, 0, memory_order_release);
+  pthread_mutex_unlock(&g_change_mu);
+}
