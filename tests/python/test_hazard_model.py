@@ -344,14 +344,10 @@ def test_the_model_finds_a_mismatch_with_the_cache_handing_over_without_its_wait
     """The negative control of the allocations: with the caching allocator handing a closed tensor's memory to
     another stream without that stream's wait (DLSTREAM_TEST_CACHE_NO_WAIT=1), work held on the old tensor lands on
     the new one: the model must see it."""
-    from conftest import run_python
     if os.environ.get("DLSTREAM_DEBUG_ALLOC") == "1" or os.environ.get("DLSTREAM_CACHE_LIMIT") == "0":
         pytest.skip("the cache is off (DLSTREAM_DEBUG_ALLOC=1 or DLSTREAM_CACHE_LIMIT=0)")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_CACHE_NO_WAIT": "1",
-                                                      "TSAN_OPTIONS": "report_bugs=0"}, timeout=600)
-    assert r.returncode == 0, f"the handover without its wait went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
-    assert "MISMATCH FOUND" in r.stdout
+    finds_a_mismatch("test_hazard_model", "Programs", {"DLSTREAM_TEST_CACHE_NO_WAIT": "1",
+                                                       "TSAN_OPTIONS": "report_bugs=0"})
 
 
 # ---- on a GPU, with torch tensors mixed in ----
