@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fork/join from Python beside torch's idiom, in one run: K independent one-block kernels of ~200 µs,
-serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom;
-median of repetitions; and the cost per group of 4 empty kernels. Two times per variant:
+serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom; the
+same with branches that each launch on their own torch tensor and run torch ops on it (torch's current stream is
+the branch's); median of repetitions; the cost per group of 4 empty kernels; and the record of foreign memory's cost
+per torch tensor of a launch on another stream (record on and off, interleaved). Two times per variant:
   wall:   host clock from the first call to torch.cuda.synchronize() (includes queuing K launches from Python,
           which at ~4-5 µs a launch bounds the speedup of 200 µs kernels well below K);
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
@@ -23,6 +25,7 @@ import gpubench
 
 KS = (2, 4, 8, 16, 32)
 SPIN_S = 200e-6
+TOUCH4 = r'''extern "C" __global__ void touch4(float *a, float *b, float *c, float *d) {}'''
 
 
 def dls_side(dlstream, cur, dev):
@@ -104,6 +107,33 @@ def main():
     def wall_ms(fn, k):
         return gpubench.wall_ms(torch, lambda: fn(k), args.reps)
 
+    # Branches on framework tensors: each launches a dlstream kernel on its own torch tensor and runs torch ops on
+    # it (a ~200 µs sleep and an add), as a group and as the by-hand idiom; the same work serially on cur.
+    xs = [torch.zeros(1 << 10, device="cuda") for _ in range(max(KS))]
+
+    def tensor_work(x):
+        torch.cuda._sleep(cycles)
+        dlstream.fill(x, 1.0)  # on torch's current stream: the branch's, or the idiom's side stream
+        x.add_(1.0)
+
+    def run_serial_tensors(k):
+        for x in xs[:k]:
+            tensor_work(x)
+
+    def run_group_tensors(k):
+        with dlstream.stream_parallel(cur):
+            for x in xs[:k]:
+                with dlstream.branch():
+                    tensor_work(x)
+
+    def run_torch_idiom_tensors(k):
+        for s, x in zip(side[:k], xs[:k]):
+            s.wait_stream(cur)
+            with torch.cuda.stream(s):
+                tensor_work(x)
+        for s in side[:k]:
+            cur.wait_stream(s)
+
     rows = []
     for k in KS[:1] if args.smoke else KS:
         r = {"k": k, "serial_dls_ms": wall_ms(run_serial_dls, k), "group_dls_ms": wall_ms(run_group_dls, k),
@@ -112,6 +142,13 @@ def main():
         r["dev_group_dls_ms"] = device_ms(run_group_dls, k)
         r["dev_serial_torch_ms"] = device_ms(run_serial_torch, k)
         r["dev_torch_idiom_ms"] = device_ms(run_torch_idiom, k)
+        t = {"serial_ms": wall_ms(run_serial_tensors, k), "group_ms": wall_ms(run_group_tensors, k),
+             "idiom_ms": wall_ms(run_torch_idiom_tensors, k), "dev_serial_ms": device_ms(run_serial_tensors, k),
+             "dev_group_ms": device_ms(run_group_tensors, k), "dev_idiom_ms": device_ms(run_torch_idiom_tensors, k)}
+        for kind in ("", "dev_"):
+            t[kind + "dls_speedup"] = t[kind + "serial_ms"] / t[kind + "group_ms"]
+            t[kind + "idiom_speedup"] = t[kind + "serial_ms"] / t[kind + "idiom_ms"]
+        r["tensors"] = t
         rows.append(speedups(r))
 
     def torch_groups(n):
@@ -130,8 +167,34 @@ def main():
     overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
                 "dlstream_4_empty_serial_us": per_call_us(serial4),
                 "torch_idiom_group_of_4_us": per_call_us(torch_groups)}
+    overhead["record_ns_per_tensor"] = record_ns(args, torch, dlstream, dev, xs[:4])
     report(args, torch.cuda.get_device_name(), conn, rows, overhead)
     return 0
+
+
+def record_ns(args, torch, dlstream, dev, xs):
+    """The record of foreign memory's cost per torch tensor: a launch on 4 torch tensors with stream= a stream
+    other than torch's (each joins torch's stream and, with the record, is also a use of its record), with the record
+    and with it off, interleaved; ns per tensor (None without NVRTC for the empty kernel)."""
+    try:
+        touch4 = dlstream.Module.from_source(TOUCH4, device=dev).function("touch4", "p,p,p,p")
+    except dlstream.UnavailableError:
+        return None
+    other = dlstream.Stream(dev)
+
+    def on(n):
+        for _ in range(n):
+            touch4.launch(1, 1, *xs, stream=other)
+
+    def off(n):
+        was = dlstream._dlstream._test_foreign(False)
+        on(n)
+        dlstream._dlstream._test_foreign(was)
+
+    with_us, without_us = gpubench.measure_interleaved([on, off], 20 if args.smoke else 2000, args.reps,
+                                                       lambda: (other.synchronize(), torch.cuda.synchronize()))
+    other.close()
+    return (statistics.median(with_us) - statistics.median(without_us)) * 1e3 / 4
 
 
 def speedups(r):
@@ -190,6 +253,16 @@ def report(args, name, conn, rows, overhead):
         print(f"| {r['k']} | {fmt(r['dev_serial_dls_ms'], '.3f')} | {fmt(r['dev_group_dls_ms'], '.3f')} | "
               f"{fmt(r['dev_dls_speedup'], '.2f')} | {fmt(r['dev_serial_torch_ms'], '.3f')} | "
               f"{fmt(r['dev_torch_idiom_ms'], '.3f')} | {fmt(r['dev_torch_speedup'], '.2f')} |")
+    if rows and "tensors" in rows[0]:
+        print("\nBranches on their own torch tensors (a dlstream fill and torch ops each, ~200 µs), speedup over the "
+              "same work serially on one stream\n")
+        print("| K | dlstream group, wall | torch idiom, wall | dlstream group, device | torch idiom, device "
+              "| group / idiom, device |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            t = r["tensors"]
+            print(f"| {r['k']} | {t['dls_speedup']:.2f} | {t['idiom_speedup']:.2f} | {t['dev_dls_speedup']:.2f} | "
+                  f"{t['dev_idiom_speedup']:.2f} | {t['dev_dls_speedup'] / t['dev_idiom_speedup']:.2f} |")
     print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
     for key, v in overhead.items():
         print(f"| {key} | {fmt(v, '.2f')} |")
@@ -197,6 +270,14 @@ def report(args, name, conn, rows, overhead):
     print(f"\nspeedup at K={big['k']}: wall: dlstream {fmt(big['dls_speedup'], '.1f')}, torch "
           f"{fmt(big['torch_speedup'], '.1f')}; device: dlstream {fmt(big['dev_dls_speedup'], '.1f')}, torch "
           f"{fmt(big['dev_torch_speedup'], '.1f')} (target >= 14 at K=16)")
+    if "tensors" in big:
+        t = big["tensors"]
+        print(f"on torch tensors at K={big['k']}: wall: dlstream {t['dls_speedup']:.1f}, torch idiom "
+              f"{t['idiom_speedup']:.1f} (target: dlstream >= torch); device: dlstream {t['dev_dls_speedup']:.1f}, "
+              f"torch idiom {t['dev_idiom_speedup']:.1f} (targets at K=16: >= 14, within 10 % of the idiom)")
+    if overhead.get("record_ns_per_tensor") is not None:
+        print(f"the record of foreign memory, per torch tensor of a launch on another stream: "
+              f"{overhead['record_ns_per_tensor']:.0f} ns (target <= 30)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,

@@ -73,9 +73,14 @@ static R n_cuCtxGetCurrent(dls__CUcontext *c) { return SET(*c, t_current); }
 static R n_cuCtxSetCurrent(dls__CUcontext c) { return SET(t_current, c); }
 static R n_cuCtxGetStreamPriorityRange(int *least, int *greatest) { return SET(*least, 0) | SET(*greatest, -5); }
 static R n_cuCtxSynchronize(void) { return OK; }
-static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return SET(*s, fake()); }
-static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { return SET(*s, fake()); }
-static R n_cuStreamDestroy(dls__CUstream s) { return OK; }
+/* Streams are readable host memory, as a driver's are (the Python layer refuses a stream pointer it cannot read). */
+static void *stream_new(void) { return calloc(1, 64); }
+static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return SET(*s, stream_new()); }
+static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { return SET(*s, stream_new()); }
+static R n_cuStreamDestroy(dls__CUstream s) {
+  free(s);
+  return OK;
+}
 static R n_cuStreamSynchronize(dls__CUstream s) { return OK; }
 static R n_cuStreamQuery(dls__CUstream s) { return OK; }
 static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return g_waits++, OK; }

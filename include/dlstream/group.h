@@ -23,6 +23,12 @@ DLS_API dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group
  * origin of a nested group, which must end before its parent. */
 DLS_API dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch);
 
+/* Makes the caller's `stream` a branch: its work queued from now on starts after the fork point, and at
+ * dls_group_end() the origin waits for all work queued on it, as for a pooled branch. The handle stays the
+ * caller's (the group keeps the stream alive until it ends, and does not end it). The origin itself cannot be its
+ * branch (DLS_ERR_INVALID_ARGUMENT). */
+DLS_API dls_status_t dls_group_add(dls_group_t group, dls_stream_t stream);
+
 /* Joins: the origin's later work waits for all work queued on every branch.
  * Returns the branches to the pool; the host never blocks. The group handle
  * and its branch handles are stale afterwards. DLS_ERR_STATE (and nothing

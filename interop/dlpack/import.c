@@ -77,6 +77,12 @@ static dls_status_t import_common(const char *call, const char *prefix, const DL
   st = dls__buffer_borrow(ps->dev, (void *)lay.lo, lay.span, ps, release, user_data, &buf);
   if (st != DLS_OK)
     return fail_release(dls__fail_prefix(st, "%s", call), release, user_data);
+  /* Memory no dlstream buffer exported is foreign: the import is entered beside its records. */
+  if (buf->alias == NULL && lay.span > 0 && (st = dls__foreign_enter(buf, ps)) != DLS_OK) {
+    buf->release = NULL; /* failure: released below */
+    dls__buffer_unref(buf);
+    return fail_release(dls__fail_prefix(st, "%s", call), release, user_data);
+  }
   /* From here the buffer owns the release: dls__tensor_new steals it. */
   st = dls__tensor_new(buf, meta, flags & DLS__TENSOR_KEPT_FLAGS, out_tensor);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);

@@ -5,6 +5,8 @@
 #include "core/builtin_args.h"
 #include "core/device.h"
 #include "core/exported.h"
+#include "core/foreign.h"
+#include "core/ranges.h"
 #include "core/launch.h"
 #include "core/module.h"
 #include "core/stream.h"
@@ -62,6 +64,44 @@ bool dls__ext_home_slow(DLDevice device, DLDevice *out_home) { return dls__dlpac
 dls__buffer *dls__ext_alias_find_slow(DLDevice home, const void *ptr, size_t nbytes) {
   return dls__exported_find(home, (uintptr_t)ptr, nbytes); /* the registry's owners are buffers */
 }
+
+_Static_assert(DLS__EXT_FOREIGN_MAX == DLS__FOREIGN_MAX, "ext.h's foreign set is the core's");
+
+dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes, bool add, dls__ext_foreign *out) {
+  out->n = 0;
+  out->merged = false;
+  if (nbytes == 0 || (!add && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) == 0))
+    return DLS_OK;
+  dls_status_t rc;
+  dls__device *dev = dls__device_get(home, "the record of foreign memory", &rc);
+  if (dev == NULL)
+    return rc;
+  dls__foreign_set set;
+  DLS__TRY(dls__foreign_find(dev, (uintptr_t)lo, nbytes, add, &set));
+  for (int i = 0; i < set.n; i++)
+    out->rec[i] = set.rec[i];
+  out->n = set.n;
+  out->merged = set.merged;
+  return DLS_OK;
+}
+
+void dls__ext_foreign_retire(dls__buffer *rec, int held) { dls__foreign_retire(rec, held); }
+
+bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes) {
+  dls__device *dev = dls__device_peek(home.device_type, home.device_id);
+  dls__foreign_set set;
+  if (dev == NULL || nbytes == 0 || dls__foreign_find(dev, (uintptr_t)lo, nbytes, false, &set) != DLS_OK)
+    return dev != NULL && nbytes != 0; /* too many to tell: one */
+  for (int i = 0; i < set.n; i++)
+    dls__buffer_unref(set.rec[i]);
+  return set.n > 0;
+}
+
+void dls__ext_foreign_sweep(void) { dls__foreign_sweep(); }
+
+bool dls__ext_foreign_set_on(bool on) { return !atomic_exchange(&dls__foreign_off, !on); }
+
+bool dls__ext_bind_branches_set(bool on) { return atomic_exchange(&dls__bind_branches, on); }
 
 /* ---- launches ---- */
 

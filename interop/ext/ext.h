@@ -116,6 +116,15 @@ void dls__buffer_unref(dls__buffer *b);
  * what the use must follow (the hazard rule); without, work already queued is only noted. */
 dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 
+/* The same in two steps, for work queued in between through raw pointers: dls__ext_use_order makes `s` wait for what
+ * a use of `mode` must follow, notes nothing, and gives the state's epoch; once the work is queued,
+ * dls__ext_uses_note notes the uses of `n` buffers ordered so on `s` in one pass (one event recorded for all). A
+ * buffer whose state another use changed in between is noted as a declared use (never dropping an ordering). */
+#define DLS__EXT_ACCESS_DECLARED 4 /* a mode bit of dls__ext_uses_note: work that was not ordered first */
+dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                int n);
+
 /* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
  * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that
  * buffer's hazard state. The registry's entry count, 0 while nothing was exported (read inline). */
@@ -133,6 +142,43 @@ static inline dls__buffer *dls__ext_alias_find(DLDevice home, const void *ptr, s
     return NULL;
   return dls__ext_alias_find_slow(home, ptr, nbytes);
 }
+
+/* Foreign memory: memory no dlstream buffer holds or exported (another framework's tensors, NumPy arrays, any DLPack
+ * producer's). Its uses on dlstream's streams join the record of foreign memory (plugin/core/foreign.h): records of
+ * address ranges, each with the hazard state of a buffer, beside the imports of such memory that live. The entries of
+ * both registries together (exported memory and foreign records and imports), 0 while a call has no range to look up
+ * (read inline: one load tells both); the foreign ones alone. */
+DLS__EXT_HIDDEN extern _Atomic size_t dls__ranges_n;
+DLS__EXT_HIDDEN extern _Atomic size_t dls__foreign_n;
+/* Records and imports one use may join at most (the core's DLS__FOREIGN_MAX: ext.c checks it). */
+#define DLS__EXT_FOREIGN_MAX 32
+/* What a use of foreign memory joins, each held: rec[0] a record that holds all of its bytes (with `add`), then
+ * every other record and import its bytes overlap. `merged`: rec[0] grew over the other records, and the use must be
+ * ordered and noted as a write of each, after which dls__ext_foreign_retire takes them out. */
+typedef struct dls__ext_foreign {
+  dls__buffer *rec[DLS__EXT_FOREIGN_MAX];
+  int n;
+  bool merged;
+} dls__ext_foreign;
+/* The records and imports that a use of [lo, lo + nbytes) on `home` (dls__ext_home of the tensor's device) joins.
+ * With `add`, one record is made to hold the range (new, or one of them grown). A use on stream s is then
+ * dls__buffer_access(rec[i], s, mode, true) before the work and a note after (each held until then), for every
+ * i. Without `add` (a use its framework orders itself: on its current stream, outside dlstream's blocks) only what
+ * is there is named. Fails with a message (nothing held) when more than DLS__EXT_FOREIGN_MAX overlap. */
+dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes, bool add, dls__ext_foreign *out);
+/* A record of a merged use, once the use was ordered: out of the registry when nothing else holds it but the
+ * registry and `held` references of the caller's. */
+void dls__ext_foreign_retire(dls__buffer *rec, int held);
+/* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
+bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);
+/* Takes out the records whose uses have all completed (after a host wait). */
+void dls__ext_foreign_sweep(void);
+/* The record's test-only switch (DLSTREAM_TEST_NO_FOREIGN=1 at start-up turns it off): while off, no record is
+ * made or joined (the negative control of the tests of foreign memory). Returns whether it was on. */
+bool dls__ext_foreign_set_on(bool on);
+/* The test-only switch of the branches' binding to their origin (plugin/core/stream.h: a pooled stream that was a
+ * branch of a group on origin O is a branch of O's groups only). Returns whether it was on. */
+bool dls__ext_bind_branches_set(bool on);
 
 /* Host bytes [host, host + span) staged for work on `s`: a stream-ordered temporary allocated on `s` (holds: drop
  * it with dls__buffer_unref once the work is queued) and the copy in queued; *out_dev is the temporary's address. */

@@ -79,6 +79,17 @@ void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_d
   release(user_data);
 }
 
+_Static_assert(DLS__EXT_ACCESS_DECLARED == DLS__ACCESS_DECLARED, "ext.h's declared bit is the core's");
+
+dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
+  return dls__buffer_order(b, s, mode, out_epoch);
+}
+
+dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                int n) {
+  return dls__buffers_note(s, bufs, modes, epochs, n);
+}
+
 /* ---- marks and relaxed queries ---- */
 
 dls_status_t dls__ext_mark_record(dls__stream *s, dls__ext_mark *out) {

@@ -87,6 +87,8 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->managed = managed;
   p->tmp = NULL;
   p->buf = NULL;
+  p->ordered = false;
+  p->epoch = 0;
   return 0;
 }
 
@@ -125,6 +127,48 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   }
   *out = PyLong_FromLongLong(c->dlpack_value);
   return *out ? 0 : -1;
+}
+
+/* Notes every USE post's use of the work queued on `s`, in one pass (one event recorded for all). 0, or -1 with an
+ * exception. */
+static int end_uses(dlspy_call *c, dls__stream *s) {
+  dls__buffer *bufs[DLSPY_MAX_POSTS];
+  int modes[DLSPY_MAX_POSTS];
+  uint32_t epochs[DLSPY_MAX_POSTS];
+  int n = 0;
+  for (int i = 0; i < c->nposts; i++) {
+    const dlspy_post *p = &c->posts[i];
+    if (p->kind != DLSPY_POST_USE)
+      continue;
+    bufs[n] = p->buf;
+    modes[n] = p->ordered ? p->mode : p->mode | DLS__EXT_ACCESS_DECLARED; /* work that was not ordered first */
+    epochs[n++] = p->epoch;
+  }
+  if (n == 0 || dls__ext_uses_note(s, bufs, modes, epochs, n) == DLS_OK)
+    return 0;
+  dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
+  return -1;
+}
+
+/* The KEEP post i, once the work was queued on `s`: its object is let go of once `s` passes; the objects of every
+ * KEEP post after it go with it, in one release (a tuple of them; each post's reference stolen). */
+static void keep_after(dlspy_call *c, dls__stream *s, int i) {
+  int n = 0;
+  for (int k = i; k < c->nposts; k++)
+    n += c->posts[k].kind == DLSPY_POST_KEEP;
+  PyObject *all = n > 1 ? PyTuple_New(n) : NULL;
+  if (all == NULL) { /* one, or no memory for the tuple: one at a time */
+    dls__ext_release_after(s, dlspy_release_pyobject, c->posts[i].obj);
+    c->posts[i].kind = 0;
+    return;
+  }
+  for (int k = i, j = 0; k < c->nposts; k++) {
+    if (c->posts[k].kind == DLSPY_POST_KEEP) {
+      PyTuple_SET_ITEM(all, j++, c->posts[k].obj);
+      c->posts[k].kind = 0; /* done */
+    }
+  }
+  dls__ext_release_after(s, dlspy_release_pyobject, all);
 }
 
 int dlspy_call_end_slow(dlspy_call *c, bool ok) {
@@ -174,12 +218,14 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     dls__ext_stream_unref(c->ordered[i]);
   }
   c->nordered = 0;
+  if (ok && end_uses(c, s) != 0 && result == 0)
+    result = -1;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {
     case DLSPY_POST_KEEP:
       if (ok)
-        dls__ext_release_after(s, dlspy_release_pyobject, p->obj); /* steals */
+        keep_after(c, s, i); /* steals */
       else
         Py_DECREF(p->obj);
       break;
@@ -200,11 +246,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       else
         dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
-    case DLSPY_POST_USE:
-      if (ok && dls__buffer_access(p->buf, s, p->mode, false) != DLS_OK && result == 0) {
-        dlspy_raise(st, DLS_ERR_BACKEND, c->pycall);
-        result = -1;
-      }
+    case DLSPY_POST_USE: /* noted by end_uses */
       dls__buffer_unref(p->buf);
       break;
     case DLSPY_POST_HOLD:
@@ -250,10 +292,20 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how) {
  * waits for the work queued on `producer` (once per producer; NULL: no producer to wait for), `producer` waits
  * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
  * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
- * order on its own stream, not ours). */
+ * order on its own stream, not ours; in a block, also when `producer` is the call's stream). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
-  if (producer != NULL && dlspy_same_stream(producer, c->s))
+  if (producer != NULL && dlspy_same_stream(producer, c->s)) {
+    if (DLSPY_LIKELY(!c->in_block))
+      return 0;
+    /* In a block, its stream is the framework's current one: the tensor is kept as on another stream, so that its
+     * framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot hand
+     * the memory out again before the block's stream passes. */
+    if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
+      Py_DECREF(obj);
+      return -1;
+    }
     return 0;
+  }
   bool done = producer == NULL;
   for (int i = 0; i < c->nordered && !done; i++)
     done = c->ordered[i] == producer;
@@ -288,7 +340,8 @@ int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode) {
   dlspy_post *p = &c->posts[c->nposts - 1]; /* the end records the use, or only drops `b` if nothing was queued */
   p->buf = b;
   p->mode = mode;
-  dls_status_t rc = dls__buffer_access(b, c->s, mode, true);
+  p->ordered = true;
+  dls_status_t rc = dls__ext_use_order(b, c->s, mode, &p->epoch);
   if (rc != DLS_OK) {
     dlspy_raise(c->st, rc, c->pycall);
     return -1;

@@ -21,6 +21,8 @@ typedef struct dlspy_post {
   PyObject *obj;        /* KEEP: strong reference held until the stream passes */
   dls__buffer *buf;     /* USE, HOLD: a dlstream tensor's buffer (reference held) */
   int mode;             /* USE: how the work used it (DLS_ACCESS_READ / DLS_ACCESS_WRITE) */
+  uint32_t epoch;       /* USE ordered before the work (dlspy_call_use): the state it was ordered against */
+  bool ordered;         /* USE: ordered before the work (else noted as a declared use) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -113,6 +115,9 @@ typedef struct dlspy_call {
                             handle, an interface's stream value, a cause or a current-stream reference (set with
                             each of them) */
   bool staged;           /* some host array was staged: the call blocks */
+  bool in_block;         /* the stream is a use_stream() or branch block's: the frameworks' current streams are that
+                            stream (dlstream/_carry.py), and their tensors' uses on it are recorded (alias.h); set
+                            with the three above (one store) */
   bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
   int nposts;
   int nordered;
@@ -280,7 +285,7 @@ static inline int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI 
  * (nothing raised: the provider is asked instead). */
 int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
 /* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
- * `obj` until the call's stream passes. */
+ * `obj` until the call's stream passes (in a block also when it is: dlspy_call.in_block). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
 /* Work the call queues on its stream uses dlstream buffer `b` (`mode`: DLS_ACCESS_READ or DLS_ACCESS_WRITE)
  * through a raw pointer (a dlstream tensor on another device that a copy reads, a framework tensor over dlstream

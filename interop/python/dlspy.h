@@ -191,6 +191,8 @@ PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on);
+PyObject *dlspy_mod_test_foreign(PyObject *m, PyObject *on);
+PyObject *dlspy_mod_test_bind_branches(PyObject *m, PyObject *on);
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused);
 PyObject *dlspy_mod_cache_sizes(PyObject *m, PyObject *unused);
 /* The atexit hook (exit.c): runs the pending releases, waits up to DLSTREAM_EXIT_TIMEOUT seconds for queued work,

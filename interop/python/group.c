@@ -48,6 +48,36 @@ static PyObject *group_branch(GroupObject *g, PyObject *unused) {
   return dlspy_stream_new_branch(st, b);
 }
 
+/* Group.add(stream): the caller's stream as a branch (dls_group_add); returns it as a Stream. */
+static PyObject *group_add(GroupObject *g, PyObject *stream) {
+  static const char pycall[] = "Group.add";
+  dlspy_state *st = dlspy_state_of(Py_TYPE(g));
+  if (g->handle.id == 0)
+    return dlspy_raisef(st, DLS_ERR_STATE, "%s: the group has ended", pycall);
+  if (dlspy_check_runtime(st, pycall) != 0)
+    return NULL;
+  PyObject *s = PyObject_TypeCheck(stream, st->StreamType) ? Py_NewRef(stream) : NULL;
+  if (s == NULL) { /* wrapped on the origin's device: what Stream.wrap would make */
+    DLDevice d = ((StreamObject *)g->origin)->device;
+    PyObject *dev = Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+    s = dev != NULL ? PyObject_CallMethod((PyObject *)st->StreamType, "wrap", "OO", stream, dev) : NULL;
+    Py_XDECREF(dev);
+    if (s == NULL)
+      return NULL;
+  }
+  StreamObject *so = (StreamObject *)s;
+  if (so->handle.id == 0) {
+    Py_DECREF(s);
+    return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(%R): the stream was closed", pycall, stream);
+  }
+  dls_status_t rc = g->handle.id != 0 ? dls_group_add(g->handle, so->handle) : DLS_ERR_STATE;
+  if (rc != DLS_OK) {
+    Py_DECREF(s);
+    return rc == DLS_ERR_STATE ? dlspy_raisef(st, rc, "%s: the group has ended", pycall) : dlspy_raise(st, rc, pycall);
+  }
+  return s;
+}
+
 static PyObject *group_end(GroupObject *g, PyObject *unused) {
   dlspy_state *st = dlspy_state_of(Py_TYPE(g));
   if (g->handle.id == 0)
@@ -90,6 +120,9 @@ static PyMethodDef group_methods[] = {
     {"branch", (PyCFunction)group_branch, METH_NOARGS,
      "branch($self, /)\n--\n\nA new branch: a pooled Stream that starts after the fork point. The group owns it: "
      "it goes stale at end()."},
+    {"add", (PyCFunction)group_add, METH_O,
+     "add($self, stream, /)\n--\n\nMakes the caller's stream a branch: its later work starts after the fork point "
+     "and the origin waits for it at end(). The stream stays the caller's. Returns it as a Stream."},
     {"end", (PyCFunction)group_end, METH_NOARGS,
      "end($self, /)\n--\n\nJoins: the origin's later work waits for every branch; the host does not wait "
      "(origin.synchronize() or dlstream.synchronize() does)."},

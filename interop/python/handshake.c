@@ -218,8 +218,9 @@ void dlspy_call_cold(dlspy_call *c) {
   c->cause = NULL;
   c->cur_ref = NULL;
   c->have_value = false;
-  c->staged = false;
   c->more = false;
+  c->staged = false;
+  c->in_block = false;
   c->nposts = 0;
   c->nordered = 0;
   c->cai_index = -1;
@@ -248,8 +249,10 @@ int dlspy_call_read_from(dlspy_call *c, PyObject *stream, const DLDevice *device
   if (stream != NULL && stream != Py_None) {
     if (dlspy_stream_resolve(st, stream, dev_known ? dev : dlspy_default_device(), pycall, "stream", &c->stream) != 0)
       return -1;
-  } else if (st->stream_var_set && dlspy_context_stream(st, &c->stream) != 0) {
-    return -1;
+  } else if (st->stream_var_set) {
+    if (dlspy_context_stream(st, &c->stream) != 0)
+      return -1;
+    c->in_block = c->stream.id != 0;
   }
   if (c->stream.id == 0) {
     /* The first tensor argument decides. Host memory decides only when no argument lives on a device (host arrays

@@ -81,10 +81,10 @@ DLSPY_ALWAYS_INLINE int dlspy_plan_launch(FunctionObject *f, dlspy_call *c, PyOb
   if (rc == 0 && dlspy_plan_fits(f, c, &r, args + 2)) {
     /* The stream is not held (the general path holds it because it runs Python code while it uses it): the read
      * pass ran no Python code once it chose the stream, and nothing from here to the launch runs any or lets the
-     * GIL go, so nothing can drop the handle meanwhile. While dlstream memory is exported, its tensors are looked
-     * up first: an alias among them is the general way's, which orders it. */
+     * GIL go, so nothing can drop the handle meanwhile. While a range is registered (exported dlstream memory,
+     * foreign records), its tensors are looked up first: one found is the general way's, which orders it. */
     dls__function *fn = dls__ext_function(f->handle);
-    if (fn != NULL && !(dlspy_exported_any() && dlspy_call_aliases_any(c, r.fast))) {
+    if (fn != NULL && !(dlspy_ranges_any() && dlspy_call_aliases_any(c, r.fast))) {
       if (DLSPY_UNLIKELY(p->builtin) && dlspy_plan_check_builtin(f, c, fn) != 0)
         return -1;
       /* The dimensions launch_dims checked when it remembered them. */

@@ -103,7 +103,13 @@ static PyMethodDef g_module_methods[] = {
     {"_deferred_pending", dlspy_mod_deferred_pending, METH_NOARGS, "Borrowed releases waiting for streams to pass."},
     {"_exchange_stats", dlspy_mod_exchange_stats, METH_NOARGS,
      "Calls of each entry of dlstream.Tensor's DLPack C exchange API so far (tests)."},
-    {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed."},
+    {"_deferred_poll", dlspy_mod_deferred_poll, METH_NOARGS, "Runs the releases whose streams have passed; drops the records of foreign memory whose uses passed."},
+    {"_test_foreign", dlspy_mod_test_foreign, METH_O,
+     "_test_foreign($module, on, /)\n--\n\nTest-only: turns the record of foreign memory on or off; returns the "
+     "previous setting."},
+    {"_test_bind_branches", dlspy_mod_test_bind_branches, METH_O,
+     "_test_bind_branches($module, on, /)\n--\n\nTest-only: turns the branches' binding to their group's origin on or "
+     "off; returns the previous setting."},
     {"_test_hazards", dlspy_mod_test_hazards, METH_O,
      "_test_hazards($module, on, /)\n--\n\nTest-only: turns the hazard rule's waits on or off; returns the previous "
      "setting."},

@@ -30,6 +30,7 @@ PyObject *dlspy_mod_deferred_pending(PyObject *m, PyObject *unused) { return PyL
 PyObject *dlspy_mod_deferred_poll(PyObject *m, PyObject *unused) {
   if (atomic_load(&dlspy_dead) != DLSPY_ALIVE || !dls__ext_ready())
     return PyLong_FromLong(0);
+  dls__ext_foreign_sweep(); /* and the records of foreign memory whose uses passed */
   return PyLong_FromSize_t(dls_deferred_poll());
 }
 
@@ -40,6 +41,24 @@ PyObject *dlspy_mod_test_hazards(PyObject *m, PyObject *on) {
   if (v < 0)
     return NULL;
   return PyBool_FromLong(dls__ext_hazards_set(v != 0));
+}
+
+/* _test_foreign(on): the test-only switch of the record of foreign memory (DLSTREAM_TEST_NO_FOREIGN at start-up);
+ * returns the previous setting. */
+PyObject *dlspy_mod_test_foreign(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0)
+    return NULL;
+  return PyBool_FromLong(dls__ext_foreign_set_on(v != 0));
+}
+
+/* _test_bind_branches(on): the test-only switch of the branches' binding to their group's origin; returns the
+ * previous setting. */
+PyObject *dlspy_mod_test_bind_branches(PyObject *m, PyObject *on) {
+  int v = PyObject_IsTrue(on);
+  if (v < 0)
+    return NULL;
+  return PyBool_FromLong(dls__ext_bind_branches_set(v != 0));
 }
 
 PyObject *dlspy_mod_clear_caches(PyObject *m, PyObject *unused) {
@@ -111,6 +130,7 @@ PyObject *dlspy_mod_synchronize(PyObject *m, PyObject *const *args, Py_ssize_t n
   }
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, pycall);
+  dls__ext_foreign_sweep(); /* the records of foreign memory whose uses are over go */
   Py_RETURN_NONE;
 }
 

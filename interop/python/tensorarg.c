@@ -108,7 +108,7 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     out->arg = dls_arg_ptr(first);
     if (dlspy_add_post(c, versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L, NULL, managed) != 0)
       goto fail;
-    return dlspy_call_alias(c, dl, readonly_ok); /* `dl` lives while the post holds it */
+    return dlspy_call_memory(c, dl, readonly_ok, NULL); /* `dl` lives while the post holds it */
   }
   if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
     /* Host memory, device execution: stage through a temporary; the call blocks.
@@ -157,7 +157,7 @@ static int xapi_tensor(dlspy_call *c, const DLPackExchangeAPI *api, PyObject *ob
                        bool readonly_ok, bool want_meta, dlspy_view *out) {
   dls__stream *producer;
   if (dlspy_framework_stream(c, api, a->dl.device, &producer) != 0 || dlspy_order_after(c, producer, obj) != 0 ||
-      dlspy_call_alias(c, &a->dl, readonly_ok) != 0)
+      dlspy_call_memory(c, &a->dl, readonly_ok, producer) != 0)
     return -1;
   dlspy_view_meta(out, &a->dl, want_meta);
   out->ptr = a->ptr;
@@ -201,7 +201,7 @@ static int cai_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_cai *cai, b
       return -1;
     }
   }
-  if (dlspy_order_after(c, producer, obj) != 0 || dlspy_call_alias(c, &cai->dl, readonly_ok) != 0)
+  if (dlspy_order_after(c, producer, obj) != 0 || dlspy_call_memory(c, &cai->dl, readonly_ok, producer) != 0)
     return -1;
   dlspy_view_meta(out, &cai->dl, want_meta);
   out->ptr = cai->dl.data;
@@ -239,8 +239,7 @@ static int cupy_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok
   int rc = dlspy_cupy_stream(c, home, &producer);
   if (rc != 0)
     return rc;
-  if (dlspy_order_after(c, producer, obj) != 0 ||
-      (dlspy_exported_any() && dlspy_cupy_alias(c, obj, v, readonly_ok) != 0))
+  if (dlspy_order_after(c, producer, obj) != 0 || dlspy_cupy_memory(c, obj, v, readonly_ok, producer) != 0)
     return -1;
   if (v->meta)
     dlspy_view_meta(out, &v->dl, want_meta);
@@ -260,7 +259,7 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
     if (dls__ext_home(a->dl.device, &home) && dlspy_same_device(home, c->sdev)) {
       dls__stream *producer;
       if (dlspy_framework_stream(c, info.api, a->dl.device, &producer) != 0 ||
-          dlspy_order_after(c, producer, obj) != 0 || dlspy_call_alias(c, &a->dl, readonly_ok) != 0)
+          dlspy_order_after(c, producer, obj) != 0 || dlspy_call_memory(c, &a->dl, readonly_ok, producer) != 0)
         return -1;
       *out = dls_arg_ptr(a->ptr);
       dlspy_note_extent(c, index, dlspy_view_extent(&a->dl));
@@ -384,7 +383,9 @@ int dlspy_call_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok,
 void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode) {
   for (int i = 0; v->buf != NULL && i < c->nposts; i++) {
     if ((c->posts[i].kind == DLSPY_POST_HOLD || c->posts[i].kind == DLSPY_POST_USE) && c->posts[i].buf == v->buf) {
+      bool more = c->posts[i].kind != DLSPY_POST_USE || (mode & ~c->posts[i].mode) != 0;
       c->posts[i].mode = c->posts[i].kind == DLSPY_POST_USE ? c->posts[i].mode | mode : mode;
+      c->posts[i].ordered &= !more; /* a use not ordered first is noted as a declared one */
       c->posts[i].kind = DLSPY_POST_USE;
     }
   }
@@ -535,7 +536,7 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     dlspy_managed_release(managed, versioned);
     return -1;
   }
-  return dlspy_call_alias(c, dl, true); /* `dl` lives while the post holds it */
+  return dlspy_call_memory(c, dl, true, NULL); /* `dl` lives while the post holds it */
 }
 
 void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {

@@ -27,13 +27,14 @@ int dlspy_call_arg(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, dl
  * dls_arg_tensor record it themselves): its use is recorded once the work is queued. No-op for other tensors. */
 void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode);
 
-/* dlspy_call_fast_check while dlstream memory is exported. */
+/* dlspy_call_fast_check while a range is registered. */
 void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs);
-/* After the read pass, before the first of the call's arguments `args` (its table's) is taken: while dlstream memory
- * is exported, every tensor of the fast type is read now and looked up, and an alias takes the way that orders it
- * (not fast). Nothing else while none is (one load). */
+/* After the read pass, before the first of the call's arguments `args` (its table's) is taken: while a range is
+ * registered (exported dlstream memory, foreign records), every tensor of the fast type is read now and looked up,
+ * and one that aliases or overlaps one takes the way that orders it (not fast). Nothing else while none is (one
+ * load). */
 static inline void dlspy_call_fast_check(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {
-  if (dlspy_exported_any())
+  if (dlspy_ranges_any())
     dlspy_call_fast_aliases(c, args, nargs);
 }
 /* dlspy_call_fast_arg for an argument of the fast type past the read pass's reach: reads it into its entry (slot

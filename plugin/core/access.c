@@ -159,6 +159,12 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, uint64_t cap, int k
   return s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, dls__use_event(u));
 }
 
+/* Whether party bit `mine` (0: none yet) waited for every writer of the capture whose parties are `in`: it read
+ * since their write, or it is their only writer. A spilled party is never sure (b->mu held). */
+static inline bool synced(const dls__buffer *b, uint64_t in, uint64_t mine) {
+  return mine != 0 && mine != SPILL && ((b->readers & mine) != 0 || (b->writers & in) == mine);
+}
+
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
 static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, uint64_t cap, int me, int mode) {
   if (DLS__UNLIKELY(atomic_load_explicit(&dls__hazards_off, memory_order_relaxed)))
@@ -178,15 +184,16 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
     if (acap == cap)
       DLS__TRY(dls__stream_order_at(s, cap, b->stream));
   }
-  /* The writer, unless `s` already waited for it (it reads since, or wrote it); the readers, for a write; a
-   * consumer holding an export, always: each a party of the use's capture other than `s` itself. */
+  /* The writer, unless `s` already waited for it (it reads since, or is the capture's only writer); the readers,
+   * for a write; a consumer holding an export, always: each a party of the use's capture other than `s` itself. */
   uint64_t mine = me == NONE ? 0 : bit_of(me);
+  uint64_t in = parties_in(b, cap);
   uint64_t need = b->exporting;
-  if (mine == 0 || mine == SPILL || ((b->writers | b->readers) & mine) == 0)
+  if (!synced(b, in, mine))
     need |= b->writers;
   if (mode & DLS_ACCESS_WRITE)
     need |= b->readers;
-  need &= parties_in(b, cap) & ~(mine & ~SPILL);
+  need &= in & ~(mine & ~SPILL);
   for (; need != 0; need &= need - 1) {
     int k = __builtin_ctzll(need) - 1;
     if (DLS__LIKELY(k < SPILL_FROM)) {
@@ -200,8 +207,29 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
   return DLS_OK;
 }
 
+/* What a use dlstream did not order leaves (dls_buffer_record_use, an export's end that could not be ordered): a
+ * party more, never one less. A write (or a read by a party that did not wait for the writer) is one more writer,
+ * beside the writers no wait has covered; the readers since become writers too, as they did not wait for it. A
+ * read by a party that waited for the writer is one more reader. (b->mu held) */
+static DLS__NOINLINE void note_declared(dls__buffer *b, uint64_t cap, int me, int mode) {
+  uint64_t in = parties_in(b, cap), mine = bit_of(me);
+  if (!(mode & DLS_ACCESS_WRITE) && synced(b, in, mine)) {
+    b->readers |= mine;
+  } else if (mode & DLS_ACCESS_WRITE) {
+    b->writers |= (b->readers & in) | mine;
+    b->readers &= ~in;
+  } else {
+    b->writers |= mine;
+  }
+}
+
 /* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
 static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
+  b->notes++;
+  if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED)) {
+    note_declared(b, cap, me, mode);
+    return;
+  }
   if (mode & DLS_ACCESS_WRITE) {
     uint64_t in = parties_in(b, cap) & ~SPILL; /* the spill bit stays: its other parties may have roles */
     b->writers = (b->writers & ~in) | bit_of(me);
@@ -379,7 +407,8 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
 /* ---- single accesses ---- */
 
 dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order) {
-  dls__accesses x = {.n = 0};
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
   dls__access_add(&x, b, mode);
   if (!order) {
     /* Work already queued on `s` (a use dlstream did not see): noted only. */
@@ -396,9 +425,67 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
       return st;
     }
     x.a[0].party = me;
+    x.a[0].mode |= DLS__ACCESS_DECLARED; /* a party more: it never takes the place of a writer no wait covered */
     return dls__access_end(&x, true);
   }
   DLS__TRY(dls__access_begin(&x, s));
+  return dls__access_end(&x, true);
+}
+
+dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
+  dls__access_add(&x, b, mode);
+  DLS__TRY(dls__access_begin(&x, s));
+  *out_epoch = b->notes;
+  return dls__access_end(&x, false);
+}
+
+dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                               int n) {
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
+  x.s = s;
+  x.own = false;
+  uint32_t epoch[DLS_MAX_ARGS + 2];
+  for (int i = 0; i < n && x.n < DLS_MAX_ARGS + 2; i++) {
+    int k = x.n;
+    dls__access_add(&x, bufs[i], modes[i]);
+    if (x.n > k)
+      epoch[k] = epochs[i];
+    else
+      for (k = 0; x.a[k].b != bufs[i]; k++)
+        ;
+    if (epochs[i] != epoch[k]) /* the same buffer ordered twice with other notes between: not sure of its role */
+      x.a[k].mode |= DLS__ACCESS_DECLARED;
+  }
+  dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
+  (void)dls__stream_capture(s, &x.cap);
+  for (int i = 1; i < x.n; i++) { /* address order, as every piece of work locks its buffers */
+    dls__access v = x.a[i];
+    uint32_t e = epoch[i];
+    int j = i;
+    for (; j > 0 && (uintptr_t)x.a[j - 1].b > (uintptr_t)v.b; j--) {
+      x.a[j] = x.a[j - 1];
+      epoch[j] = epoch[j - 1];
+    }
+    x.a[j] = v;
+    epoch[j] = e;
+  }
+  for (int i = 0; i < x.n; i++) {
+    dls__buffer *b = x.a[i].b;
+    dls__spin_lock(&b->mu);
+    int me = party_of(b, s, x.cap);
+    dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
+    if (st != DLS_OK) {
+      unlock_all(&x, i + 1);
+      dls__capture_unpin();
+      return st;
+    }
+    x.a[i].party = me;
+    if (b->notes != epoch[i]) /* another use was noted since this one was ordered: a party more, no more */
+      x.a[i].mode |= DLS__ACCESS_DECLARED;
+  }
   return dls__access_end(&x, true);
 }
 
@@ -421,7 +508,8 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
 }
 
 dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer) {
-  dls__accesses x = {.n = 0};
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
   dls__access_add(&x, b, DLS_ACCESS_WRITE);
   DLS__TRY(dls__access_begin(&x, consumer));
   dls_status_t st = dls__access_end(&x, true);
@@ -452,10 +540,8 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
     if (--b->alloc_exports == 0)
       b->exporting &= ~(uint64_t)1;
     b->alloc_marked = false;
-    if (cap == b->cap_id && order_use(b, consumer, cap, ALLOC, DLS_ACCESS_WRITE) == DLS_OK)
-      note_use(b, cap, ALLOC, DLS_ACCESS_WRITE);
-    else
-      b->writers |= 1;
+    bool ordered = cap == b->cap_id && order_use(b, consumer, cap, ALLOC, DLS_ACCESS_WRITE) == DLS_OK;
+    note_use(b, b->cap_id, ALLOC, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
   } else if (me >= 0 && b->uses[me].exports > 0) {
     /* What the consumer queued while it held the export: its last write.
      * Other streams may have used the buffer meanwhile (they waited for the
@@ -472,10 +558,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
      * use is left stale, recorded again (or refused) before any wait on it. */
     u->stale = cap != u->cap_id || d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
-    if (ordered)
-      note_use(b, u->cap_id, me, DLS_ACCESS_WRITE);
-    else
-      b->writers |= bit_of(me);
+    note_use(b, u->cap_id, me, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
   }
   dls__spin_unlock(&b->mu);
 }

@@ -8,10 +8,14 @@
 
 typedef struct dls__buffer dls__buffer;
 
+/* A mode bit beside DLS_ACCESS_READ / WRITE: a use dlstream did not order (dls_buffer_record_use), noted as a party
+ * more that never takes the place of a writer no wait has covered (access.c). */
+#define DLS__ACCESS_DECLARED 4
+
 /* The buffers one piece of work uses on one stream, each with how. */
 typedef struct dls__access {
   dls__buffer *b;
-  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE */
+  uint8_t mode;  /* DLS_ACCESS_READ | DLS_ACCESS_WRITE (| DLS__ACCESS_DECLARED) */
   int party;     /* set by dls__access_begin */
 } dls__access;
 typedef struct dls__accesses {
@@ -45,6 +49,15 @@ DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
 /* One access: `order` waits as dls__access_begin does, then notes it; without
  * `order`, work already queued on `s` is noted only (dls_buffer_record_use). */
 DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
+/* A use of `mode` on `s` by work that dlstream queues later through raw pointers (the extension's uses of foreign
+ * memory): `s` waits as dls__access_begin makes it, and nothing is noted yet; *out_epoch says the state it was
+ * ordered against, for dls__buffers_note. */
+DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+/* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
+ * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
+ * noted as a declared use (a party more). A buffer named twice is noted once with both modes. */
+DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                             const uint32_t *epochs, int n);
 /* An export to `consumer`: ordered as a write by it, and from then on, until
  * dls__buffer_export_end, every other stream's use waits for whatever the
  * consumer queued so far (it may write at any time). */
@@ -58,6 +71,10 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
+/* Whether every recorded use has already completed (a cheap query each), never asked while a capture forbids it
+ * and never of a captured record: a use in a capture counts as complete only with `captured_done` (its graph is
+ * gone). The caller holds the buffer's lock, or its last reference. */
+DLS__INTERNAL bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done);
 /* ---- memory a capture used and did not allocate (core/replay.c) ---- */
 
 /* A use in own capture `cap` of memory it did not allocate: the capture keeps a reference (dls__capture_keep),

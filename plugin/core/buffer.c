@@ -8,6 +8,7 @@
 #include "core/capture.h"
 #include "core/deferred.h"
 #include "core/exported.h"
+#include "core/ranges.h"
 
 #define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
@@ -21,6 +22,8 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->stream = s;
   dls__stream_ref(s);
   b->borrowed = false;
+  b->record = false;
+  b->entered = false;
   b->cached = false;
   b->release_unordered = false;
   b->release = NULL;
@@ -30,6 +33,7 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->readers = 0;
   b->eager_uses = 0;
   b->exporting = 0;
+  b->notes = 0;
   b->alloc_marked = false;
   b->alloc_exports = 0;
   b->uses = b->uses_inline;
@@ -177,13 +181,16 @@ static void mark_alias_uses(dls__buffer *b) {
 void dls__buffer_unref(dls__buffer *b) {
   /* Holding the only reference, no one else can add one (a reference comes
    * from a holder or from the live handle): no locked instruction needed.
-   * The registry of exported memory adds references without holding one,
-   * but only while the count is above 0: an exported buffer counts down. */
+   * The registries of exported and foreign memory add references without
+   * holding one, but only while the count is above 0: a buffer in one counts
+   * down. */
   if ((atomic_load_explicit(&b->refs, memory_order_acquire) == 1 &&
-       !atomic_load_explicit(&b->exported, memory_order_relaxed)) ||
+       !atomic_load_explicit(&b->exported, memory_order_relaxed) && !b->entered) ||
       atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
     if (DLS__UNLIKELY(atomic_load_explicit(&b->exported, memory_order_relaxed)))
       dls__exported_remove(b, (uintptr_t)b->ptr);
+    if (DLS__UNLIKELY(b->entered)) /* an import of foreign memory: its range goes with it */
+      (void)dls__ranges_remove(&dls__foreign_ranges, b, (uintptr_t)b->ptr, 0);
     dls__buffer *alias = b->alias;
     if (DLS__UNLIKELY(alias != NULL) && b->release != NULL)
       mark_alias_uses(b);
@@ -215,36 +222,6 @@ dls_status_t dls__buffer_handle_new(dls__buffer *b, const char *call, dls_buffer
     return st;
   }
   out->id = b->id;
-  return DLS_OK;
-}
-
-dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stream_t producer, dls_release_fn release,
-                               void *user_data, dls_buffer_t *out_buffer) {
-  static const char call[] = "dls_buffer_borrow";
-  DLS__ENTER(call);
-  DLS__OUT(call, out_buffer);
-  if (ptr == NULL && size != 0)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(ptr=NULL, size=%zu): NULL memory of non-zero size", call, size);
-  dls_status_t st;
-  dls__device *dev = dls__device_get(device, call, &st);
-  if (dev == NULL)
-    return st;
-  DLS__GET_STREAM(s, producer, call, "producer");
-  if (s->dev != dev)
-    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: memory is on %s but the producer stream is on %s", call, dev->name,
-                     s->dev->name);
-  dls__buffer *b = NULL;
-  st = dls__buffer_borrow(dev, ptr, size, s, release, user_data, &b);
-  if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s(ptr=%p, size=%zu)", call, ptr, size);
-  b->id = dls__table_add(&dls__buffer_table, b);
-  if (b->id == 0) {
-    st = dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
-    b->release = NULL; /* failure: the caller keeps ownership */
-    dls__buffer_unref(b);
-    return st;
-  }
-  out_buffer->id = b->id;
   return DLS_OK;
 }
 

@@ -24,6 +24,9 @@ struct dls__buffer {
   int nuses;
   dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
   bool borrowed;
+  bool record;          /* a record of foreign memory (foreign.c): no producer, its range in that registry */
+  bool entered;         /* borrowed foreign memory (an import) whose range is in the registry of foreign records
+                           until its last reference goes (foreign.c), so that uses of its bytes join its state */
   bool cached;          /* owned memory of a size class of the cache (core/cache.c): its free may keep it there */
   bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
                            once other streams use the buffer, a crossing from it waits on that, not on a record
@@ -36,6 +39,8 @@ struct dls__buffer {
   uint64_t readers;     /* the parties that read since that write (each waited for the writer) */
   uint64_t eager_uses;  /* the entries of eager work (cap_id 0) */
   uint64_t exporting;   /* the parties holding a live export: they may write at any time */
+  uint32_t notes;       /* counts the notes of uses (access.c): a use ordered earlier is noted as ordered only
+                           while no other use was noted since */
   dls__use uses_inline[DLS__USES_INLINE];
   _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
   _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */

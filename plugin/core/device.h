@@ -21,13 +21,15 @@ typedef struct dls__device {
   pthread_mutex_t mu;  /* pools and lazily made default streams */
   dls__stream *defaults[3]; /* [DLS_STREAM_LEGACY], [DLS_STREAM_PER_THREAD]; [0] "no stream" */
   void **stream_pool;  /* idle pooled native streams */
-  size_t stream_pool_n, stream_pool_cap;
+  void **stream_pool_origin; /* of each: the origin whose group's branch it is bound to (stream.c), or NULL */
+  size_t stream_pool_n, stream_pool_cap, stream_pool_bound;
   dls__spin event_mu;  /* the event pool */
   void **event_pool;   /* idle native events (no timing); made at full size on first use */
   size_t event_pool_n, event_pool_cap;
   size_t pooled_out;   /* pooled streams handed out now */
   struct dls__function *builtins[DLS__NBUILTIN]; /* cached built-in functions (builtin.c) */
   void **in_capture;   /* pooled native streams still in a capture they joined: pooled again once it is over */
+  void **in_capture_origin; /* of each, as stream_pool_origin */
   size_t in_capture_n, in_capture_cap;
   _Atomic int captures; /* captures dlstream knows to be underway on the device */
   struct dls__stream *live; /* stream objects alive on the device but its defaults (stream.c) */

@@ -9,7 +9,7 @@
 
 typedef struct dls__branch {
   dls__stream *stream; /* an extra ref: the join works even if the handle was destroyed */
-  uint64_t handle;
+  uint64_t handle;     /* the pooled branch's handle; 0: a stream the caller added (dls_group_add) */
 } dls__branch;
 
 /* Calls on one group may come from several threads: `mu` orders its
@@ -99,9 +99,9 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
   dls__device *dev = g->origin->dev;
   DLS__TRY(branch_room(g, call));
   dls_stream_t h;
-  dls_status_t st = dls_stream_acquire(dev->device, &h);
+  dls_status_t st = dls__stream_acquire_branch(g->origin, call, &h); /* one bound to the origin: stream.h */
   if (st != DLS_OK)
-    return dls__fail_prefix(st, "%s", call);
+    return st;
   DLS__HOLD_VAR(held);
   dls__stream *b = dls__hold_get(&held, &dls__stream_table, h.id, call, "branch", &st);
   if (b == NULL)
@@ -125,6 +125,39 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
   g->n++;
   *out_branch = h;
   return DLS_OK;
+}
+
+dls_status_t dls_group_add(dls_group_t group, dls_stream_t stream) {
+  static const char call[] = "dls_group_add";
+  DLS__ENTER(call);
+  DLS__GET_GROUP(g, group, call, "group");
+  DLS__GET_STREAM(s, stream, call, "stream");
+  if (dls__same_stream(s, g->origin))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(stream): the stream is the group's origin, which cannot be its "
+                     "branch", call);
+  pthread_mutex_lock(&g->mu);
+  dls_status_t st = atomic_load(&g->ended) ? dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): the group was ended", call)
+                                            : branch_room(g, call);
+  bool over = false;
+  if (st == DLS_OK) { /* in a pin, as a pooled branch joins (branch_add) */
+    dls__capture_pin();
+    over = g->cap_id != 0 && !dls__capture_underway(g->cap_id);
+    st = over ? DLS_ERR_STATE : s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, g->fork);
+    dls__capture_unpin();
+  }
+  if (st == DLS_OK) {
+    dls__stream_ref(s);
+    g->branches[g->n].stream = s;
+    g->branches[g->n].handle = 0; /* the caller's: not ended with the group */
+    g->n++;
+  } else if (over) {
+    st = dls__fail(DLS_ERR_STATE, "%s: the group's capture (%llu) is over: it was ended or discarded", call,
+                   (unsigned long long)g->cap_id);
+  } else if (st != DLS_ERR_INVALID_HANDLE && st != DLS_ERR_OUT_OF_MEMORY) {
+    st = dls__fail_prefix(st, "%s: waiting on the fork point", call);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return st;
 }
 
 dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
@@ -173,7 +206,8 @@ dls_status_t dls_group_end(dls_group_t group) {
   /* The branches go back to the pool (their handles are stale from now on)
    * and the group ends; what it holds goes once no call holds it. */
   for (int i = 0; i < g->n; i++)
-    (void)dls__table_end(&dls__stream_table, g->branches[i].handle);
+    if (g->branches[i].handle != 0) /* a stream added by the caller stays the caller's */
+      (void)dls__table_end(&dls__stream_table, g->branches[i].handle);
   atomic_fetch_sub(&g->origin->open_groups, 1);
   (void)dls__table_end(&dls__group_table, g->id);
   return first;

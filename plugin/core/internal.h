@@ -14,6 +14,7 @@
 #include "core/deferred.h"
 #include "core/device.h"
 #include "core/exported.h"
+#include "core/foreign.h"
 #include "core/graph.h"
 #include "core/group.h"
 #include "core/ipc.h"

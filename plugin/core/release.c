@@ -16,9 +16,7 @@ _Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inlin
 
 /* deferred.c holds the releases that wait. */
 
-/* Whether every recorded use has already completed (a cheap query each).
- * Never asked while a capture forbids it, and never of a captured record. */
-static bool uses_complete(dls__buffer *b) {
+bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done) {
   if (!dls__capture_polling_allowed())
     return false;
   dls__relaxed r;
@@ -27,9 +25,10 @@ static bool uses_complete(dls__buffer *b) {
   for (int i = 0; i < b->nuses && complete; i++) {
     int done = 0;
     dls__device *ud = b->uses[i].stream->dev;
-    complete =
-        b->uses[i].cap_id == 0 && ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK &&
-        done;
+    if (b->uses[i].cap_id != 0)
+      complete = captured_done;
+    else
+      complete = ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK && done;
   }
   dls__relaxed_leave(&r);
   return complete;
@@ -235,7 +234,7 @@ static void buffer_release_rule(dls__buffer *b) {
       dls__stream_unref(after.stream);
     if (after.graph != NULL)
       dls__graph_unref(after.graph);
-  } else if (b->release == NULL || b->nuses == 0 || uses_complete(b)) {
+  } else if (b->release == NULL || b->nuses == 0 || dls__buffer_uses_complete(b, false)) {
     /* No release to hold back: the use events go back to the pool. */
     for (int i = 0; i < b->nuses; i++)
       use_done(&b->uses[i]);

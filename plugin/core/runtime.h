@@ -23,6 +23,9 @@ DLS__INTERNAL dls_status_t dls__enter_slow(const char *call);
  * notes uses but orders nothing (access.c). A test-only switch: the negative
  * control of the ordering tests, which must then see wrong answers. */
 DLS__INTERNAL extern _Atomic bool dls__hazards_off;
+/* DLSTREAM_TEST_NO_FOREIGN=1 (read at start-up; tests turn it): no record of foreign memory is made or joined
+ * (foreign.h), the negative control of the tests of foreign memory. */
+DLS__INTERNAL extern _Atomic bool dls__foreign_off;
 #define DLS__ENTER(call)                                                 \
   do {                                                                   \
     if (DLS__UNLIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) != 1)) \

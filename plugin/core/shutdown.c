@@ -51,6 +51,7 @@ dls_status_t dls_shutdown(void) {
   dls__captures_shutdown();
   dls__ipc_shutdown_begin(); /* no free waits for another process past here */
   kinds_end_all();
+  dls__foreign_clear(); /* no import holds a record any more */
   dls__deferred_drain();
   dls__ipc_shutdown_end();
   dls__caches_shutdown(); /* the memory the allocator kept goes back to the drivers, on the streams still there */

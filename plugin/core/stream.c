@@ -24,6 +24,7 @@ static dls__stream *stream_new(dls__device *dev, void *native, int kind) {
   s->owner = NULL;
   s->keep_release = NULL;
   s->keep_data = NULL;
+  s->bound = NULL;
   atomic_init(&s->cache, NULL);
   s->cache_gone = NULL;
   /* A GPU's per-thread default stream is another stream on each thread: what one thread freed on it is in no order
@@ -144,22 +145,43 @@ dls__stream *dls__stream_get_reserved(dls_stream_t stream, const char *call, con
   return s;
 }
 
-static void pool_put(dls__device *dev, void *native) {
+_Atomic bool dls__bind_branches = true;
+
+/* Grows a list of natives and its origins to room for one more (dev->mu held). */
+static bool room(void ***natives, void ***origins, size_t n, size_t *cap) {
+  if (n < *cap)
+    return true;
+  size_t c = *cap ? *cap * 2 : 8;
+  void **p = dls__realloc(*natives, c * sizeof *p);
+  if (p == NULL)
+    return false;
+  *natives = p;
+  void **o = dls__realloc(*origins, c * sizeof *o);
+  if (o == NULL)
+    return false; /* the larger list stays: its cap is kept */
+  *origins = o;
+  *cap = c;
+  return true;
+}
+
+/* Pools an idle native, bound to `origin` (NULL: none); false when it could not be (dev->mu held). */
+static bool pool_push(dls__device *dev, void *native, void *origin) {
+  if ((origin != NULL && dev->stream_pool_bound >= DLS__BOUND_MAX) ||
+      !room(&dev->stream_pool, &dev->stream_pool_origin, dev->stream_pool_n, &dev->stream_pool_cap))
+    return false;
+  dev->stream_pool[dev->stream_pool_n] = native;
+  dev->stream_pool_origin[dev->stream_pool_n++] = origin;
+  dev->stream_pool_bound += origin != NULL;
+  return true;
+}
+
+static void pool_put(dls__device *dev, void *native, void *origin) {
   pthread_mutex_lock(&dev->mu);
   dev->pooled_out--;
-  if (dev->stream_pool_n == dev->stream_pool_cap) {
-    size_t cap = dev->stream_pool_cap ? dev->stream_pool_cap * 2 : 8;
-    void **p = dls__realloc(dev->stream_pool, cap * sizeof *p);
-    if (p == NULL) {
-      pthread_mutex_unlock(&dev->mu);
-      dev->be->stream_destroy(dev->be, dev->id, native);
-      return;
-    }
-    dev->stream_pool = p;
-    dev->stream_pool_cap = cap;
-  }
-  dev->stream_pool[dev->stream_pool_n++] = native;
+  bool pooled = pool_push(dev, native, origin);
   pthread_mutex_unlock(&dev->mu);
+  if (!pooled)
+    dev->be->stream_destroy(dev->be, dev->id, native); /* after its queued work, by the driver's rule */
 }
 
 /* Whether a native stream is in a capture (a branch that joined one stays in
@@ -171,35 +193,45 @@ static bool native_capturing(dls__device *dev, void *native) {
          status != DLS__CAPTURE_NONE;
 }
 
-/* An idle pooled stream, or NULL. A stream still in a capture is set aside
+/* Takes idle entry i out of the pool (dev->mu held). */
+static void *pool_remove(dls__device *dev, size_t i) {
+  void *native = dev->stream_pool[i];
+  dev->stream_pool_bound -= dev->stream_pool_origin[i] != NULL;
+  dev->stream_pool_n--;
+  dev->stream_pool[i] = dev->stream_pool[dev->stream_pool_n];
+  dev->stream_pool_origin[i] = dev->stream_pool_origin[dev->stream_pool_n];
+  return native;
+}
+
+/* An idle pooled stream bound to `origin` (NULL: an unbound one), or NULL. A stream still in a capture is set aside
  * until the capture is over: work queued on it would be recorded, not run. */
-static void *pool_take(dls__device *dev) {
+static void *pool_take(dls__device *dev, void *origin) {
   void *native = NULL;
   pthread_mutex_lock(&dev->mu);
   bool check = atomic_load_explicit(&dls__captures_known, memory_order_acquire) > 0 || dev->in_capture_n > 0;
   for (size_t i = 0; check && i < dev->in_capture_n;) {
-    if (!native_capturing(dev, dev->in_capture[i]) && dev->stream_pool_n < dev->stream_pool_cap) {
-      dev->stream_pool[dev->stream_pool_n++] = dev->in_capture[i];
-      dev->in_capture[i] = dev->in_capture[--dev->in_capture_n];
+    if (!native_capturing(dev, dev->in_capture[i]) &&
+        pool_push(dev, dev->in_capture[i], dev->in_capture_origin[i])) {
+      dev->in_capture_n--;
+      dev->in_capture[i] = dev->in_capture[dev->in_capture_n];
+      dev->in_capture_origin[i] = dev->in_capture_origin[dev->in_capture_n];
     } else {
       i++;
     }
   }
-  while (native == NULL && dev->stream_pool_n > 0) {
-    native = dev->stream_pool[--dev->stream_pool_n];
+  for (size_t i = dev->stream_pool_n; native == NULL && i-- > 0;) {
+    if (dev->stream_pool_origin[i] != origin)
+      continue;
+    void *o = dev->stream_pool_origin[i];
+    native = pool_remove(dev, i);
     if (check && native_capturing(dev, native)) {
-      if (dev->in_capture_n == dev->in_capture_cap) {
-        size_t cap = dev->in_capture_cap ? dev->in_capture_cap * 2 : 8;
-        void **p = dls__realloc(dev->in_capture, cap * sizeof *p);
-        if (p == NULL) {
-          dev->stream_pool[dev->stream_pool_n++] = native; /* keep it; make a new one instead */
-          native = NULL;
-          break;
-        }
-        dev->in_capture = p;
-        dev->in_capture_cap = cap;
+      if (!room(&dev->in_capture, &dev->in_capture_origin, dev->in_capture_n, &dev->in_capture_cap)) {
+        (void)pool_push(dev, native, o); /* keep it; make a new one instead */
+        native = NULL;
+        break;
       }
-      dev->in_capture[dev->in_capture_n++] = native;
+      dev->in_capture[dev->in_capture_n] = native;
+      dev->in_capture_origin[dev->in_capture_n++] = o;
       native = NULL;
     }
   }
@@ -243,7 +275,7 @@ void dls__stream_release(dls__stream *s) {
     s->dev->be->stream_destroy(s->dev->be, s->dev->id, s->native);
     break;
   case DLS__STREAM_POOLED:
-    pool_put(s->dev, s->native);
+    pool_put(s->dev, s->native, s->bound);
     break;
   default: /* foreign: the native stream is not ours (a wrap of one we made holds that stream) */
     break;
@@ -324,15 +356,18 @@ dls_status_t dls_stream_create(DLDevice device, const dls_stream_options_t *opt_
   return stream_publish(s, call, out_stream);
 }
 
-dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
-  static const char call[] = "dls_stream_acquire";
-  DLS__ENTER(call);
-  DLS__OUT(call, out_stream);
+/* A pooled stream of `dev`, one idle bound to `origin` first when that is not NULL, else an unbound one. */
+static dls_status_t stream_acquire(dls__device *dev, void *origin, const char *call, dls_stream_t *out_stream) {
+  void *native = origin != NULL ? pool_take(dev, origin) : NULL;
+  if (native == NULL) {
+    if (origin != NULL) { /* the pool_take above counted one out */
+      pthread_mutex_lock(&dev->mu);
+      dev->pooled_out--;
+      pthread_mutex_unlock(&dev->mu);
+    }
+    native = pool_take(dev, NULL);
+  }
   dls_status_t st;
-  dls__device *dev = dls__device_get(device, call, &st);
-  if (dev == NULL)
-    return st;
-  void *native = pool_take(dev);
   if (native == NULL) {
     st = dev->be->stream_create(dev->be, dev->id, DLS_STREAM_NON_BLOCKING, 0, &native);
     if (st != DLS_OK) {
@@ -344,10 +379,30 @@ dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
   }
   dls__stream *s = stream_new(dev, native, DLS__STREAM_POOLED);
   if (s == NULL) {
-    pool_put(dev, native);
+    pool_put(dev, native, origin);
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
   }
+  s->bound = origin;
   return stream_publish(s, call, out_stream);
+}
+
+dls_status_t dls__stream_acquire_branch(dls__stream *origin, const char *call, dls_stream_t *out) {
+  /* The origin by its native (a legacy default stream's NULL as 1: both name it; NULL is "unbound"). */
+  void *o = NULL;
+  if (atomic_load_explicit(&dls__bind_branches, memory_order_relaxed))
+    o = origin->native != NULL ? origin->native : (void *)(uintptr_t)1;
+  return stream_acquire(origin->dev, o, call, out);
+}
+
+dls_status_t dls_stream_acquire(DLDevice device, dls_stream_t *out_stream) {
+  static const char call[] = "dls_stream_acquire";
+  DLS__ENTER(call);
+  DLS__OUT(call, out_stream);
+  dls_status_t st;
+  dls__device *dev = dls__device_get(device, call, &st);
+  if (dev == NULL)
+    return st;
+  return stream_acquire(dev, NULL, call, out_stream);
 }
 
 dls_status_t dls_stream_wrap(DLDevice device, void *native, dls_stream_t *out_stream) {
@@ -454,10 +509,14 @@ static void drop_stream_objects(dls__device *dev) {
   for (size_t k = 0; k < dev->in_capture_n; k++)
     dev->be->stream_destroy(dev->be, dev->id, dev->in_capture[k]);
   dls__free(dev->stream_pool);
+  dls__free(dev->stream_pool_origin);
   dls__free(dev->in_capture);
+  dls__free(dev->in_capture_origin);
   dev->stream_pool = NULL;
+  dev->stream_pool_origin = NULL;
   dev->in_capture = NULL;
-  dev->stream_pool_n = dev->stream_pool_cap = 0;
+  dev->in_capture_origin = NULL;
+  dev->stream_pool_n = dev->stream_pool_cap = dev->stream_pool_bound = 0;
   dev->in_capture_n = dev->in_capture_cap = 0;
 }
 

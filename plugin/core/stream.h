@@ -25,6 +25,7 @@ struct dls__stream {
   void (*keep_release)(void *); /* foreign: lets go of what keeps its native alive (a framework's stream object,
                                    interop/ext), once the stream object goes; NULL: nothing kept */
   void *keep_data;
+  void *bound;          /* pooled, a group's branch: the native of the origin it is bound to, back in the pool */
   /* Memory freed on the stream and kept for its next allocations (core/cache.c), made at the first such free;
    * NULL: none. While it is there, the stream's release first calls cache_gone (set with it, `release` true),
    * which gives the memory back in the stream's order and returns true, or, while the stream captures, keeps the
@@ -47,6 +48,16 @@ static inline bool dls__stream_ref_if_alive(dls__stream *s) {
       return true;
   return false;
 }
+/* Branch streams are bound to their group's origin (on unless a test turns it off): a pooled stream that was a
+ * branch of a group on origin O goes back to the pool for O's groups only. A framework's caching allocator (torch,
+ * CuPy) reuses a freed block on the stream that allocated it with no wait: memory a branch allocated and the origin
+ * used after the join is then reused only by branches of later groups on O, which begin after the origin's work
+ * queued before them (their fork). At most DLS__BOUND_MAX bound streams idle per device; past that one is destroyed
+ * rather than pooled. */
+#define DLS__BOUND_MAX 64
+DLS__INTERNAL extern _Atomic bool dls__bind_branches;
+/* A pooled stream for a branch of a group on `origin` (its handle in *out, as dls_stream_acquire). */
+DLS__INTERNAL dls_status_t dls__stream_acquire_branch(dls__stream *origin, const char *call, dls_stream_t *out);
 /* Synchronizes every live stream object of `dev` (default streams excluded), handle or none: a stream whose
  * handle was closed may still run work it was given (dls_device_synchronize). First failure. */
 DLS__INTERNAL dls_status_t dls__stream_sync_live(dls__device *dev);

@@ -64,6 +64,43 @@ def stream_choice_only():
     dlstream._dlstream._test_hazards(was)
 
 
+class FakeCarrier:
+    """Blocks (use_stream, stream_parallel branches) carry the fake framework's current stream as they carry torch's
+    (dlstream/_carry.py: a carrier names the module, and sets and restores the stream)."""
+    module = "_dls_fake_exchange"
+
+    def enter(self, mod, stream):
+        prev = mod.current_stream()
+        if not stream.device.startswith("cpu") or prev == stream.ptr:
+            return None
+        mod.set_current_stream(stream.ptr)
+        return prev, prev
+
+    def exit(self, token):
+        sys.modules[self.module].set_current_stream(token[0])
+
+
+@pytest.fixture
+def carried():
+    """Blocks carry the fake framework (the fixture's value is its module)."""
+    mod = fake_exchange()
+    mod.set_current_stream(0)
+    carrier = FakeCarrier()
+    dlstream._carry._CARRIERS.append(carrier)
+    yield mod
+    dlstream._carry._CARRIERS.remove(carrier)
+    mod.set_current_stream(0)
+
+
+@pytest.fixture
+def foreign_record_off():
+    """For tests of another ordering (a framework's stream) that write the same NumPy memory straight through dlstream
+    calls: the record of foreign memory, which would order those uses too, is off while they run."""
+    was = dlstream._dlstream._test_foreign(False)
+    yield
+    dlstream._dlstream._test_foreign(was)
+
+
 @pytest.fixture
 def fx():
     """The fake framework with the DLPack C exchange API (tests/python/fake_exchange.c)."""
@@ -124,6 +161,16 @@ class Closes:
 
     def __repr__(self):
         return "Closes()"
+
+
+def passes(probe, spins=100000):
+    """Whether probe() (an event's or a stream's query) turns true within `spins` yields, while a latch still holds
+    some stream: what overlap looks like (bounded; never a sleep)."""
+    for _ in range(spins):
+        if probe():
+            return True
+        os.sched_yield()
+    return False
 
 
 def settle():

@@ -4,7 +4,8 @@
  * the null driver). tests/python/fake_cupy/cupy/__init__.py makes it importable as `cupy`. It offers what
  * dlstream reads of CuPy: ndarray's data.ptr, data.device_id, shape, strides, _c_contiguous, dtype, device and
  * __cuda_array_interface__ (version 3, its stream the current one); cuda.get_current_stream(device_id) and
- * Stream (a context manager that makes itself current); and a public C API table laid out as CuPy 14.3
+ * Stream (a context manager that makes itself current, or use(); also ExternalStream(ptr, device_id)),
+ * runtime.getDevice(); and a public C API table laid out as CuPy 14.3
  * documents it (version, ndarray type, get_ndarray_ptr, get_ndarray_metadata, get_current_stream_ptr). Memory
  * is never touched: pointers are whatever the test gives. */
 #define PY_SSIZE_T_CLEAN
@@ -121,6 +122,17 @@ static PyObject *stream_exit(Stream *self, PyObject *args) {
 
 static PyObject *stream_cuda_stream(Stream *self, PyObject *unused) { return Py_BuildValue("(in)", 0, self->ptr); }
 
+/* use(): makes the stream current on its device (CuPy checks it is the current device). */
+static PyObject *stream_use(Stream *self, PyObject *unused) {
+  if (self->device_id != g_device) {
+    PyErr_Format(PyExc_RuntimeError, "fake cupy: the stream's device (%d) is not the current one (%d)",
+                 self->device_id, g_device);
+    return NULL;
+  }
+  Py_XSETREF(g_current[self->device_id], Py_NewRef((PyObject *)self));
+  return Py_NewRef((PyObject *)self);
+}
+
 static void stream_dealloc(Stream *self) {
   PyTypeObject *tp = Py_TYPE(self);
   Py_CLEAR(self->prev);
@@ -137,6 +149,7 @@ static PyMethodDef stream_methods[] = {
     {"__enter__", (PyCFunction)stream_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)stream_exit, METH_VARARGS, NULL},
     {"__cuda_stream__", (PyCFunction)stream_cuda_stream, METH_NOARGS, NULL},
+    {"use", (PyCFunction)stream_use, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 static PyType_Slot stream_slots[] = {
@@ -367,6 +380,8 @@ static PyObject *counters(PyObject *m, PyObject *unused) {
   return Py_BuildValue("{slslsl}", "cai", g_cai_reads, "get_current_stream", g_stream_calls, "c_api", g_capi_calls);
 }
 
+static PyObject *get_device(PyObject *m, PyObject *unused) { return PyLong_FromLong(g_device); }
+
 static PyObject *set_device(PyObject *m, PyObject *arg) {
   long d = PyLong_AsLong(arg);
   if (d < 0 || d >= MAX_DEVICES) {
@@ -383,6 +398,7 @@ static PyMethodDef module_methods[] = {
      "get_current_stream(device_id=-1): the current Stream of a device."},
     {"counters", counters, METH_NOARGS, "Reads of __cuda_array_interface__, get_current_stream and C API calls."},
     {"set_device", set_device, METH_O, "Makes a device current."},
+    {"get_device", get_device, METH_NOARGS, "The current device."},
     {NULL, NULL, 0, NULL},
 };
 

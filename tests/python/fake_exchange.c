@@ -201,6 +201,8 @@ static PyObject *set_current_stream(PyObject *m, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *current_stream(PyObject *m, PyObject *unused) { return PyLong_FromVoidPtr(g_current_stream); }
+
 static PyObject *counters(PyObject *m, PyObject *unused) {
   return Py_BuildValue("{slslslsl}", "dltensor", g_dltensor_calls, "current_stream", g_stream_calls, "managed",
                        g_managed_calls, "deleter", g_deleter_calls);
@@ -219,6 +221,7 @@ static PyObject *fail_next(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef module_methods[] = {
     {"set_current_stream", set_current_stream, METH_O, "What current_work_stream reports (an int pointer)."},
+    {"current_stream", current_stream, METH_NOARGS, "What current_work_stream reports now."},
     {"counters", counters, METH_NOARGS, "Calls made into the exchange API so far."},
     {"fail_next", (PyCFunction)(void (*)(void))fail_next, METH_FASTCALL,
      "fail_next(n=1): the n-th next dltensor_from_py_object_no_sync fails."},

@@ -198,7 +198,7 @@ def test_help_of_axpy_is_a_real_description():
 
 
 def test_the_namespace_holds_the_public_names_only():
-    submodules = {"_dlstream", "_capture", "_parallel", "_providers", "_torchspec"}
+    submodules = {"_dlstream", "_capture", "_carry", "_parallel", "_providers", "_torchspec"}
     on_demand = {"jax", "torch"}  # dlstream.jax, dlstream.torch: imported by whoever uses them
     public = {n for n in vars(dlstream) if not n.startswith("_")} - on_demand
     assert public == set(dlstream.__all__) - {"__version__"}, public ^ set(dlstream.__all__)

@@ -201,8 +201,9 @@ def test_cai_stream_decides_with_negative_control(no_leaks):
     dlstream._dlstream._clear_caches()
 
 
-def test_cai_producer_stream_is_waited_on_with_negative_control(no_leaks):
-    """The producer p (held) writes src; our copy on s reads it: s waits for p only when the interface says p."""
+def test_cai_producer_stream_is_waited_on_with_negative_control(no_leaks, foreign_record_off):
+    """The producer p (held) writes src; our copy on s reads it: s waits for p only when the interface says p (the
+    record of foreign memory, which orders the two uses of src's memory by itself, is off)."""
     def run(says_p):
         p, s = dlstream.Stream(CPU), dlstream.Stream(CPU)
         src, out = np.zeros(4, np.float32), np.zeros(4, np.float32)

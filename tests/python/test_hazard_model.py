@@ -300,16 +300,17 @@ def test_programs_on_two_cpu_devices():
 NEGATIVE = """
 import sys
 sys.path.insert(0, {tests!r})
-import test_hazard_model as m
+import {module} as m
 from hypothesis import settings, HealthCheck
 from hypothesis import Phase
 # No shrinking: with the rule off a failure is a race, which need not happen again when replayed.
-m.Programs.TestCase.settings = settings(max_examples=1500, stateful_step_count=25, deadline=None,
+m.{machine}.TestCase.settings = settings(max_examples=1500, stateful_step_count=25, deadline=None,
                                         suppress_health_check=list(HealthCheck), derandomize=True, database=None,
                                         phases=[Phase.generate])
+{setup}
 import traceback
 try:
-    m.Programs.TestCase("runTest").runTest()
+    m.{machine}.TestCase("runTest").runTest()
 except BaseException as e:  # an AssertionError, or a group of them when hypothesis saw several
     text = "".join(traceback.format_exception(e))
     if "the sequential model" in text:
@@ -322,27 +323,31 @@ sys.exit(1)
 """
 
 
+def finds_a_mismatch(module, machine, env, setup=""):
+    """Runs the programs of `machine` (a state machine of `module`) in a child with `env` (a mechanism off): the
+    message of the mismatch hypothesis found; fails when it found none."""
+    from conftest import run_python
+    tests = os.path.dirname(os.path.abspath(__file__))
+    r = run_python(NEGATIVE.format(tests=tests, module=module, machine=machine, setup=setup), env=env, timeout=600)
+    assert r.returncode == 0, f"the mechanism off went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
+    assert "MISMATCH FOUND" in r.stdout
+    return r.stdout.strip().splitlines()[-1]
+
+
 def test_the_model_finds_a_mismatch_with_the_rule_off():
     """The negative control: the same programs with the hazard rule off must disagree with the model."""
-    from conftest import RULE_OFF, run_python
-    tests = os.path.dirname(os.path.abspath(__file__))
-    r = run_python(NEGATIVE.format(tests=tests), env=RULE_OFF, timeout=600)
-    assert r.returncode == 0, f"the rule off went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
-    assert "MISMATCH FOUND" in r.stdout
+    from conftest import RULE_OFF
+    finds_a_mismatch("test_hazard_model", "Programs", RULE_OFF)
 
 
 def test_the_model_finds_a_mismatch_with_the_cache_handing_over_without_its_wait():
     """The negative control of the allocations: with the caching allocator handing a closed tensor's memory to
     another stream without that stream's wait (DLSTREAM_TEST_CACHE_NO_WAIT=1), work held on the old tensor lands on
     the new one: the model must see it."""
-    from conftest import run_python
     if os.environ.get("DLSTREAM_DEBUG_ALLOC") == "1" or os.environ.get("DLSTREAM_CACHE_LIMIT") == "0":
         pytest.skip("the cache is off (DLSTREAM_DEBUG_ALLOC=1 or DLSTREAM_CACHE_LIMIT=0)")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    r = run_python(NEGATIVE.format(tests=tests), env={"DLSTREAM_TEST_CACHE_NO_WAIT": "1",
-                                                      "TSAN_OPTIONS": "report_bugs=0"}, timeout=600)
-    assert r.returncode == 0, f"the handover without its wait went unnoticed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
-    assert "MISMATCH FOUND" in r.stdout
+    finds_a_mismatch("test_hazard_model", "Programs", {"DLSTREAM_TEST_CACHE_NO_WAIT": "1",
+                                                       "TSAN_OPTIONS": "report_bugs=0"})
 
 
 # ---- on a GPU, with torch tensors mixed in ----

@@ -72,6 +72,7 @@ from ._dlstream import (
     spin,
     synchronize,
 )
+from . import _carry
 from ._parallel import branch, stream_parallel
 Graph = _dlstream.Graph
 Group = _dlstream.Group
@@ -87,22 +88,37 @@ class use_stream:
     """``with dlstream.use_stream(s):`` makes ``s`` the stream of every dlstream call in the block that names no
     ``stream=`` (a ``contextvars`` variable: per thread and per asyncio task). ``s`` is a ``Stream``, anything
     with ``__cuda_stream__`` (torch, CuPy, cuda.core) or an int pointer; ``None`` lifts an outer choice.
-    Blocks nest; the innermost wins. ``dlstream.stream_parallel`` builds its branches on this."""
+    Blocks nest; the innermost wins. The block carries the frameworks the program imported: inside it, torch's and
+    CuPy's current stream is ``s`` too (restored on exit), so their ops run there, in order with dlstream's calls;
+    ``s`` first waits for the framework's stream, which waits for ``s`` at the end of the block.
+    ``dlstream.stream_parallel`` builds its branches on this."""
 
-    __slots__ = ("stream", "_token")
+    __slots__ = ("stream", "_token", "_carried")
 
     def __init__(self, stream: object, device: object = None) -> None:
         # A Stream is used as is (current_stream() is it); anything else is wrapped.
         self.stream = stream if stream is None or isinstance(stream, Stream) else Stream.wrap(stream, device)
         self._token = None
+        self._carried = None
 
     def __enter__(self) -> Stream | None:
         self._token = _dlstream._stream_var_set(self.stream)
+        if self.stream is not None:
+            try:
+                self._carried = _carry.enter(self.stream, None)
+            except BaseException:
+                _stream_var.reset(self._token)
+                self._token = None
+                raise
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
-        _stream_var.reset(self._token)
-        self._token = None
+        carried, self._carried = self._carried, None
+        try:
+            _carry.exit(carried, self.stream, None)
+        finally:
+            _stream_var.reset(self._token)
+            self._token = None
 
 
 # CuPy's and torch's current streams, for their tensors without the DLPack C exchange API (registered by module

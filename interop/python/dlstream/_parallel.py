@@ -6,7 +6,7 @@ import contextvars
 import sys
 from typing import TYPE_CHECKING
 
-from . import _dlstream
+from . import _carry, _dlstream
 from ._dlstream import Group, StateError, Stream
 
 if TYPE_CHECKING:
@@ -48,14 +48,17 @@ def _launch_stream(device: _DeviceLike) -> Stream:
 
 
 class _Branch:
-    """``with g.branch() as s:`` — launches in the block default to the branch stream ``s``."""
+    """``with g.branch() as s:`` — launches in the block default to the branch stream ``s``, and so do the ops of the
+    frameworks the program imported (torch's and CuPy's current stream is ``s`` in the block: ``_carry``)."""
 
-    __slots__ = ("_group", "stream", "_tokens")
+    __slots__ = ("_group", "_given", "stream", "_tokens", "_carried")
 
-    def __init__(self, group: stream_parallel) -> None:
+    def __init__(self, group: stream_parallel, stream: _StreamLike | None = None) -> None:
         self._group = group
+        self._given = stream
         self.stream: Stream | None = None
         self._tokens: tuple[contextvars.Token[Stream | None], contextvars.Token[stream_parallel | None]] | None = None
+        self._carried: list | None = None
 
     def __enter__(self) -> Stream:
         g = self._group
@@ -64,17 +67,27 @@ class _Branch:
         if _branch_var.get() is g:
             raise StateError("dlstream.branch() inside a branch of the same group: open a nested "
                              "dlstream.stream_parallel() in the branch first")
-        self.stream = g._group.branch()
+        self.stream = g._group.branch() if self._given is None else g._group.add(self._given)
         self._tokens = (_dlstream._stream_var_set(self.stream), _branch_var.set(g))
+        try:
+            self._carried = _carry.enter(self.stream, g.origin)
+        except BaseException:
+            self.__exit__()
+            raise
         return self.stream
 
     def __exit__(self, *exc: object) -> None:
         if self._tokens is None:
             return
+        carried, self._carried = self._carried, None
         stream_tok, branch_tok = self._tokens
-        _branch_var.reset(branch_tok)
-        _dlstream._stream_var.reset(stream_tok)
         self._tokens = None
+        try:
+            if self.stream is not None:
+                _carry.exit(carried, self.stream, self._group.origin)
+        finally:
+            _branch_var.reset(branch_tok)
+            _dlstream._stream_var.reset(stream_tok)
 
 
 class stream_parallel:
@@ -113,9 +126,11 @@ class stream_parallel:
         self._token = _group_var.set(self)
         return self
 
-    def branch(self) -> _Branch:
-        """A context for one branch of this group; ``with g.branch() as s:`` gives its Stream."""
-        return _Branch(self)
+    def branch(self, stream: _StreamLike | None = None) -> _Branch:
+        """A context for one branch of this group; ``with g.branch() as s:`` gives its Stream: a pooled one, or the
+        caller's ``stream`` (it starts after the fork point and the origin waits for it at the end of the group;
+        it stays the caller's)."""
+        return _Branch(self, stream)
 
     @property
     def branches(self) -> int:
@@ -131,9 +146,10 @@ class stream_parallel:
             group.end()  # joins even when the block raised: the origin never runs ahead of its branches
 
 
-def branch() -> _Branch:
-    """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block."""
+def branch(stream: _StreamLike | None = None) -> _Branch:
+    """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled
+    stream or on the caller's ``stream``."""
     g = _group_var.get()
     if g is None:
         raise StateError("dlstream.branch() outside a dlstream.stream_parallel() block")
-    return _Branch(g)
+    return _Branch(g, stream)

@@ -15,5 +15,6 @@ if os.environ.get("DLS_FAKE_CUPY_C_API") == "1":
 
 cuda = types.ModuleType("cupy.cuda")
 cuda.Stream = _fc.Stream
+cuda.ExternalStream = _fc.Stream
 cuda.get_current_stream = _fc.get_current_stream
-cuda.runtime = types.SimpleNamespace(is_hip=False)
+cuda.runtime = types.SimpleNamespace(is_hip=False, getDevice=_fc.get_device)

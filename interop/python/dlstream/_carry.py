@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Blocks carry the frameworks with them: inside ``use_stream(s)`` and ``stream_parallel`` branches, the current
+stream of each framework in play (torch, CuPy: only those the user imported, found in ``sys.modules``; never
+imported here) is the block's stream, restored on exit. The framework's own ops in the block then run on the block's
+stream, in order with dlstream's work there. The framework's stream is ordered once at the block's edges, not around
+every call: on entry the block's stream waits for it (a fork), on exit it waits for the block's stream (a join). A
+branch's fork and join are its group's (the origin) unless the framework's current stream is another one."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._dlstream import Stream
+
+
+def _index(device: str, kind: str) -> int | None:
+    """The index of ``device`` ('cuda:1') when it is of ``kind``, else None."""
+    name, _, index = device.partition(":")
+    return int(index or 0) if name == kind else None
+
+
+class _Torch:
+    """torch: its current stream of a device becomes an ExternalStream of the block's stream, through
+    ``torch.cuda.stream(...)`` (which also makes the stream's device current, and restores both)."""
+
+    module = "torch"
+
+    def __init__(self) -> None:
+        self._external: dict[tuple[int, int], Any] = {}
+
+    def enter(self, torch: Any, stream: Stream) -> tuple[Any, int] | None:
+        cuda = torch.cuda
+        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        index = _index(stream.device, kind)
+        if index is None or not cuda.is_initialized():
+            return None  # not its device, or torch never used CUDA: it has no current stream to carry
+        prev = cuda.current_stream(index)
+        if prev.cuda_stream == stream.ptr:
+            return None  # carried already (a block inside a block of the same stream)
+        key = (index, stream.ptr)
+        ext = self._external.get(key)
+        if ext is None:
+            ext = self._external[key] = cuda.ExternalStream(stream.ptr, device=index)
+        ctx = cuda.stream(ext)
+        ctx.__enter__()
+        return ctx, prev.cuda_stream
+
+    def exit(self, token: tuple[Any, int]) -> None:
+        token[0].__exit__(None, None, None)
+
+
+class _CuPy:
+    """CuPy: its current stream of the current device becomes an ExternalStream of the block's stream (a ``with``
+    of it: CuPy's stack of current streams restores the one before)."""
+
+    module = "cupy"
+
+    def __init__(self) -> None:
+        self._external: dict[tuple[int, int], Any] = {}
+
+    def enter(self, cupy: Any, stream: Stream) -> tuple[Any, int] | None:
+        cuda = cupy.cuda
+        kind = "rocm" if getattr(cuda.runtime, "is_hip", False) else "cuda"
+        index = _index(stream.device, kind)
+        if index is None or cuda.runtime.getDevice() != index:
+            return None  # CuPy's work runs on its current device: a block on another one does not carry it
+        prev = cuda.get_current_stream(index)
+        if prev.ptr == stream.ptr:
+            return None  # carried already
+        key = (index, stream.ptr)
+        ext = self._external.get(key)
+        if ext is None:
+            ext = self._external[key] = cuda.ExternalStream(stream.ptr, index)
+        ext.__enter__()
+        return ext, prev.ptr
+
+    def exit(self, token: tuple[Any, int]) -> None:
+        token[0].__exit__(None, None, None)
+
+
+# The frameworks a block may carry, each taken only when its module is in sys.modules. Tests add stand-ins.
+_CARRIERS: list[Any] = [_Torch(), _CuPy()]
+
+
+def enter(stream: Stream, origin: Stream | None) -> list | None:
+    """Makes ``stream`` the current stream of every framework in play; ``stream`` first waits for each one's
+    current stream unless that is ``origin`` (a branch's group forked from it) or ``stream`` itself. Returns what
+    ``exit`` restores (None: nothing)."""
+    carried = None
+    modules = sys.modules
+    for carrier in _CARRIERS:
+        mod = modules.get(carrier.module)
+        if mod is None:
+            continue
+        token = carrier.enter(mod, stream)
+        if token is None:
+            continue
+        ptr = token[1]
+        if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
+            try:
+                stream.wait(ptr)  # the fork: the framework's work so far first (0: the legacy default stream)
+            except BaseException:
+                carrier.exit(token)
+                exit(carried, stream, origin)
+                raise
+        if carried is None:
+            carried = []
+        carried.append((carrier, token))
+    return carried
+
+
+def exit(carried: list | None, stream: Stream, origin: Stream | None) -> None:
+    """Restores what ``enter`` changed, last first; each framework's stream then waits for ``stream`` unless it is
+    ``origin`` (the group's end joins it) or ``stream`` itself. The first failure is raised once all are restored."""
+    if not carried:
+        return
+    error = None
+    for carrier, token in reversed(carried):
+        try:
+            carrier.exit(token)
+            ptr = token[1]
+            if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
+                Stream.wrap(ptr, stream.device).wait(stream)  # the join: the framework's later work after it
+        except BaseException as e:  # noqa: BLE001 - every framework is restored; the first failure goes on
+            error = error or e
+    if error is not None:
+        raise error

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Registries of memory by address range: entries of (home device, [lo, hi)) naming an owner and the owner's
+ * reference count, sorted by address under one lock. The registry of exported memory (exported.c) and the record
+ * of foreign memory (foreign.c) are two of them. Knows no buffer: an owner is anything with a reference count.
+ *
+ * A lookup takes a reference on an owner under the registry's lock, and only while its count is above 0, so an
+ * owner's last reference may go without the lock as long as the owner leaves the registry before it goes. CPU
+ * devices are one address space: an entry on any CPU device matches a CPU home. */
+#ifndef DLSTREAM_CORE_RANGES_H
+#define DLSTREAM_CORE_RANGES_H
+
+#include "base/spin.h"
+#include "core/runtime.h"
+
+typedef struct dls__range {
+  uintptr_t lo, hi; /* [lo, hi) */
+  DLDevice home;
+  void *owner;
+  _Atomic int *refs;
+} dls__range;
+
+typedef struct dls__ranges {
+  dls__spin mu;        /* short sections only: a lookup, an insertion; no driver call is made under it */
+  dls__range *entries; /* sorted by lo; n of cap */
+  uintptr_t *reach;    /* reach[i]: the highest hi of entries[0..i] (entries may overlap) */
+  size_t n, cap;
+  _Atomic size_t *count; /* kept equal to n: a relaxed load tells an empty registry */
+  const char *what;      /* "exported memory": messages */
+} dls__ranges;
+#define DLS__RANGES(count, what) {{ATOMIC_FLAG_INIT}, NULL, NULL, 0, 0, &(count), (what)}
+
+/* Entries in every registry together (exported memory and foreign records): 0 while a call has no range to look
+ * up (one relaxed load for both). */
+DLS__INTERNAL extern _Atomic size_t dls__ranges_n;
+
+/* The registry of foreign memory (foreign.h: records, and the imports entered beside them), here so that a buffer's
+ * last reference (buffer.c) takes an import out. */
+DLS__INTERNAL extern dls__ranges dls__foreign_ranges;
+DLS__INTERNAL extern _Atomic size_t dls__foreign_n;
+
+/* Enters [lo, lo + size) on `home` with its owner and the owner's reference count; an owner already entered at
+ * `lo` is left as it is. size 0 enters nothing. The caller holds a reference. Fails only out of host memory. */
+DLS__INTERNAL dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
+                                           _Atomic int *refs);
+/* Takes `owner` (entered at `lo`) out when its count is `refs` (0: whatever it is); whether it was taken out. */
+DLS__INTERNAL bool dls__ranges_remove(dls__ranges *r, void *owner, uintptr_t lo, int refs);
+/* Moves `owner`'s entry (entered at `lo`) to [new_lo, new_hi); nothing when it is not in. */
+DLS__INTERNAL void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_lo, uintptr_t new_hi);
+/* The owner of an entry on `home` whose bytes hold all of [lo, lo + size), or failing that the owner of the lowest
+ * entry overlapping it; a reference taken (the caller drops it). NULL when none matches, or size is 0. */
+DLS__INTERNAL void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size);
+/* Every entry on `home` overlapping [lo, lo + size), each owner with a reference taken, at most `max` (*out_n: how
+ * many overlap, which may be more than `max`: then none is taken); *out_holds: one of them holds all of the range. */
+DLS__INTERNAL void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out,
+                                           int max, int *out_n, bool *out_holds);
+/* Takes out every entry whose owner only the registry holds (count 1) and for which `idle(owner)` says so (asked
+ * with no lock held, the owner held meanwhile), at most `max`, into `out`; returns how many. Each owner taken out
+ * comes with two references, the registry's and the lookup's: the caller drops both. Entries left: *out_left. */
+DLS__INTERNAL size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **out, size_t max,
+                                           size_t *out_left);
+/* Forgets every entry; `drop` (NULL: none) then runs on each owner, the lock let go (shutdown). */
+DLS__INTERNAL void dls__ranges_clear(dls__ranges *r, void (*drop)(void *owner));
+
+#endif /* DLSTREAM_CORE_RANGES_H */
