@@ -7,7 +7,10 @@
 #ifndef DLSTREAM_TESTS_KERNELS_ON_HOST_H
 #define DLSTREAM_TESTS_KERNELS_ON_HOST_H
 
+// Every standard header the kernels or the test need comes before the macros below (see the test's includes).
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #define __device__

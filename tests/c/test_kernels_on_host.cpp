@@ -5,14 +5,16 @@
 // pair of types same_kind casting allows, and grids of one thread, a few, 2-D and 3-D, the core's, and one of 2^32
 // threads (the 64-bit index loops). Every byte of each buffer is compared, so a write outside its view fails too.
 // Needs no GPU; tests/python/test_builtin_edges.py runs the same edges on one.
+// The standard headers come first: kernels_on_host.h defines CUDA's keywords (__noinline__ among them) as macros,
+// which newer libstdc++ headers spell in their own attributes (g++ 13: "'noinline' was not declared").
+#include <cstdio>
+#include <random>
+#include <vector>
+
 #include "kernels_on_host.h"
 
 #include "builtins.cu"
 #include "convert.cu"
-
-#include <cstdio>
-#include <random>
-#include <vector>
 
 namespace {
 
