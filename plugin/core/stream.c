@@ -164,34 +164,8 @@ static bool room(void ***natives, void ***origins, size_t n, size_t *cap) {
   return true;
 }
 
-/* Pools an idle native, bound to `origin` (NULL: none); false when it could not be (dev->mu held). */
-static bool pool_push(dls__device *dev, void *native, void *origin) {
-  if ((origin != NULL && dev->stream_pool_bound >= DLS__BOUND_MAX) ||
-      !room(&dev->stream_pool, &dev->stream_pool_origin, dev->stream_pool_n, &dev->stream_pool_cap))
-    return false;
-  dev->stream_pool[dev->stream_pool_n] = native;
-  dev->stream_pool_origin[dev->stream_pool_n++] = origin;
-  dev->stream_pool_bound += origin != NULL;
-  return true;
-}
-
-static void pool_put(dls__device *dev, void *native, void *origin) {
-  pthread_mutex_lock(&dev->mu);
-  dev->pooled_out--;
-  bool pooled = pool_push(dev, native, origin);
-  pthread_mutex_unlock(&dev->mu);
-  if (!pooled)
-    dev->be->stream_destroy(dev->be, dev->id, native); /* after its queued work, by the driver's rule */
-}
-
-/* Whether a native stream is in a capture (a branch that joined one stays in
- * it until the capture ends). Asked only while some capture is underway. */
-static bool native_capturing(dls__device *dev, void *native) {
-  int status = DLS__CAPTURE_NONE;
-  uint64_t id;
-  return dev->be->stream_capture_status != NULL && dls__capture_status_call(dev, native, &status, &id) == DLS_OK &&
-         status != DLS__CAPTURE_NONE;
-}
+/* An origin no stream has: an idle stream whose origin was destroyed while the stream was in a capture. */
+#define ORIGIN_GONE ((void *)(uintptr_t)3)
 
 /* Takes idle entry i out of the pool (dev->mu held). */
 static void *pool_remove(dls__device *dev, size_t i) {
@@ -203,15 +177,92 @@ static void *pool_remove(dls__device *dev, size_t i) {
   return native;
 }
 
+/* Pools an idle native, bound to `origin` (NULL: none); false when it could not be (dev->mu held). With
+ * DLS__BOUND_MAX bound streams idle, the oldest bound one makes room (into *evicted, to destroy after the lock): the
+ * newest binding is the one a group is about to ask for. */
+static bool pool_push(dls__device *dev, void *native, void *origin, void **evicted) {
+  if (origin != NULL && dev->stream_pool_bound >= DLS__BOUND_MAX) {
+    size_t i = 0;
+    while (dev->stream_pool_origin[i] == NULL) /* one is bound: the count says so */
+      i++;
+    *evicted = pool_remove(dev, i);
+  }
+  if (!room(&dev->stream_pool, &dev->stream_pool_origin, dev->stream_pool_n, &dev->stream_pool_cap))
+    return false;
+  dev->stream_pool[dev->stream_pool_n] = native;
+  dev->stream_pool_origin[dev->stream_pool_n++] = origin;
+  dev->stream_pool_bound += origin != NULL;
+  return true;
+}
+
+static void pool_put(dls__device *dev, void *native, void *origin) {
+  void *evicted = NULL;
+  pthread_mutex_lock(&dev->mu);
+  dev->pooled_out--;
+  bool pooled = pool_push(dev, native, origin, &evicted);
+  pthread_mutex_unlock(&dev->mu);
+  if (!pooled)
+    dev->be->stream_destroy(dev->be, dev->id, native); /* after its queued work, by the driver's rule */
+  if (evicted != NULL)
+    dev->be->stream_destroy(dev->be, dev->id, evicted);
+}
+
+/* The origin `native` is destroyed (an owned stream's end): the idle streams bound to it first wait for its work so
+ * far, then are bound to nothing, so that no stream made later at the same address inherits a binding it never
+ * earned. One that cannot be made to wait is destroyed instead; one still in a capture keeps a binding nobody has. */
+static void pool_unbind(dls__device *dev, void *native) {
+  void *bound[DLS__BOUND_MAX];
+  size_t n = 0;
+  pthread_mutex_lock(&dev->mu);
+  if (dev->stream_pool_bound == 0 && dev->in_capture_n == 0) {
+    pthread_mutex_unlock(&dev->mu);
+    return;
+  }
+  for (size_t i = dev->stream_pool_n; i-- > 0 && n < DLS__BOUND_MAX;)
+    if (dev->stream_pool_origin[i] == native)
+      bound[n++] = pool_remove(dev, i);
+  for (size_t i = 0; i < dev->in_capture_n; i++)
+    if (dev->in_capture_origin[i] == native)
+      dev->in_capture_origin[i] = ORIGIN_GONE;
+  pthread_mutex_unlock(&dev->mu);
+  if (n == 0)
+    return;
+  const dls__backend *be = dev->be;
+  void *ev = NULL;
+  bool marked = dls__event_pool_get(dev, &ev) == DLS_OK && be->event_record(be, dev->id, ev, native) == DLS_OK;
+  for (size_t i = 0; i < n; i++) {
+    bool pooled = marked && be->stream_wait_event(be, dev->id, bound[i], ev) == DLS_OK;
+    if (pooled) {
+      void *none = NULL;
+      pthread_mutex_lock(&dev->mu);
+      pooled = pool_push(dev, bound[i], NULL, &none);
+      pthread_mutex_unlock(&dev->mu);
+    }
+    if (!pooled)
+      be->stream_destroy(be, dev->id, bound[i]);
+  }
+  if (ev != NULL)
+    dls__event_pool_put(dev, ev);
+}
+
+/* Whether a native stream is in a capture (a branch that joined one stays in
+ * it until the capture ends). Asked only while some capture is underway. */
+static bool native_capturing(dls__device *dev, void *native) {
+  int status = DLS__CAPTURE_NONE;
+  uint64_t id;
+  return dev->be->stream_capture_status != NULL && dls__capture_status_call(dev, native, &status, &id) == DLS_OK &&
+         status != DLS__CAPTURE_NONE;
+}
+
 /* An idle pooled stream bound to `origin` (NULL: an unbound one), or NULL. A stream still in a capture is set aside
  * until the capture is over: work queued on it would be recorded, not run. */
 static void *pool_take(dls__device *dev, void *origin) {
-  void *native = NULL;
+  void *native = NULL, *evicted = NULL;
   pthread_mutex_lock(&dev->mu);
   bool check = atomic_load_explicit(&dls__captures_known, memory_order_acquire) > 0 || dev->in_capture_n > 0;
-  for (size_t i = 0; check && i < dev->in_capture_n;) {
+  for (size_t i = 0; check && evicted == NULL && i < dev->in_capture_n;) { /* one eviction a call at most */
     if (!native_capturing(dev, dev->in_capture[i]) &&
-        pool_push(dev, dev->in_capture[i], dev->in_capture_origin[i])) {
+        pool_push(dev, dev->in_capture[i], dev->in_capture_origin[i], &evicted)) {
       dev->in_capture_n--;
       dev->in_capture[i] = dev->in_capture[dev->in_capture_n];
       dev->in_capture_origin[i] = dev->in_capture_origin[dev->in_capture_n];
@@ -226,7 +277,8 @@ static void *pool_take(dls__device *dev, void *origin) {
     native = pool_remove(dev, i);
     if (check && native_capturing(dev, native)) {
       if (!room(&dev->in_capture, &dev->in_capture_origin, dev->in_capture_n, &dev->in_capture_cap)) {
-        (void)pool_push(dev, native, o); /* keep it; make a new one instead */
+        void *none = NULL; /* it was just taken out: no eviction */
+        (void)pool_push(dev, native, o, &none); /* keep it; make a new one instead */
         native = NULL;
         break;
       }
@@ -237,6 +289,8 @@ static void *pool_take(dls__device *dev, void *origin) {
   }
   dev->pooled_out++;
   pthread_mutex_unlock(&dev->mu);
+  if (evicted != NULL)
+    dev->be->stream_destroy(dev->be, dev->id, evicted);
   return native;
 }
 
@@ -272,6 +326,7 @@ void dls__stream_release(dls__stream *s) {
   pthread_mutex_unlock(&s->dev->mu);
   switch (s->kind) {
   case DLS__STREAM_OWNED:
+    pool_unbind(s->dev, s->native);
     s->dev->be->stream_destroy(s->dev->be, s->dev->id, s->native);
     break;
   case DLS__STREAM_POOLED:

@@ -1,11 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fixtures of the Python suite: the package, the fake exchange-API framework, leak checks, framework skips."""
+"""Fixtures of the Python suite: the package, the fake exchange-API framework, leak checks, framework skips; on GPU
+machines, JAX without preallocation, torch on cuda:0 at each test's start, and (DLSTREAM_TEST_EAGER_FAILURES=1) each
+failure's traceback printed the moment it happens."""
 import gc
 import importlib
 import os
 import sys
+import time
 
-import pytest
+# Before anything imports JAX: its CUDA client would take 75% of each GPU's memory in every process that starts it
+# (every xdist worker imports the JAX test modules), and the other workers' allocations would then fail.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import pytest  # noqa: E402
 
 dlstream = pytest.importorskip("dlstream", reason="the dlstream extension is not built (PYTHONPATH=<build>/python)")
 # scripts/wheel-check names the installed package under test: a dlstream from anywhere else (the build or source
@@ -17,6 +24,48 @@ if _WANT and os.path.dirname(os.path.abspath(dlstream.__file__)) != os.path.absp
 
 def pytest_report_header(config):
     return f"dlstream {dlstream.__version__} from {os.path.dirname(os.path.abspath(dlstream.__file__))}"
+
+
+# ---- failures printed as they happen (DLSTREAM_TEST_EAGER_FAILURES=1) ----
+# A GPU run cut short by its time limit prints no summary: each failure's or error's traceback (and what the test
+# printed) goes to the terminal when its report arrives (under xdist: in the controller, as the workers report),
+# between lines ">>>>> " and "<<<<< " that scripts/gpu-check picks out of the log.
+
+EAGER = os.environ.get("DLSTREAM_TEST_EAGER_FAILURES", "") not in ("", "0")
+_config = None
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def _eager_text(report):
+    when = {"setup": "ERROR at setup", "teardown": "ERROR at teardown"}.get(report.when, "FAILED")
+    where = getattr(report, "node", None)
+    worker = getattr(where, "gateway", None)
+    head = f">>>>> {when} {report.nodeid}" + (f" [{worker.id}]" if worker is not None else "") + \
+        f" ({report.duration:.1f} s, {time.strftime('%H:%M:%S')})"
+    parts = [head, report.longreprtext.rstrip()]
+    for title, content in report.sections:
+        if content.strip():
+            parts.append(f"----- {title} (last 3000 characters) -----")
+            parts.append(content[-3000:].rstrip())
+    parts.append(f"<<<<< end {report.nodeid}")
+    return "\n".join(parts)
+
+
+def pytest_runtest_logreport(report):
+    if not EAGER or not report.failed or _config is None or hasattr(_config, "workerinput"):
+        return  # in an xdist worker the controller prints it
+    tr = _config.pluginmanager.get_plugin("terminalreporter")
+    text = _eager_text(report)
+    if tr is not None:
+        tr.ensure_newline()
+        tr.write_line(text)
+        tr._tw.flush()
+    else:
+        print(text, file=sys.stderr, flush=True)
 
 
 def _optional(name):
@@ -38,6 +87,29 @@ needs_torch_cuda = pytest.mark.skipif(
 needs_cupy_cuda = pytest.mark.skipif(not CUPY_CUDA, reason="CuPy with CUDA is not installed")
 
 CPU = "cpu"
+
+
+def pytest_collection_finish(session):
+    """JAX's CUDA client, started while the test modules were imported, may leave another GPU's context current in
+    this thread, which torch then takes for its current device: torch starts on cuda:0 here."""
+    _torch_on_device_0()
+
+
+def _torch_on_device_0():
+    if TORCH_CUDA and torch.cuda.device_count() > 1 and (
+            not torch.cuda.is_initialized() or torch.cuda.current_device() != 0):
+        torch.cuda.set_device(0)
+
+
+@pytest.fixture(autouse=True)
+def _torch_device_0_first():
+    """Every test starts with torch's current device cuda:0 (tests that say "cuda" mean it): a previous test's JAX
+    call or a dlstream call on another device, from a thread that had no context, may have made another device's
+    context current. Only where torch sees several GPUs and has started (else nothing to fix)."""
+    if TORCH_CUDA and torch.cuda.is_initialized() and torch.cuda.device_count() > 1 and \
+            torch.cuda.current_device() != 0:
+        torch.cuda.set_device(0)
+    yield
 
 # Under ThreadSanitizer (scripts/run-tests.sh preloads it) JAX's XLA runs its own uninstrumented threads, whose
 # accesses TSan reports as races inside jaxlib (xla::cpu::ThunkEmitter), and it aborts the run: JAX's tests skip there.

@@ -77,6 +77,8 @@ def test_empty_and_close_temporaries_inside_a_capture(dev, no_leaks):
 
 @pytest.mark.parametrize("dev", BACKENDS)
 def test_stream_parallel_with_a_nested_group(dev, no_leaks):
+    if dev.startswith("cuda") and TORCH_CUDA:
+        torch.cuda.init()  # the branches carry torch's (eager) current stream whatever ran before in this process
     s = dlstream.Stream(dev)
     x, a, b, c = tensor(dev, 1.0, s), tensor(dev, 0.0, s), tensor(dev, 0.0, s), tensor(dev, 0.0, s)
     s.synchronize()
@@ -99,6 +101,32 @@ def test_stream_parallel_with_a_nested_group(dev, no_leaks):
     for t in (x, a, b, c):
         t.close()
     s.close()
+
+
+def test_blocks_in_a_capture_carry_a_framework_without_tying_its_eager_stream(carried, no_leaks):
+    """Branches and use_stream blocks inside dlstream.capture carry the framework's current stream (the fake
+    framework's, eager: the legacy default stream) but tie nothing to it: a capture is never tied to eager work. It
+    failed with StateError ("never tied") at the branch's fork when blocks carried torch (run D-3)."""
+    dev = "cpu:0"
+    s = dlstream.Stream(dev)
+    x, a = tensor(dev, 1.0, s), tensor(dev, 0.0, s)
+    s.synchronize()
+    seen = []
+    with dlstream.capture(s) as g:
+        with dlstream.stream_parallel():
+            with dlstream.branch() as b:
+                seen.append(carried.current_stream() == b.ptr)
+                dlstream.axpy(1.0, x, a)
+        with dlstream.use_stream(s):
+            seen.append(carried.current_stream() == s.ptr)
+            dlstream.axpy(1.0, x, a)
+    assert seen == [True, True] and carried.current_stream() == 0
+    assert (host(a, s) == 0.0).all(), "captured work ran before any replay"
+    for i in range(1, 3):
+        g.replay()
+        assert (host(a, s) == 2.0 * i).all()
+    g.close()
+    x.close(), a.close(), s.close()
 
 
 @pytest.mark.parametrize("dev", BACKENDS)

@@ -387,8 +387,8 @@ def test_a_branch_stream_goes_back_to_its_origins_groups_only_with_negative_cont
     on g: memory a framework allocated in the branch (tied to that stream by its allocator) and f used after the
     join is reused only after f's earlier work (the next fork from f). Control: binding off, g's group gets it."""
     was = dlstream._dlstream._test_bind_branches(bind)
+    f, g = dlstream.Stream(CPU), dlstream.Stream(CPU)
     try:
-        f, g = dlstream.Stream(CPU), dlstream.Stream(CPU)
         with dlstream.stream_parallel(f):
             with dlstream.branch() as b:
                 first = b.ptr
@@ -398,13 +398,60 @@ def test_a_branch_stream_goes_back_to_its_origins_groups_only_with_negative_cont
         with dlstream.stream_parallel(f):
             with dlstream.branch() as b:
                 again = b.ptr
+        assert again == first or not bind
+        assert (on_g != first) == bind
     finally:
         dlstream._dlstream._test_bind_branches(was)
-    assert again == first or not bind
-    assert (on_g != first) == bind
-    dlstream.synchronize()
-    for o in (f, g):
-        o.close()
+        dlstream.synchronize()
+        for o in (f, g):
+            o.close()
+
+
+def test_a_full_pool_of_bound_streams_keeps_the_newest_binding(no_leaks):
+    """With more origins than the pool keeps bound streams for (DLS__BOUND_MAX, 64), all alive, the newest binding
+    still holds: an older bound stream makes room. Before, the branch of the 65th origin was destroyed, not pooled,
+    and its next group got another stream (CI, the wheel's run of the suite)."""
+    origins = [dlstream.Stream(CPU) for _ in range(70)]
+    try:
+        for o in origins:
+            with dlstream.stream_parallel(o):
+                with dlstream.branch():
+                    pass
+        f = origins[-1]
+        with dlstream.stream_parallel(f):
+            with dlstream.branch() as b:
+                first = b.ptr
+        with dlstream.stream_parallel(f):
+            with dlstream.branch() as b:
+                again = b.ptr
+        assert again == first
+    finally:
+        dlstream.synchronize()
+        for o in origins:
+            o.close()
+
+
+@pytest.mark.parametrize("ends", [True, False])
+def test_an_origins_end_unbinds_its_branch_streams_with_negative_control(ends, no_leaks):
+    """An owned origin's end unbinds the streams bound to it (after they wait for its work): a group on another
+    stream gets them, and no stream made later at the dead origin's address inherits the binding. Control: the
+    origin lives on, its branch stays bound and g's group gets another stream."""
+    f, g = dlstream.Stream(CPU), dlstream.Stream(CPU)
+    with dlstream.stream_parallel(f):
+        with dlstream.branch() as b:
+            first = b.ptr
+    del b
+    if ends:
+        f.close()
+    try:
+        with dlstream.stream_parallel(g):
+            with dlstream.branch() as b:
+                on_g = b.ptr
+        assert (on_g == first) == ends
+    finally:
+        dlstream.synchronize()
+        for o in (f, g):
+            o.close()
 
 
 # ---- CuPy carried, on the null CUDA driver with tests/python/fake_cupy ----

@@ -4,13 +4,16 @@ stream of each framework in play (torch, CuPy: only those the user imported, fou
 imported here) is the block's stream, restored on exit. The framework's own ops in the block then run on the block's
 stream, in order with dlstream's work there. The framework's stream is ordered once at the block's edges, not around
 every call: on entry the block's stream waits for it (a fork), on exit it waits for the block's stream (a join). A
-branch's fork and join are its group's (the origin) unless the framework's current stream is another one."""
+branch's fork and join are its group's (the origin) unless the framework's current stream is another one. A block
+whose stream is in a capture the framework's stream is not in (a branch inside ``dlstream.capture``, torch's stream
+eager) still carries it, but ties nothing at its edges: a capture is never tied to eager work (the graph's replay is
+ordered where it is replayed)."""
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-from ._dlstream import Stream
+from ._dlstream import StateError, Stream, capture_status
 
 
 def _index(device: str, kind: str) -> int | None:
@@ -78,6 +81,17 @@ class _CuPy:
         token[0].__exit__(None, None, None)
 
 
+def _tie(waiter: Stream | int, target: Stream | int, device: str) -> None:
+    """``waiter`` waits for ``target`` (an int: a pointer of a stream of ``device``), unless one of them is in a
+    capture the other is not in: the core refuses that wait, queueing nothing (StateError), and nothing is tied."""
+    try:
+        (Stream.wrap(waiter, device) if isinstance(waiter, int) else waiter).wait(target)
+    except StateError:
+        status = [capture_status(Stream.wrap(s, device) if isinstance(s, int) else s) for s in (waiter, target)]
+        if status == ["none", "none"]:
+            raise
+
+
 # The frameworks a block may carry, each taken only when its module is in sys.modules. Tests add stand-ins.
 _CARRIERS: list[Any] = [_Torch(), _CuPy()]
 
@@ -98,7 +112,8 @@ def enter(stream: Stream, origin: Stream | None) -> list | None:
         ptr = token[1]
         if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
             try:
-                stream.wait(ptr)  # the fork: the framework's work so far first (0: the legacy default stream)
+                _tie(stream, ptr, stream.device)  # the fork: the framework's work so far first (0: the legacy
+                # default stream)
             except BaseException:
                 carrier.exit(token)
                 exit(carried, stream, origin)
@@ -120,7 +135,7 @@ def exit(carried: list | None, stream: Stream, origin: Stream | None) -> None:
             carrier.exit(token)
             ptr = token[1]
             if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
-                Stream.wrap(ptr, stream.device).wait(stream)  # the join: the framework's later work after it
+                _tie(ptr, stream, stream.device)  # the join: the framework's later work after it
         except BaseException as e:  # noqa: BLE001 - every framework is restored; the first failure goes on
             error = error or e
     if error is not None:
