@@ -5,6 +5,7 @@ header's macro counts where it is expanded (an X-macro or vtable macro ties no h
 of three files, a two-file loop the picture does not list, an arrow up a layer (a call or an include) each fail it
 (exit 1, naming what broke); a tree without the picture is an error (exit 2)."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -116,3 +117,46 @@ def test_no_picture_is_an_error(tmp_path):
     (tmp_path / "plugin" / "core").mkdir(parents=True)
     rc, out = layers(tmp_path)
     assert rc == 2 and "docs/design.md" in out, out
+
+
+ROOT = os.path.dirname(os.path.dirname(LAYERS))
+
+
+def test_the_repository_passes_and_ci_checks_it_first():
+    rc, out = layers(ROOT, "--check")
+    assert rc == 0, out
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    assert "\nscripts/layers --check\n" in ci, "CI runs the checker as a step of its own (set -e: its exit fails CI)"
+    assert ci.index("scripts/layers --check") < ci.index("\nmake demo"), "before anything is built"
+
+
+def repository_copy(tmp_path):
+    for folder in ("include", "plugin", "interop"):
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*.py", "*.pyi", "__pycache__", "*.cu", "*.cuh"))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(ROOT, "docs", "design.md"), tmp_path / "docs" / "design.md")
+    return tmp_path
+
+
+@pytest.mark.parametrize("what", ["a loop", "an arrow up", "an unlisted pair"])
+def test_the_repository_with_a_deliberate_break_fails(tmp_path, what):
+    root = repository_copy(tmp_path)
+    rc, out = layers(root, "--check")
+    assert rc == 0, out  # the copy passes as the repository does
+    if what == "a loop":  # the device registry (floor 3) made to drop a buffer reference (release.c, above it)
+        with open(root / "plugin" / "core" / "device.c", "a") as f:
+            f.write('\n#include "core/release.h"\nvoid dls__test_loop(dls__buffer *b) { dls__buffer_unref(b); }\n')
+        expect = "plugin/core: a loop of "
+    elif what == "an arrow up":  # the base calls into the core
+        with open(root / "plugin" / "base" / "spin.c", "w") as f:
+            f.write("int dls_device_count(int *);\nint dls__test_up(void) { int n; return dls_device_count(&n); }\n")
+        expect = "plugin/base: an arrow up from layer 1 to plugin/core"
+    else:  # the picture stops listing stream <-> capture
+        design = (root / "docs" / "design.md").read_text().replace("stream <-> capture", "stream, capture")
+        (root / "docs" / "design.md").write_text(design)
+        expect = "does not list: capture.[ch] <-> stream.[ch]"
+    rc, out = layers(root, "--check")
+    assert rc == 1, out
+    assert expect in out, out
