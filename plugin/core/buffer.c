@@ -11,7 +11,6 @@
 #include "core/exported.h"
 #include "core/ranges.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
@@ -145,7 +144,7 @@ dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *ou
   static const char call[] = "dls_buffer_alloc";
   DLS__ENTER(call);
   DLS__OUT(call, out_buffer);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__buffer *b = NULL;
   dls_status_t st = buffer_alloc(s, size, &b);
   if (DLS__UNLIKELY(st != DLS_OK))
@@ -175,7 +174,7 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
 }
 
 void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
-dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop);
+dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop, NULL);
 
 dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_buffer_record_use";
@@ -183,8 +182,8 @@ dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls
   if (access != DLS_ACCESS_READ && access != DLS_ACCESS_WRITE)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "%s(access=%d): DLS_ACCESS_READ (1) or DLS_ACCESS_WRITE (2)", call, (int)access);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
                      s->dev->name);
@@ -195,9 +194,8 @@ dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls
 dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr) {
   static const char call[] = "dls_buffer_ptr";
   DLS__ENTER(call);
-  if (out_ptr == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ptr=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_ptr);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_ptr = b->ptr;
   return DLS_OK;
 }
@@ -205,9 +203,8 @@ dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr) {
 dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size) {
   static const char call[] = "dls_buffer_size";
   DLS__ENTER(call);
-  if (out_size == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_size=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_size);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_size = b->size;
   return DLS_OK;
 }
@@ -215,9 +212,8 @@ dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size) {
 dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device) {
   static const char call[] = "dls_buffer_device";
   DLS__ENTER(call);
-  if (out_device == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_device=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_device);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_device = b->dev->device;
   return DLS_OK;
 }
@@ -225,9 +221,8 @@ dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device) {
 dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
   static const char call[] = "dls_buffer_stream";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_stream);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   if (b->stream->kind == DLS__STREAM_DEFAULT) {
     for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
       if (b->dev->defaults[k] == b->stream)

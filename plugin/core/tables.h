@@ -20,4 +20,10 @@ DLS__INTERNAL void dls__group_drop(void *obj);
 DLS__INTERNAL void dls__latch_drop(void *obj);
 DLS__INTERNAL void dls__graph_drop(void *obj);
 
+/* Looks up and holds a handle of kind `name` (stream, event, buffer, tensor, module, function, group, latch,
+ * graph): `dls__<name> *var`, held until the end of the enclosing block; a stale or foreign handle returns
+ * DLS_ERR_INVALID_HANDLE, its message naming `call` and `arg`, from the calling function. The default streams'
+ * reserved handles resolve through the stream table's .reserved (stream.c). */
+#define DLS__GET_OF(name, var, handle, call, arg) DLS__GET(&dls__##name##_table, dls__##name, var, handle, call, arg)
+
 #endif /* DLSTREAM_CORE_TABLES_H */
