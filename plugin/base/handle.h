@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Handles: slot tables, lookups, holds, and the thread's caches of freed slots and small objects (hot paths inline).
  * The mechanism only: each kind's table, with what ending one of its handles does, is defined by the kind's own file
- * (core/kinds.h lists them). */
+ * (core/tables.h lists them). */
 #ifndef DLSTREAM_BASE_HANDLE_H
 #define DLSTREAM_BASE_HANDLE_H
 
@@ -73,7 +73,7 @@ DLS__INTERNAL size_t dls__table_live(dls__table *t);
 DLS__INTERNAL DLS__COLD void *dls__table_miss(dls__table *t, uint64_t id, const char *call, const char *arg,
                                               dls_status_t *out_status);
 /* A handle of the reserved generation: the table's .reserved resolves it, else it misses (dls__table_miss). */
-DLS__INTERNAL DLS__COLD void *dls__table_reserved(dls__table *t, uint64_t id, const char *call, const char *arg,
+DLS__INTERNAL void *dls__table_reserved(dls__table *t, uint64_t id, const char *call, const char *arg,
                                                   dls_status_t *out_status);
 /* The last call holding an ended handle let go: drops its object and frees
  * the slot (once, whoever gets there). */
