@@ -84,10 +84,13 @@ def grid_rows(dlstream, rows, n, label, x, y):
     than the core's (a thread per 16 bytes, at most the device's threads: 1024 blocks of 256 at 2^20 float32),
     each beside torch's kernel, to show which launch shape the core should pick."""
     anchors = {row.name: row for row in rows}
-    fill, axpy = (dlstream.builtin_function(k, "cuda:0") for k in ("dls_fill", "dls_axpy_f32"))
+    fill, axpy, empty = (dlstream.builtin_function(k, "cuda:0") for k in ("dls_fill", "dls_axpy_f32", "dls_empty"))
     pattern = 0x3fc00000  # 1.5f
     items = n // 4  # 16-byte items of n float32
-    out = []
+    grid = max(1, items // 256)
+    # The floor under any kernel of the core's grid: launch, ramp and tail of blocks that do nothing.
+    out = [Row(f"dlstream empty kernel, grid {grid}x256 (the floor of the core's grid)", label, 0,
+               lambda g=grid: empty.launch(g, 256), anchors["torch fill float32 (fill_)"], None)]
     for per, block in ((1, 128), (2, 256), (4, 256), (8, 256)):
         grid = max(1, items // (per * block))
         shape = f"grid {grid}x{block}, {per} x 16 bytes a thread"
