@@ -42,8 +42,10 @@ static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls
 // parameter space. Without __grid_constant__, taking the address of its arrays (a loop indexes them) makes every
 // thread copy the whole descriptor into its own stack in local memory first: at a grid that fills the device,
 // ~100 MB of stores a launch, which cost dls_copy and the conversions ~17 us a call on an H200. AMD's kernel
-// arguments are memory already (and the host-side test's too).
-#if defined(__CUDACC__) && !defined(__HIP_PLATFORM_AMD__)
+// arguments are memory already (and the host-side test's too). nvcc has __grid_constant__ from 11.7, for sm_70 and
+// newer (the fatbin starts at sm_75).
+#if defined(__CUDACC__) && !defined(__HIP_PLATFORM_AMD__) &&                                                      \
+    (__CUDACC_VER_MAJOR__ > 11 || (__CUDACC_VER_MAJOR__ == 11 && __CUDACC_VER_MINOR__ >= 7))
 #define DLS_K_PARAM __grid_constant__
 #else
 #define DLS_K_PARAM
