@@ -246,7 +246,7 @@ static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int m
  * for the caller to drop once the lock is let go; how many. Spilled records are left as they are. (b->mu held) */
 static DLS__NOINLINE int forget_roleless(dls__buffer *b, dls__stream **out) {
   uint64_t role = b->writers | b->readers | b->exporting;
-  if (b->nuses >= SPILL_FROM || (b->eager_uses & ~role) == 0)
+  if (b->nuses >= SPILL_FROM)
     return 0;
   uint64_t writers = b->writers & 1, readers = b->readers & 1, exporting = b->exporting & 1, eager = 0;
   int n = 0, j = 0;
@@ -433,7 +433,9 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
     }
     note_use(b, x->cap, me, x->a[i].mode);
     dls__stream *gone[SPILL_FROM];
-    int ngone = DLS__UNLIKELY(b->record) ? forget_roleless(b, gone) : 0;
+    int ngone = DLS__UNLIKELY(b->record) && (b->eager_uses & ~(b->writers | b->readers | b->exporting)) != 0
+                    ? forget_roleless(b, gone)
+                    : 0;
     dls__spin_unlock(&b->mu);
     while (ngone > 0)
       dls__stream_unref(gone[--ngone]);
