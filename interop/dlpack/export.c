@@ -136,9 +136,7 @@ static dls_status_t export_common(const char *call, dls_tensor_t tensor, dls_str
 dls_status_t dls_tensor_export_versioned(dls_tensor_t tensor, dls_stream_t consumer,
                                          DLManagedTensorVersioned **out_managed) {
   static const char call[] = "dls_tensor_export_versioned";
-  if (out_managed == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_managed is NULL", call);
-  *out_managed = NULL;
+  DLS__OUT(call, out_managed);
   dls__export *e;
   uint64_t flags;
   DLS__TRY(export_common(call, tensor, consumer, false, &e, &flags));
@@ -154,9 +152,7 @@ dls_status_t dls_tensor_export_versioned(dls_tensor_t tensor, dls_stream_t consu
 
 dls_status_t dls_tensor_export_legacy(dls_tensor_t tensor, dls_stream_t consumer, DLManagedTensor **out_managed) {
   static const char call[] = "dls_tensor_export_legacy";
-  if (out_managed == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_managed is NULL", call);
-  *out_managed = NULL;
+  DLS__OUT(call, out_managed);
   dls__export *e;
   uint64_t flags;
   DLS__TRY(export_common(call, tensor, consumer, true, &e, &flags));

@@ -99,7 +99,7 @@ dls_status_t dls_tensor_import_versioned(DLManagedTensorVersioned *managed, dls_
   if (st != DLS_OK)
     return fail_release(st, release_versioned, managed);
   if (out_tensor == NULL)
-    return fail_release(dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_tensor is NULL", call), release_versioned,
+    return fail_release(dls__fail_out_null(call, "out_tensor"), release_versioned,
                         managed);
   /* A different major version may lay out everything after `flags`
    * differently: read nothing but the version and call only the deleter. */
@@ -124,7 +124,7 @@ dls_status_t dls_tensor_import_legacy(DLManagedTensor *managed, dls_stream_t pro
   if (st != DLS_OK)
     return fail_release(st, release_legacy, managed);
   if (out_tensor == NULL)
-    return fail_release(dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_tensor is NULL", call), release_legacy,
+    return fail_release(dls__fail_out_null(call, "out_tensor"), release_legacy,
                         managed);
   return import_common(call, "managed->dl_tensor.", &managed->dl_tensor, 0, producer, release_legacy, managed,
                        out_tensor);
@@ -133,9 +133,7 @@ dls_status_t dls_tensor_import_legacy(DLManagedTensor *managed, dls_stream_t pro
 dls_status_t dls_tensor_view(const DLTensor *tensor, uint64_t flags, dls_stream_t producer, dls_tensor_t *out_tensor) {
   static const char call[] = "dls_tensor_view";
   DLS__ENTER(call);
-  if (out_tensor == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_tensor is NULL", call);
-  out_tensor->id = 0;
+  DLS__OUT(call, out_tensor);
   if (tensor == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", call);
   const uint64_t allowed = (uint64_t)DLS_TENSOR_READ_ONLY | DLS__TENSOR_SUBBYTE_PADDED;
@@ -152,10 +150,8 @@ dls_status_t dls_tensor_view(const DLTensor *tensor, uint64_t flags, dls_stream_
 static dls_status_t tensor_empty(const char *call, dls_stream_t stream, int32_t ndim, const int64_t *shape,
                                  DLDataType dtype, bool ipc, dls_tensor_t *out_tensor) {
   DLS__ENTER(call);
-  if (out_tensor == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_tensor is NULL", call);
-  out_tensor->id = 0;
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__OUT(call, out_tensor);
+  DLS__GET_OF(stream, s, stream, call, "stream");
   DLTensor meta;
   memset(&meta, 0, sizeof meta);
   meta.device = s->dev->device;

@@ -10,7 +10,7 @@ dls_status_t dls_tensor_export_ipc(dls_tensor_t tensor, dls_stream_t stream, dls
   DLS__ENTER(call);
   DLS__OUT(call, out_handle);
   DLS__GET(&dls__tensor_table, dls__tensor, t, tensor, call, "tensor");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (t->dl.ndim > DLS__IPC_MAX_NDIM)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: a handle carries at most %d dimensions, not %d", call,
                      DLS__IPC_MAX_NDIM, (int)t->dl.ndim);
@@ -45,12 +45,11 @@ static DLTensor view_of(dls__ipc_wire *w, void *data, DLDevice device) {
 dls_status_t dls_tensor_import_ipc(const dls_ipc_handle_t *handle, dls_stream_t stream, dls_tensor_t *out_tensor) {
   static const char call[] = "dls_tensor_import_ipc";
   DLS__ENTER(call);
-  if (out_tensor == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_tensor=NULL): output pointer is NULL", call);
+  DLS__OUT(call, out_tensor);
   out_tensor->id = 0;
   if (handle == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(handle=NULL): no handle", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__ipc_wire w;
   DLS__TRY(dls__ipc_wire_read(call, handle, &w));
   if (w.ndim < 0)

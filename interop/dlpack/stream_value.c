@@ -21,13 +21,12 @@
 dls_status_t dls_dlpack_stream_value(dls_stream_t stream, int64_t *out_value) {
   static const char call[] = "dls_dlpack_stream_value";
   DLS__ENTER(call);
-  if (out_value == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_value is NULL", call);
+  DLS__OUT(call, out_value);
   if (stream.id == 0) {
     *out_value = DLS_DLPACK_STREAM_NO_SYNC;
     return DLS_OK;
   }
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   /* A reserved handle says which default stream it names; a wrapped native
    * value may name one too (NULL, or the driver's special handles). */
   int deflt = 0;
@@ -66,9 +65,7 @@ dls_status_t dls_dlpack_stream_value(dls_stream_t stream, int64_t *out_value) {
 dls_status_t dls_dlpack_stream_from_value(DLDevice device, int64_t value, dls_stream_t *out_stream) {
   static const char call[] = "dls_dlpack_stream_from_value";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: out_stream is NULL", call);
-  out_stream->id = 0;
+  DLS__OUT(call, out_stream);
   DLDevice home;
   if (!dls__dlpack_home(device, &home))
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s(value=%" PRId64 "): device.device_type = %d (%s) is not supported",

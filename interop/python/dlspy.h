@@ -39,7 +39,9 @@
 
 /* The entries of ext.h skip the public entry guard, so their callers check the runtime state themselves
  * (dlspy_check_runtime). */
-#define DLSPY_STATUS_COUNT 17 /* DLS_OK .. DLS_ERR_INTERNAL */
+/* The statuses' count (DLS_STATUS_MAP's values run from 0 without a gap: errors.c's table checks). */
+#define DLSPY_STATUS_ONE(name, value, msg) +1
+enum { DLSPY_STATUS_COUNT = 0 DLS_STATUS_MAP(DLSPY_STATUS_ONE) };
 
 /* What a tensor argument's type is to the handshake, first match: a dlstream.Tensor (or a subclass); a type with
  * the DLPack C exchange API; CuPy's ndarray while the package's CuPy stream provider is registered (read in C,

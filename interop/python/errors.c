@@ -8,51 +8,48 @@
 #include <string.h>
 
 typedef struct exc_def {
-  int status;
   const char *name;
+  PyObject **builtin; /* the built-in exception it also derives from */
   const char *doc;
 } exc_def;
 
-/* One class per status; each also derives from the built-in it means. */
-static const exc_def g_exc_defs[] = {
-    {DLS_ERR_INVALID_ARGUMENT, "InvalidArgumentError", "An argument has a value dlstream refuses."},
-    {DLS_ERR_INVALID_HANDLE, "InvalidHandleError", "A closed or stale stream, event, tensor, module or function."},
-    {DLS_ERR_INVALID_DEVICE, "InvalidDeviceError", "A device that does not exist, or objects on different devices."},
-    {DLS_ERR_UNAVAILABLE, "UnavailableError", "The backend cannot be used on this machine (the message says why)."},
-    {DLS_ERR_BACKEND, "BackendError", "The GPU driver or a CPU stream reported a failure."},
-    {DLS_ERR_OUT_OF_MEMORY, "OutOfMemoryError", "Device or host memory ran out."},
-    {DLS_ERR_NOT_SUPPORTED, "NotSupportedError", "The backend does not implement this operation."},
-    {DLS_ERR_BUSY, "BusyError", "A resource is in use."},
-    {DLS_ERR_TIMEOUT, "TimedOutError", "A wait timed out (for example a latch that was never opened)."},
-    {DLS_ERR_NOT_FOUND, "NotFoundError", "A kernel, built-in or file was not found."},
-    {DLS_ERR_INVALID_TENSOR, "InvalidTensorError", "A DLPack tensor failed validation."},
-    {DLS_ERR_VERSION, "VersionError", "A DLPack tensor of an unsupported major version."},
-    {DLS_ERR_READ_ONLY, "ReadOnlyError", "A read-only tensor was passed where the kernel may write."},
-    {DLS_ERR_STATE, "StateError", "The call is not valid now (for example after shutdown)."},
-    {DLS_ERR_FORK, "ForkError", "dlstream was initialized before fork(); it cannot be used in the child."},
-    {DLS_ERR_INTERNAL, "InternalError", "An internal error in dlstream."},
-};
+/* One class per status of DLS_STATUS_MAP (include/dlstream/status.h), made from that list: each status's class is
+ * DLSPY_EXC_<its name> below, so a status added there without its class here does not compile. */
+#define DLSPY_EXC_OK {NULL, NULL, NULL} /* success raises nothing */
+#define DLSPY_EXC_ERR_INVALID_ARGUMENT \
+  {"InvalidArgumentError", &PyExc_ValueError, "An argument has a value dlstream refuses."}
+#define DLSPY_EXC_ERR_INVALID_HANDLE \
+  {"InvalidHandleError", &PyExc_ValueError, "A closed or stale stream, event, tensor, module or function."}
+#define DLSPY_EXC_ERR_INVALID_DEVICE \
+  {"InvalidDeviceError", &PyExc_ValueError, "A device that does not exist, or objects on different devices."}
+#define DLSPY_EXC_ERR_UNAVAILABLE \
+  {"UnavailableError", &PyExc_RuntimeError, "The backend cannot be used on this machine (the message says why)."}
+#define DLSPY_EXC_ERR_BACKEND {"BackendError", &PyExc_RuntimeError, "The GPU driver or a CPU stream reported a failure."}
+#define DLSPY_EXC_ERR_OUT_OF_MEMORY {"OutOfMemoryError", &PyExc_MemoryError, "Device or host memory ran out."}
+#define DLSPY_EXC_ERR_NOT_SUPPORTED \
+  {"NotSupportedError", &PyExc_NotImplementedError, "The backend does not implement this operation."}
+#define DLSPY_EXC_ERR_BUSY {"BusyError", &PyExc_RuntimeError, "A resource is in use."}
+#define DLSPY_EXC_ERR_TIMEOUT \
+  {"TimedOutError", &PyExc_RuntimeError, "A wait timed out (for example a latch that was never opened)."}
+#define DLSPY_EXC_ERR_NOT_FOUND {"NotFoundError", &PyExc_LookupError, "A kernel, built-in or file was not found."}
+#define DLSPY_EXC_ERR_INVALID_TENSOR {"InvalidTensorError", &PyExc_BufferError, "A DLPack tensor failed validation."}
+#define DLSPY_EXC_ERR_VERSION \
+  {"VersionError", &PyExc_BufferError, "A DLPack tensor of an unsupported major version."}
+#define DLSPY_EXC_ERR_READ_ONLY \
+  {"ReadOnlyError", &PyExc_BufferError, "A read-only tensor was passed where the kernel may write."}
+#define DLSPY_EXC_ERR_STATE \
+  {"StateError", &PyExc_RuntimeError, "The call is not valid now (for example after shutdown)."}
+#define DLSPY_EXC_ERR_FORK \
+  {"ForkError", &PyExc_RuntimeError, "dlstream was initialized before fork(); it cannot be used in the child."}
+#define DLSPY_EXC_ERR_INTERNAL {"InternalError", &PyExc_RuntimeError, "An internal error in dlstream."}
 
-static PyObject *builtin_base(int status) {
-  switch (status) {
-  case DLS_ERR_INVALID_ARGUMENT:
-  case DLS_ERR_INVALID_HANDLE:
-  case DLS_ERR_INVALID_DEVICE:
-    return PyExc_ValueError;
-  case DLS_ERR_INVALID_TENSOR:
-  case DLS_ERR_VERSION:
-  case DLS_ERR_READ_ONLY:
-    return PyExc_BufferError;
-  case DLS_ERR_NOT_SUPPORTED:
-    return PyExc_NotImplementedError;
-  case DLS_ERR_OUT_OF_MEMORY:
-    return PyExc_MemoryError;
-  case DLS_ERR_NOT_FOUND:
-    return PyExc_LookupError;
-  default:
-    return PyExc_RuntimeError;
-  }
-}
+#define DLSPY_STATUS_FITS(name, value, msg) \
+  _Static_assert(value >= 0 && value < DLSPY_STATUS_COUNT, "DLS_" #name ": the statuses run from 0 without a gap");
+DLS_STATUS_MAP(DLSPY_STATUS_FITS)
+#undef DLSPY_STATUS_FITS
+#define DLSPY_EXC_DEF(name, value, msg) [value] = DLSPY_EXC_##name,
+static const exc_def g_exc_defs[DLSPY_STATUS_COUNT] = {DLS_STATUS_MAP(DLSPY_EXC_DEF)};
+#undef DLSPY_EXC_DEF
 
 static PyObject *exc_for(dlspy_state *st, dls_status_t status) {
   if ((int)status > 0 && (int)status < DLSPY_STATUS_COUNT && st->exc[status] != NULL)
@@ -361,26 +358,26 @@ int dlspy_errors_init(PyObject *m, dlspy_state *st) {
                                         NULL, NULL);
   if (st->Error == NULL || PyModule_AddObjectRef(m, "Error", st->Error) != 0)
     return -1;
-  for (size_t i = 0; i < sizeof g_exc_defs / sizeof g_exc_defs[0]; i++) {
-    const exc_def *d = &g_exc_defs[i];
+  for (int status = 1; status < DLSPY_STATUS_COUNT; status++) {
+    const exc_def *d = &g_exc_defs[status];
     char qual[64];
     snprintf(qual, sizeof qual, "dlstream.%s", d->name);
-    PyObject *bases = PyTuple_Pack(2, st->Error, builtin_base(d->status));
+    PyObject *bases = PyTuple_Pack(2, st->Error, *d->builtin);
     if (bases == NULL)
       return -1;
     PyObject *cls = PyErr_NewExceptionWithDoc(qual, d->doc, bases, NULL);
     Py_DECREF(bases);
     if (cls == NULL)
       return -1;
-    PyObject *code = PyLong_FromLong(d->status);
+    PyObject *code = PyLong_FromLong(status);
     int rc = code ? PyObject_SetAttrString(cls, "status", code) : -1;
     Py_XDECREF(code);
     if (rc == 0) {
-      PyObject *sname = PyUnicode_FromString(dls_status_name((dls_status_t)d->status));
+      PyObject *sname = PyUnicode_FromString(dls_status_name((dls_status_t)status));
       rc = sname ? PyObject_SetAttrString(cls, "status_name", sname) : -1;
       Py_XDECREF(sname);
     }
-    st->exc[d->status] = cls;
+    st->exc[status] = cls;
     if (rc != 0 || PyModule_AddObjectRef(m, d->name, cls) != 0)
       return -1;
   }

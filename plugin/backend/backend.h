@@ -213,6 +213,22 @@ extern const dls__gpu_backend dls__hip_backend;
 /* The dls__backend a GPU backend begins with (an address constant). */
 #define DLS__GPU_BACKEND_BASE(gpu_backend) ((const dls__backend *)(const void *)&(gpu_backend))
 
+/* Every backend compiled in, written once, in the order device types are resolved:
+ * X(its dls__backend, the DLPack device type it runs, that type's value). core/device.c's registry and its messages
+ * naming the device types, and fault.c's wrappers, are made from it; a new backend is a line here, its extern above
+ * and its vtable (docs/design.md, "Where to change what"). */
+#define DLS__BACKENDS(X)                                     \
+  X(&dls__cpu_backend, kDLCPU, 1)                            \
+  X(DLS__GPU_BACKEND_BASE(dls__cuda_backend), kDLCUDA, 2)    \
+  X(DLS__GPU_BACKEND_BASE(dls__hip_backend), kDLROCM, 10)
+#define DLS__BACKEND_ADDRESS(be, type, value) be,
+#define DLS__BACKEND_ONE(be, type, value) +1
+#define DLS__BACKEND_TYPE_NAME(be, type, value) " " #type "=" #value
+/* How many backends there are (a macro: the list is expanded where it is used, above the backends). */
+#define DLS__NBACKENDS (0 DLS__BACKENDS(DLS__BACKEND_ONE))
+/* The device types a backend runs, for messages: " kDLCPU=1 kDLCUDA=2 kDLROCM=10". */
+#define DLS__BACKEND_TYPE_NAMES DLS__BACKENDS(DLS__BACKEND_TYPE_NAME)
+
 #ifdef DLS_FAULT_INJECTION
 /* The fault-injecting wrapper of a real backend (fault.c; one per backend,
  * made once): every fallible method an injectable point (base/fault.h). */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CPU backend: every stream is a worker thread draining a FIFO, events
+/* The CPU backend: every stream is a worker thread draining a FIFO (the queue engine, cpu_queue.c), events
  * are completion records (cpu_event.c), memory is a stream-ordered caching
  * pool (cpu_memory.c), and a capturing stream records instead of running
- * (cpu_capture.c). This file: commands, workers, streams, code, the vtable.
+ * (cpu_capture.c). This file: the backend's life, streams, code, the vtable.
  *
  * DLSTREAM_CPU_SYNC=1 runs every command inline on the calling thread (no
  * workers): a debugging aid in which streams cannot overlap, so latches
@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/cpu_internal.h"
 #include "kernels/builtin_table.h"
@@ -24,217 +23,6 @@
 DLS__INTERNAL dls_host_kernel dls__cpu_builtin(size_t k);
 
 #define g dls__cpu_g
-
-static void fn_unref(cpu_fn *f) {
-  if (atomic_load(&f->refs) != 0 && atomic_fetch_sub(&f->refs, 1) == 1)
-    free(f);
-}
-
-void dls__cpu_fn_ref(const cpu_fn *f) {
-  cpu_fn *m = (cpu_fn *)f;
-  if (atomic_load(&m->refs) != 0)
-    atomic_fetch_add(&m->refs, 1);
-}
-
-cpu_globals dls__cpu_g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_exit = PTHREAD_COND_INITIALIZER, .ndevices = 1};
-
-uint64_t dls__cpu_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- event records ---- */
-
-cpu_node *dls__cpu_node_new(void) {
-  cpu_node *n = calloc(1, sizeof *n);
-  if (n == NULL)
-    return NULL;
-  atomic_init(&n->refs, 1);
-  pthread_mutex_init(&n->mu, NULL);
-  pthread_cond_init(&n->cv, NULL);
-  return n;
-}
-
-void dls__cpu_node_unref(cpu_node *n) {
-  if (n && atomic_fetch_sub(&n->refs, 1) == 1) {
-    pthread_mutex_destroy(&n->mu);
-    pthread_cond_destroy(&n->cv);
-    free(n);
-  }
-}
-
-static void node_complete(cpu_node *n) {
-  pthread_mutex_lock(&n->mu);
-  n->t_ns = dls__cpu_now_ns();
-  n->done = 1;
-  pthread_cond_broadcast(&n->cv);
-  pthread_mutex_unlock(&n->mu);
-}
-
-void dls__cpu_node_wait(cpu_node *n) {
-  pthread_mutex_lock(&n->mu);
-  while (!n->done)
-    pthread_cond_wait(&n->cv, &n->mu);
-  pthread_mutex_unlock(&n->mu);
-}
-
-int dls__cpu_node_done(cpu_node *n) {
-  pthread_mutex_lock(&n->mu);
-  int d = n->done;
-  pthread_mutex_unlock(&n->mu);
-  return d;
-}
-
-/* ---- commands ---- */
-
-static void exec(cpu_stream *s, cpu_cmd *c) {
-  switch (c->type) {
-  case CMD_LAUNCH: {
-    int rc = c->u.launch.fn->fn(&c->u.launch.cfg, c->u.launch.ptrs, c->u.launch.n);
-    if (rc != 0) {
-      pthread_mutex_lock(&s->mu);
-      if (s->error == 0) {
-        s->error = rc;
-        snprintf(s->errmsg, sizeof s->errmsg, "kernel \"%s\" returned %d", c->u.launch.fn->name, rc);
-      }
-      pthread_mutex_unlock(&s->mu);
-    }
-    fn_unref((cpu_fn *)c->u.launch.fn);
-    break;
-  }
-  case CMD_RECORD:
-    node_complete(c->u.rec.node);
-    dls__cpu_node_unref(c->u.rec.node);
-    break;
-  case CMD_WAIT:
-    dls__cpu_node_wait(c->u.rec.node);
-    dls__cpu_node_unref(c->u.rec.node);
-    break;
-  case CMD_CALLBACK:
-    c->u.cb.fn(c->u.cb.user);
-    break;
-  case CMD_MEMCPY:
-    memmove(c->u.cp.dst, c->u.cp.src, c->u.cp.n);
-    break;
-  case CMD_FREE:
-    dls__cpu_exec_free(s, c->u.fr.blk, c->u.fr.seq);
-    break;
-  default:
-    break;
-  }
-}
-
-void dls__cpu_cmd_discard(cpu_cmd *c) {
-  if (c == NULL)
-    return;
-  if (c->type == CMD_LAUNCH)
-    fn_unref((cpu_fn *)c->u.launch.fn);
-  free(c);
-}
-
-static void stream_free(cpu_stream *s) {
-  pthread_mutex_destroy(&s->mu);
-  pthread_cond_destroy(&s->cv_work);
-  pthread_cond_destroy(&s->cv_idle);
-  s->magic = 0;
-  free(s);
-}
-
-static void *worker(void *arg) {
-  cpu_stream *s = arg;
-  for (;;) {
-    pthread_mutex_lock(&s->mu);
-    while (s->head == NULL)
-      pthread_cond_wait(&s->cv_work, &s->mu);
-    cpu_cmd *c = s->head;
-    s->head = c->next;
-    if (s->head == NULL)
-      s->tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    if (c->type == CMD_EXIT) {
-      free(c);
-      pthread_mutex_lock(&g.mu);
-      link_remove(&g.streams, &s->link);
-      g.workers--;
-      g.exiting--;
-      pthread_cond_broadcast(&g.cv_exit);
-      pthread_mutex_unlock(&g.mu);
-      stream_free(s);
-      return NULL;
-    }
-    exec(s, c);
-    free(c);
-    pthread_mutex_lock(&s->mu);
-    s->completed++;
-    pthread_cond_broadcast(&s->cv_idle);
-    pthread_mutex_unlock(&s->mu);
-  }
-}
-
-cpu_cmd *dls__cpu_cmd_new(int type, size_t extra) {
-  cpu_cmd *c = calloc(1, sizeof *c + extra);
-  if (c) {
-    c->type = type;
-    c->extra = extra;
-  }
-  return c;
-}
-
-/* Appends a command to a worker's FIFO; `counted` commands are what
- * synchronize waits for. */
-static void fifo_push(cpu_stream *s, cpu_cmd *c, int counted) {
-  pthread_mutex_lock(&s->mu);
-  if (s->tail)
-    s->tail->next = c;
-  else
-    s->head = c;
-  s->tail = c;
-  s->submitted += (uint64_t)counted;
-  pthread_cond_signal(&s->cv_work);
-  pthread_mutex_unlock(&s->mu);
-}
-
-dls_status_t dls__cpu_enqueue(cpu_stream *s, cpu_cmd *c) {
-  if (c == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a stream command");
-  if (g.sync_mode) {
-    exec(s, c);
-    free(c);
-    return DLS_OK;
-  }
-  fifo_push(s, c, 1);
-  return DLS_OK;
-}
-
-/* Queues a command, or records it when the stream is capturing (steals c). */
-dls_status_t dls__cpu_submit(cpu_stream *s, cpu_cmd *c) {
-  if (c == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a stream command");
-  pthread_mutex_lock(&g.mu);
-  if (s->cap != NULL) {
-    dls_status_t st = dls__cpu_capture_append(s, c);
-    pthread_mutex_unlock(&g.mu);
-    return st;
-  }
-  pthread_mutex_unlock(&g.mu);
-  return dls__cpu_enqueue(s, c);
-}
-
-/* Fails (and invalidates the capture, as CUDA does) when `s` is capturing:
- * `what` cannot be recorded or would look at work that does not run. */
-dls_status_t dls__cpu_refuse_capturing(cpu_stream *s, const char *what) {
-  pthread_mutex_lock(&g.mu);
-  cpu_capture *cap = s->cap;
-  uint64_t id = cap ? cap->id : 0;
-  if (cap != NULL)
-    dls__cpu_capture_invalidate(cap, what);
-  pthread_mutex_unlock(&g.mu);
-  if (cap == NULL)
-    return DLS_OK;
-  return dls__fail(DLS_ERR_STATE, "cpu backend: %s on stream %p, which is capturing (capture %llu, now invalidated)",
-                   what, (void *)s, (unsigned long long)id);
-}
 
 /* ---- life ---- */
 
@@ -260,40 +48,7 @@ static dls_status_t cpu_device_count(const dls__backend *be, int *out) {
   return DLS_OK;
 }
 
-dls_status_t dls__cpu_stream_create(const dls__backend *be, int dev, unsigned flags, int priority, void **out) {
-  (void)flags;
-  (void)priority;
-  cpu_stream *s = calloc(1, sizeof *s);
-  if (s == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a stream");
-  s->magic = CPU_STREAM_MAGIC;
-  s->dev = dev;
-  pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv_work, NULL);
-  pthread_cond_init(&s->cv_idle, NULL);
-  pthread_mutex_lock(&g.mu);
-  if (!g.sync_mode) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, worker, s);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      pthread_mutex_unlock(&g.mu);
-      stream_free(s);
-      return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: pthread_create for a stream worker failed: %s",
-                       strerror(rc));
-    }
-    g.workers++;
-  }
-  link_push(&g.streams, &s->link);
-  pthread_mutex_unlock(&g.mu);
-  *out = s;
-  return DLS_OK;
-}
-
-dls_status_t dls__cpu_stream_destroy(const dls__backend *be, int dev, void *native) {
+static dls_status_t cpu_stream_destroy(const dls__backend *be, int dev, void *native) {
   (void)dev;
   cpu_stream *s = native;
   if (s == NULL)
@@ -302,22 +57,7 @@ dls_status_t dls__cpu_stream_destroy(const dls__backend *be, int dev, void *nati
   if (s->cap != NULL)
     dls__cpu_capture_drop_stream(s);
   pthread_mutex_unlock(&g.mu);
-  if (g.sync_mode) {
-    pthread_mutex_lock(&g.mu);
-    link_remove(&g.streams, &s->link);
-    pthread_mutex_unlock(&g.mu);
-    stream_free(s);
-    return DLS_OK;
-  }
-  /* The worker drains what is queued, then frees the stream: no host wait. */
-  cpu_cmd *c = dls__cpu_cmd_new(CMD_EXIT, 0);
-  if (c == NULL)
-    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory to stop a stream");
-  pthread_mutex_lock(&g.mu);
-  g.exiting++;
-  pthread_mutex_unlock(&g.mu);
-  fifo_push(s, c, 0); /* not counted: synchronize never waits for it */
-  return DLS_OK;
+  return dls__cpu_queue_end(s);
 }
 
 static dls_status_t cpu_stream_default(const dls__backend *be, int dev, int kind, void **out) {
@@ -336,7 +76,7 @@ static dls_status_t cpu_stream_default(const dls__backend *be, int dev, int kind
     s = g.dflt[dev];
     pthread_mutex_unlock(&g.mu);
     if (n)
-      dls__cpu_stream_destroy(be, dev, n);
+      cpu_stream_destroy(be, dev, n);
   }
   *out = s;
   return DLS_OK;
@@ -445,7 +185,7 @@ static dls_status_t cpu_host_function(const dls__backend *be, int dev, const cha
 
 static dls_status_t cpu_host_function_destroy(const dls__backend *be, int dev, void *fn) {
   (void)dev;
-  fn_unref(fn); /* queued launches hold their own references */
+  dls__cpu_fn_unref(fn); /* queued launches hold their own references */
   return DLS_OK;
 }
 
@@ -480,7 +220,7 @@ static void cpu_shutdown(const dls__backend *be) {
     g.dflt[d] = NULL;
     pthread_mutex_unlock(&g.mu);
     if (s)
-      dls__cpu_stream_destroy(be, d, s);
+      cpu_stream_destroy(be, d, s);
   }
   /* Waits for the streams told to exit. A stream still referenced (by the
    * buffer of an export its consumer has not released yet) keeps its idle
@@ -502,7 +242,7 @@ const dls__backend dls__cpu_backend = {
     .device_count = cpu_device_count,
     .shutdown = cpu_shutdown,
     .stream_create = dls__cpu_stream_create,
-    .stream_destroy = dls__cpu_stream_destroy,
+    .stream_destroy = cpu_stream_destroy,
     .stream_default = cpu_stream_default,
     .stream_check = cpu_stream_check,
     .stream_synchronize = cpu_stream_synchronize,

@@ -103,6 +103,35 @@ dls_status_t dls__cpu_capture_append(cpu_stream *s, cpu_cmd *c) {
   return DLS_OK;
 }
 
+/* Queues a command, or records it when the stream is capturing (steals c). */
+dls_status_t dls__cpu_submit(cpu_stream *s, cpu_cmd *c) {
+  if (c == NULL)
+    return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for a stream command");
+  pthread_mutex_lock(&g.mu);
+  if (s->cap != NULL) {
+    dls_status_t st = dls__cpu_capture_append(s, c);
+    pthread_mutex_unlock(&g.mu);
+    return st;
+  }
+  pthread_mutex_unlock(&g.mu);
+  return dls__cpu_enqueue(s, c);
+}
+
+/* Fails (and invalidates the capture, as CUDA does) when `s` is capturing:
+ * `what` cannot be recorded or would look at work that does not run. */
+dls_status_t dls__cpu_refuse_capturing(cpu_stream *s, const char *what) {
+  pthread_mutex_lock(&g.mu);
+  cpu_capture *cap = s->cap;
+  uint64_t id = cap ? cap->id : 0;
+  if (cap != NULL)
+    dls__cpu_capture_invalidate(cap, what);
+  pthread_mutex_unlock(&g.mu);
+  if (cap == NULL)
+    return DLS_OK;
+  return dls__fail(DLS_ERR_STATE, "cpu backend: %s on stream %p, which is capturing (capture %llu, now invalidated)",
+                   what, (void *)s, (unsigned long long)id);
+}
+
 void dls__cpu_capture_invalidate(cpu_capture *cap, const char *why) {
   if (cap->status == DLS__CAPTURE_INVALIDATED)
     return;
@@ -216,7 +245,7 @@ static void graph_unref(cpu_graph *gr) {
     return;
   for (int k = 0; k < gr->ntracks - 1; k++)
     if (gr->workers[k] != NULL)
-      dls__cpu_stream_destroy(&dls__cpu_backend, gr->dev, gr->workers[k]);
+      dls__cpu_queue_end(gr->workers[k]);
   free(gr->workers);
   free_cmds(gr->cmds);
   free_graph_blocks(gr->blocks);

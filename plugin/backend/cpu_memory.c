@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CPU backend's memory: a stream-ordered caching pool, capture-owned blocks, mapped memory and copies. */
+/* The CPU backend's memory: a stream-ordered caching pool (a free's command hands its block to the pool: cpu_queue.c),
+ * capture-owned blocks, mapped memory and copies. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,52 +10,6 @@
 #include "backend/cpu_internal.h"
 
 #define g dls__cpu_g
-
-#define CPU_POOL_LIMIT ((size_t)256 << 20) /* idle bytes kept before returning to the system */
-
-static cpu_block *block_of(void *ptr) { return (cpu_block *)((char *)ptr - CPU_ALIGN); }
-static void *block_data(cpu_block *b) { return (char *)b + CPU_ALIGN; }
-
-void dls__cpu_block_release(cpu_block *b) {
-  if (g.debug_alloc)
-    memset(block_data(b), 0xDB, b->size);
-  free(b);
-}
-
-static void unlink_pending(cpu_stream *s, cpu_block *b) {
-  for (cpu_block **pp = &s->pending; *pp; pp = &(*pp)->next) {
-    if (*pp == b) {
-      *pp = b->next;
-      return;
-    }
-  }
-}
-
-/* Runs when the stream reaches the free: the block may now go to any stream. */
-void dls__cpu_exec_free(cpu_stream *s, cpu_block *b, uint64_t seq) {
-  pthread_mutex_lock(&g.mu);
-  if (b->state == BLOCK_GRAPH) { /* an instance's free (free_instance) */
-    bool last = --b->frees_queued == 0 && b->orphan && !b->outstanding;
-    pthread_mutex_unlock(&g.mu);
-    if (last)
-      dls__cpu_block_release(b);
-    return;
-  }
-  if (b->state == BLOCK_PENDING && b->free_seq == seq && b->pending_on == s) {
-    unlink_pending(s, b);
-    b->pending_on = NULL;
-    if (g.debug_alloc || g.pool_bytes + b->size > CPU_POOL_LIMIT) {
-      pthread_mutex_unlock(&g.mu);
-      dls__cpu_block_release(b);
-      return;
-    }
-    b->state = BLOCK_POOLED;
-    b->next = g.pool;
-    g.pool = b;
-    g.pool_bytes += b->size;
-  }
-  pthread_mutex_unlock(&g.mu);
-}
 
 /* ---- memory ---- */
 
@@ -117,7 +72,7 @@ dls_status_t dls__cpu_mem_alloc(const dls__backend *be, int dev, size_t size, vo
     b = block_new(rsize, BLOCK_LIVE);
   if (b == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "cpu backend: out of host memory for %zu bytes", size);
-  *out = block_data(b);
+  *out = cpu_block_data(b);
   return DLS_OK;
 }
 
@@ -126,7 +81,7 @@ dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void 
   if (ptr == NULL)
     return DLS_OK;
   cpu_stream *s = stream;
-  cpu_block *b = block_of(ptr);
+  cpu_block *b = cpu_block_of(ptr);
   pthread_mutex_lock(&g.mu);
   int state = b->state;
   bool capturing = s->cap != NULL;
@@ -144,7 +99,7 @@ dls_status_t dls__cpu_mem_free(const dls__backend *be, int dev, void *ptr, void 
   pthread_mutex_lock(&g.mu);
   if (state == BLOCK_GRAPH) {
     /* After its capture: the free of the latest replay's instance of a graph output, in stream order. The graph
-     * no longer keeps it; if the graph is gone when the free runs, the block goes then (dls__cpu_exec_free). */
+     * no longer keeps it; if the graph is gone when the free runs, the block goes then (cpu_queue.c). */
     b->outstanding = false;
     b->frees_queued++;
   } else {

@@ -30,10 +30,8 @@ typedef struct fault_backend {
   const dls__backend *real;
 } fault_backend;
 
-#define DLS__NREAL 3
-static const dls__backend *const g_real[DLS__NREAL] = {&dls__cpu_backend, DLS__GPU_BACKEND_BASE(dls__cuda_backend),
-                                                        DLS__GPU_BACKEND_BASE(dls__hip_backend)};
-static fault_backend g_wrapped[DLS__NREAL];
+static const dls__backend *const g_real[DLS__NBACKENDS] = {DLS__BACKENDS(DLS__BACKEND_ADDRESS)};
+static fault_backend g_wrapped[DLS__NBACKENDS];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* The backend a wrapper wraps. */
@@ -235,13 +233,13 @@ static void wrap(fault_backend *w, const dls__backend *real) {
 }
 
 static void wrap_all(void) {
-  for (int i = 0; i < DLS__NREAL; i++)
+  for (int i = 0; i < DLS__NBACKENDS; i++)
     wrap(&g_wrapped[i], g_real[i]);
 }
 
 const dls__backend *dls__fault_backend(const dls__backend *real) {
   pthread_once(&g_once, wrap_all);
-  for (int i = 0; i < DLS__NREAL; i++)
+  for (int i = 0; i < DLS__NBACKENDS; i++)
     if (g_real[i] == real)
       return &g_wrapped[i].be;
   return real;

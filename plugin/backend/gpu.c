@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The GPU backends' life: probe, devices and their first use, error messages, shutdown. */
+/* The GPU backends' life: probe, devices and their first use, error messages, capture scopes (the shutdown is
+ * gpu_shutdown.c's). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,31 @@ dls_status_t dls__gpu_device_count(const dls__backend *be, int *out_count) {
   return DLS_OK;
 }
 
+/* ---- capture scopes: the relaxed capture mode while captures are open (gpu.h, dls__gpu_enter) ---- */
+
+_Atomic int dls__gpu_captures_open;
+
+/* Serializes the backend's calls while a capture is open, but for waits (a
+ * wait holds no lock: what it waits for may need another thread's call). */
+static pthread_mutex_t g_capture_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait) {
+  if (!wait) {
+    pthread_mutex_lock(&g_capture_mu);
+    sc->locked = true;
+  }
+  sc->mode = DLS_CAPTURE_RELAXED;
+  sc->relaxed = g->calls.capture_mode_exchange != NULL && g->calls.capture_mode_exchange(&sc->mode) == DLS__GPU_OK;
+}
+
+void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc) {
+  if (sc->relaxed)
+    (void)g->calls.capture_mode_exchange(&sc->mode);
+  if (sc->locked)
+    pthread_mutex_unlock(&g_capture_mu);
+  sc->relaxed = sc->locked = false;
+}
+
 /* ---- devices ---- */
 
 /* A stream-ordered pool that keeps freed memory cached (release threshold
@@ -165,42 +191,6 @@ dls_status_t dls__gpu_device_open(dls__gpu *g, int dev, dls__gpu_device *d) {
 out:
   pthread_mutex_unlock(&d->mu);
   return st;
-}
-
-/* ---- shutdown ---- */
-
-/* Unloads the built-ins, settles parked memory, destroys the pools (memory
- * still owed to a pool is released by the driver once freed) and lets the
- * vendor release what the device held. The library stays loaded, so a later
- * probe and first use start afresh. */
-void dls__gpu_shutdown(const dls__backend *be) {
-  dls__gpu *g = dls__gpu_of(be);
-  if (g->load_status != DLS_OK)
-    return;
-  for (int i = 0; i < g->ndev; i++) {
-    dls__gpu_device *d = &g->devs[i];
-    pthread_mutex_lock(&d->mu);
-    if (atomic_load_explicit(&d->ready, memory_order_relaxed)) {
-      void *prev = NULL;
-      g->calls.ctx_get(&prev);
-      g->calls.ctx_set(d->ctx);
-      if (d->builtins != NULL)
-        g->calls.module_unload(d->builtins);
-      dls__gpu_memory_release(g, d);
-      if (d->pool != NULL)
-        g->calls.pool_destroy(d->pool);
-      if (prev != d->ctx)
-        g->calls.ctx_set(prev);
-      g->device_close(g, d);
-      d->pool = NULL;
-      d->builtins = NULL;
-      memset(d->builtin_fns, 0, sizeof d->builtin_fns);
-      for (int p = 0; p < g->ndev; p++)
-        atomic_store_explicit(&d->peers[p], 0, memory_order_relaxed);
-      atomic_store_explicit(&d->ready, 0, memory_order_release);
-    }
-    pthread_mutex_unlock(&d->mu);
-  }
 }
 
 const char *dls__gpu_call_name(const char *column) {

@@ -315,7 +315,7 @@ typedef struct dls__gpu_scope {
   unsigned mode;
 } dls__gpu_scope;
 
-/* Captures begun through a GPU backend and not yet ended (gpu_capture.c).
+/* Captures begun through a GPU backend and not yet ended (counted by gpu_capture.c; the scopes: gpu.c).
  * While any is open, every call of the backend runs in relaxed capture mode
  * (dls__gpu_scope_relax): none touches a capturing stream unless it belongs to the
  * capture (the core refuses the rest), so none is one of the "potentially

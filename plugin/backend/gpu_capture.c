@@ -7,29 +7,6 @@
  * both vendors' values). */
 _Static_assert(DLS_CAPTURE_GLOBAL == 0 && DLS_CAPTURE_THREAD_LOCAL == 1 && DLS_CAPTURE_RELAXED == 2,
                "capture modes are the drivers' values");
-_Atomic int dls__gpu_captures_open;
-
-/* Serializes the backend's calls while a capture is open, but for waits (a
- * wait holds no lock: what it waits for may need another thread's call). */
-static pthread_mutex_t g_capture_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-
-void dls__gpu_scope_relax(dls__gpu *g, dls__gpu_scope *sc, bool wait) {
-  if (!wait) {
-    pthread_mutex_lock(&g_capture_mu);
-    sc->locked = true;
-  }
-  sc->mode = DLS_CAPTURE_RELAXED;
-  sc->relaxed = g->calls.capture_mode_exchange != NULL && g->calls.capture_mode_exchange(&sc->mode) == DLS__GPU_OK;
-}
-
-void dls__gpu_scope_unrelax(dls__gpu *g, dls__gpu_scope *sc) {
-  if (sc->relaxed)
-    (void)g->calls.capture_mode_exchange(&sc->mode);
-  if (sc->locked)
-    pthread_mutex_unlock(&g_capture_mu);
-  sc->relaxed = sc->locked = false;
-}
-
 _Static_assert(DLS__CAPTURE_NONE == 0 && DLS__CAPTURE_ACTIVE == 1 && DLS__CAPTURE_INVALIDATED == 2,
                "capture states are the drivers' values");
 

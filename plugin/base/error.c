@@ -34,6 +34,10 @@ const char *dls_status_str(dls_status_t status) {
 
 const char *dls_last_error(void) { return tls_message; }
 
+dls_status_t dls__fail_out_null(const char *call, const char *name) {
+  return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(%s=NULL): output pointer is NULL", call, name);
+}
+
 dls_status_t dls__fail(dls_status_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

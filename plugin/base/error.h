@@ -41,12 +41,16 @@ DLS__INTERNAL dls_status_t dls__fail_prefix(dls_status_t status, const char *fmt
       return dls__st_;                     \
   } while (0)
 
+/* The failure of a call given NULL for its output `name` (DLS_ERR_INVALID_ARGUMENT, the message naming both):
+ * DLS__OUT's, and that of a call that must undo something first (a DLPack import releases what it was given). */
+DLS__INTERNAL DLS__COLD dls_status_t dls__fail_out_null(const char *call, const char *name);
+
 /* The preamble of a call with an output: refuses NULL, else zeroes it (a
  * failing call leaves it zeroed). */
 #define DLS__OUT(call, out)                                                     \
   do {                                                                          \
     if (DLS__UNLIKELY((out) == NULL))                                           \
-      return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(" #out "=NULL): output pointer is NULL", (call)); \
+      return dls__fail_out_null((call), #out);                                  \
     memset((out), 0, sizeof *(out));                                            \
   } while (0)
 

@@ -194,6 +194,12 @@ void *dls__table_miss(dls__table *t, uint64_t id, const char *call, const char *
   return NULL;
 }
 
+void *dls__table_reserved(dls__table *t, uint64_t id, const char *call, const char *arg, dls_status_t *out_status) {
+  if (t->reserved != NULL)
+    return t->reserved(id, call, arg, out_status);
+  return dls__table_miss(t, id, call, arg, out_status);
+}
+
 void dls__table_each(dls__table *t, void (*fn)(uint64_t id, void *obj)) {
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
   for (uint32_t i = 1; i < n; i++) {

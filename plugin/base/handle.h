@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Handles: slot tables, lookups, holds, and the thread's caches of freed slots and small objects (hot paths inline).
  * The mechanism only: each kind's table, with what ending one of its handles does, is defined by the kind's own file
- * (core/kinds.h lists them). */
+ * (core/tables.h lists them). */
 #ifndef DLSTREAM_BASE_HANDLE_H
 #define DLSTREAM_BASE_HANDLE_H
 
@@ -44,6 +44,10 @@ typedef struct dls__table {
   dls_handle_kind_t kind;
   /* What ending a handle does to its object, once no call holds it. */
   void (*drop)(void *obj);
+  /* Resolves a handle of the reserved generation (DLS_STREAM_RESERVED_GENERATION: the default streams, named by
+   * device and kind, never in a slot), as dls__hold_get does (no hold needed: they live as long as their device);
+   * NULL for kinds that have none, whose reserved-generation handles are stale. */
+  void *(*reserved)(uint64_t id, const char *call, const char *arg, dls_status_t *out_status);
   pthread_mutex_t mu;      /* chunk allocation only */
   /* Handles the runtime owns itself (built-in functions): not counted by
    * dls__table_live, which reports what callers must release. */
@@ -53,10 +57,11 @@ typedef struct dls__table {
   _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
 } dls__table;
 
-/* A kind's table, for its file's definition: `dls__table dls__stream_table =
- * DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);`. */
-#define DLS__TABLE(name, kind_value, drop_fn) \
-  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .mu = PTHREAD_MUTEX_INITIALIZER}
+/* A kind's table, for its file's definition: `dls__table dls__event_table =
+ * DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);` (reserved_fn: see .reserved). */
+#define DLS__TABLE(name, kind_value, drop_fn, reserved_fn)                                   \
+  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .reserved = (reserved_fn), \
+   .mu = PTHREAD_MUTEX_INITIALIZER}
 
 /* Calls fn on every live object of a table, holding each while fn runs (a
  * concurrent end of the handle then drops the object after fn). */
@@ -67,6 +72,9 @@ DLS__INTERNAL size_t dls__table_live(dls__table *t);
  * DLS_ERR_INVALID_HANDLE in *out_status and returns NULL. */
 DLS__INTERNAL DLS__COLD void *dls__table_miss(dls__table *t, uint64_t id, const char *call, const char *arg,
                                               dls_status_t *out_status);
+/* A handle of the reserved generation: the table's .reserved resolves it, else it misses (dls__table_miss). */
+DLS__INTERNAL void *dls__table_reserved(dls__table *t, uint64_t id, const char *call, const char *arg,
+                                                  dls_status_t *out_status);
 /* The last call holding an ended handle let go: drops its object and frees
  * the slot (once, whoever gets there). */
 DLS__INTERNAL DLS__COLD void dls__slot_last_out(dls__table *t, dls__slot *s, uint64_t state);
@@ -150,6 +158,8 @@ static inline void dls__hold_end(dls__hold *h) {
 static inline void *dls__hold_get(dls__hold *h, dls__table *t, uint64_t id, const char *call, const char *arg,
                                   dls_status_t *out_status) {
   h->table = t;
+  if (DLS__UNLIKELY((uint32_t)(id >> 32) == DLS_STREAM_RESERVED_GENERATION))
+    return dls__table_reserved(t, id, call, arg, out_status);
   void *obj = dls__slot_hold(t, id, &h->slot);
   return DLS__LIKELY(obj != NULL) ? obj : dls__table_miss(t, id, call, arg, out_status);
 }

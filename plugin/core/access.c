@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "core/access.h"
-#include "core/buffer.h"
 #include "core/capture.h"
+#include "core/release.h"
 #include "core/wait.h"
 
 /* The allocation stream, as a party. */

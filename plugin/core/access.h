@@ -4,9 +4,63 @@
 #ifndef DLSTREAM_CORE_ACCESS_H
 #define DLSTREAM_CORE_ACCESS_H
 
+#include "base/spin.h"
+#include "core/capture.h"
 #include "core/use.h"
 
+struct dls__deferred;
+
 typedef struct dls__buffer dls__buffer;
+/* The fields a use reads and writes come first: the first cache line holds all that a use of the stream's own
+ * memory touches (the lock included), the next one the hazard state and the first use entries. A crossing's
+ * bookkeeping runs between driver calls that leave little of it in the first-level cache. */
+struct dls__buffer {
+  void *ptr;
+  size_t size;
+  dls__device *dev;
+  dls__stream *stream;  /* allocation / producer stream, ref held */
+  struct dls__buffer *alias; /* borrowed memory that lies in an exported buffer: that buffer (ref held), whose
+                                hazard state its uses share (dls__buffer_hazards); NULL otherwise */
+  dls__use *uses;       /* uses_inline or heap */
+  uint64_t cap_id;      /* allocated in this capture (0: eagerly) */
+  int nuses;
+  dls__spin mu;         /* the use set and the hazards: held from a use's waits until its work is noted */
+  bool borrowed;
+  bool record;          /* a record of foreign memory (foreign.c): no producer, its range in that registry */
+  bool entered;         /* borrowed foreign memory (an import) whose range is in the registry of foreign records
+                           until its last reference goes (foreign.c), so that uses of its bytes join its state */
+  bool cached;          /* owned memory of a size class of the cache (core/cache.c): its free may keep it there */
+  bool alloc_marked;    /* the allocation stream's mark was recorded, eagerly, after its latest use (access.c:
+                           once other streams use the buffer, a crossing from it waits on that, not on a record
+                           made then) */
+  uint16_t alloc_exports; /* live exports to the allocation stream as their consumer: it may write at any time */
+  int cap;              /* the room in `uses` */
+  /* The hazard state (access.c), a bit per party: bit 0 the allocation (producer) stream, bit 1 + i use entry i,
+   * bit 63 every entry from the 62nd on (told apart by a walk). */
+  uint64_t writers;     /* the last writer of each capture (and of eager work); the producer at first */
+  uint64_t readers;     /* the parties that read since that write (each waited for the writer) */
+  uint64_t eager_uses;  /* the entries of eager work (cap_id 0) */
+  uint64_t exporting;   /* the parties holding a live export: they may write at any time */
+  uint32_t notes;       /* counts the notes of uses (access.c): a use ordered earlier is noted as ordered only
+                           while no other use was noted since */
+  dls__use uses_inline[DLS__USES_INLINE];
+  _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
+  _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */
+  bool release_unordered; /* the release frees at once (host memory): it must
+                             also wait for work queued on the producer stream */
+  dls_release_fn release; /* borrowed only */
+  void *user_data;
+  uint64_t id;          /* its handle, 0 if none */
+  dls__graph_owner owner; /* allocated in a capture: the graph that owns its memory once the capture ended (ref
+                            held) and its replay count */
+  struct dls__deferred *spare; /* borrowed with a release: its deferred-queue entry, made with
+                                  the buffer so that deferring the release needs no memory */
+};
+
+/* The buffer whose hazard state a use of `b` joins: `b`, or the exported buffer an alias lies in. */
+static inline dls__buffer *dls__buffer_hazards(dls__buffer *b) {
+  return DLS__UNLIKELY(b->alias != NULL) ? b->alias : b;
+}
 
 /* A mode bit beside DLS_ACCESS_READ / WRITE: a use dlstream did not order (dls_buffer_record_use), noted as a party
  * more that never takes the place of a writer no wait has covered (access.c). */
@@ -71,10 +125,6 @@ DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
-/* Whether every recorded use has already completed (a cheap query each), never asked while a capture forbids it
- * and never of a captured record: a use in a capture counts as complete only with `captured_done` (its graph is
- * gone). The caller holds the buffer's lock, or its last reference. */
-DLS__INTERNAL bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done);
 /* ---- memory a capture used and did not allocate (core/replay.c) ---- */
 
 /* A use in own capture `cap` of memory it did not allocate: the capture keeps a reference (dls__capture_keep),
@@ -84,9 +134,5 @@ DLS__INTERNAL dls_status_t dls__buffer_hold_for_capture(dls__buffer *b, uint64_t
 /* How the work of capture `cap` (over) used the buffer, for the hazard rule: DLS_ACCESS_WRITE set when some
  * of it wrote, DLS_ACCESS_READ when some read (since its last write); 0 when none was queued. */
 DLS__INTERNAL int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap);
-/* The last reference is gone (dls__buffer_unref): frees or releases the
- * memory once every recorded use has passed, on a stream, a deferred queue,
- * or with its graph; drops the record. */
-DLS__INTERNAL void dls__buffer_release(dls__buffer *b);
 
 #endif /* DLSTREAM_CORE_ACCESS_H */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Buffers: allocation, borrowing, handles and the public calls. Their state (uses, and where a free goes) is access.c's. */
+/* Buffers: allocation, borrowing, handles and the public calls. The record and its hazard state are access.h's, its
+ * references and where its free goes release.c's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,6 @@
 #include "core/exported.h"
 #include "core/ranges.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, dls__stream *s) {
   dls__buffer *b = dls__obj_alloc(DLS__OBJ_BUFFER, sizeof *b);
@@ -130,8 +130,6 @@ dls_status_t dls__buffer_borrow(dls__device *dev, void *ptr, size_t size, dls__s
   return DLS_OK;
 }
 
-void dls__buffer_ref(dls__buffer *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed); }
-
 dls_status_t dls__buffer_exported(dls__buffer *b) {
   if (atomic_load_explicit(&b->exported, memory_order_relaxed))
     return DLS_OK;
@@ -140,73 +138,13 @@ dls_status_t dls__buffer_exported(dls__buffer *b) {
   return DLS_OK;
 }
 
-/* Marks the work queued so far on `s` as one that `b`'s release waits for (nothing when `s` is idle); out of
- * memory for the mark, waits for `s` here rather than release early. A stream capturing now cannot mark its eager
- * work: skipped. */
-static void mark_stream(dls__buffer *b, dls__stream *s) {
-  uint64_t cap = 0;
-  int idle = 0;
-  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE ||
-      (dls__capture_polling_allowed() &&
-       s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, &idle) == DLS_OK && idle))
-    return;
-  if (dls__buffer_mark(b, s) != DLS_OK)
-    (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
-}
-
-/* An alias's release (the import's deleter) waits, as any borrowed buffer's, for the streams that used the memory:
- * its uses went to the exported buffer, so it waits for every stream that used that buffer (conservative), on the
- * work they queued so far. Eager uses only: the exported buffer's own release keeps its memory for a graph. Its use
- * entries are only ever appended while it lives, so they are walked by index, one at a time under its lock. */
-static void mark_alias_uses(dls__buffer *b) {
-  dls__buffer *of = b->alias;
-  for (int i = -1;; i++) { /* -1: the allocation stream, which records no use entry */
-    dls__spin_lock(&of->mu);
-    bool more = i < of->nuses;
-    dls__stream *s = NULL;
-    if (i < 0 ? of->cap_id == 0 : more && of->uses[i].cap_id == 0) {
-      s = i < 0 ? of->stream : of->uses[i].stream;
-      dls__stream_ref(s);
-    }
-    dls__spin_unlock(&of->mu);
-    if (!more)
-      return;
-    if (s != NULL) {
-      mark_stream(b, s);
-      dls__stream_unref(s);
-    }
-  }
-}
-
-void dls__buffer_unref(dls__buffer *b) {
-  /* Holding the only reference, no one else can add one (a reference comes
-   * from a holder or from the live handle): no locked instruction needed.
-   * The registries of exported and foreign memory add references without
-   * holding one, but only while the count is above 0: a buffer in one counts
-   * down. */
-  if ((atomic_load_explicit(&b->refs, memory_order_acquire) == 1 &&
-       !atomic_load_explicit(&b->exported, memory_order_relaxed) && !b->entered) ||
-      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
-    if (DLS__UNLIKELY(atomic_load_explicit(&b->exported, memory_order_relaxed)))
-      dls__exported_remove(b, (uintptr_t)b->ptr);
-    if (DLS__UNLIKELY(b->entered)) /* an import of foreign memory: its range goes with it */
-      (void)dls__ranges_remove(&dls__foreign_ranges, b, (uintptr_t)b->ptr, 0);
-    dls__buffer *alias = b->alias;
-    if (DLS__UNLIKELY(alias != NULL) && b->release != NULL)
-      mark_alias_uses(b);
-    dls__buffer_release(b);
-    if (DLS__UNLIKELY(alias != NULL))
-      dls__buffer_unref(alias);
-  }
-}
-
 /* ---- public API ---- */
 
 dls_status_t dls_buffer_alloc(dls_stream_t stream, size_t size, dls_buffer_t *out_buffer) {
   static const char call[] = "dls_buffer_alloc";
   DLS__ENTER(call);
   DLS__OUT(call, out_buffer);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__buffer *b = NULL;
   dls_status_t st = buffer_alloc(s, size, &b);
   if (DLS__UNLIKELY(st != DLS_OK))
@@ -236,7 +174,7 @@ dls_status_t dls_buffer_free(dls_buffer_t buffer) {
 }
 
 void dls__buffer_drop(void *obj) { dls__buffer_unref(obj); }
-dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop);
+dls__table dls__buffer_table = DLS__TABLE("buffer", DLS_HANDLE_BUFFER, dls__buffer_drop, NULL);
 
 dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls_access_t access) {
   static const char call[] = "dls_buffer_record_use";
@@ -244,8 +182,8 @@ dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls
   if (access != DLS_ACCESS_READ && access != DLS_ACCESS_WRITE)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "%s(access=%d): DLS_ACCESS_READ (1) or DLS_ACCESS_WRITE (2)", call, (int)access);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
                      s->dev->name);
@@ -256,9 +194,8 @@ dls_status_t dls_buffer_record_use(dls_buffer_t buffer, dls_stream_t stream, dls
 dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr) {
   static const char call[] = "dls_buffer_ptr";
   DLS__ENTER(call);
-  if (out_ptr == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ptr=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_ptr);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_ptr = b->ptr;
   return DLS_OK;
 }
@@ -266,9 +203,8 @@ dls_status_t dls_buffer_ptr(dls_buffer_t buffer, void **out_ptr) {
 dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size) {
   static const char call[] = "dls_buffer_size";
   DLS__ENTER(call);
-  if (out_size == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_size=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_size);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_size = b->size;
   return DLS_OK;
 }
@@ -276,9 +212,8 @@ dls_status_t dls_buffer_size(dls_buffer_t buffer, size_t *out_size) {
 dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device) {
   static const char call[] = "dls_buffer_device";
   DLS__ENTER(call);
-  if (out_device == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_device=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_device);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   *out_device = b->dev->device;
   return DLS_OK;
 }
@@ -286,9 +221,8 @@ dls_status_t dls_buffer_device(dls_buffer_t buffer, DLDevice *out_device) {
 dls_status_t dls_buffer_stream(dls_buffer_t buffer, dls_stream_t *out_stream) {
   static const char call[] = "dls_buffer_stream";
   DLS__ENTER(call);
-  if (out_stream == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_stream=NULL): output pointer is NULL", call);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
+  DLS__OUT(call, out_stream);
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
   if (b->stream->kind == DLS__STREAM_DEFAULT) {
     for (int k = DLS_STREAM_LEGACY; k <= DLS_STREAM_PER_THREAD; k++)
       if (b->dev->defaults[k] == b->stream)

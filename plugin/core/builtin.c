@@ -198,7 +198,7 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
 /* Every built-in call: its arguments checked, a partially overlapping
  * source staged, and the kernel queued on a grid sized to its work and the device (grid_for). */
 static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k, dls_arg_t *args, size_t nargs) {
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__function *f;
   DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
   bool overlap;

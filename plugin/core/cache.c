@@ -417,8 +417,7 @@ dls_status_t dls_device_set_cache_limit(DLDevice device, size_t bytes) {
 dls_status_t dls_device_cached_bytes(DLDevice device, size_t *out_bytes) {
   static const char call[] = "dls_device_cached_bytes";
   DLS__ENTER(call);
-  if (out_bytes == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_bytes=NULL): output pointer is NULL", call);
+  DLS__OUT(call, out_bytes);
   *out_bytes = 0;
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);

@@ -419,7 +419,7 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "%s(mode=%d): unknown capture mode (DLS_CAPTURE_GLOBAL 0, THREAD_LOCAL 1, RELAXED 2)", call,
                      (int)mode);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->kind == DLS__STREAM_DEFAULT)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "%s(stream): %s's default streams cannot be captured (the legacy stream never can); capture "
@@ -438,9 +438,8 @@ dls_status_t dls_stream_begin_capture(dls_stream_t stream, dls_capture_mode_t mo
 dls_status_t dls_stream_capture_status(dls_stream_t stream, dls_capture_status_t *out_status) {
   static const char call[] = "dls_stream_capture_status";
   DLS__ENTER(call);
-  if (out_status == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_status=NULL): output pointer is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__OUT(call, out_status);
+  DLS__GET_OF(stream, s, stream, call, "stream");
   uint64_t id;
   *out_status = (dls_capture_status_t)dls__stream_capture(s, &id);
   return DLS_OK;

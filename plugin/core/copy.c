@@ -5,7 +5,6 @@
 #include "core/access.h"
 #include "core/buffer.h"
 
-#define DLS__GET_BUFFER(var, handle, call, arg) DLS__GET(&dls__buffer_table, dls__buffer, var, handle, call, arg)
 
 static dls_status_t check_range(const char *call, const dls__buffer *b, size_t offset, size_t size) {
   if (offset > b->size || size > b->size - offset)
@@ -20,8 +19,8 @@ static dls_status_t buffer_copy(const char *call, dls_buffer_t buffer, size_t of
   if (host == NULL && size != 0)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(%s=NULL, size=%zu): host pointer is NULL", call,
                      to_device ? "src" : "dst", size);
-  DLS__GET_BUFFER(b, buffer, call, "buffer");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(buffer, b, buffer, call, "buffer");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: buffer is on %s but stream is on %s", call, b->dev->name,
                      s->dev->name);
@@ -55,7 +54,7 @@ dls_status_t dls_memcpy(dls_stream_t stream, void *dst, const void *src, size_t 
   DLS__ENTER(call);
   if ((dst == NULL || src == NULL) && size != 0)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(dst=%p, src=%p, size=%zu): NULL pointer", call, dst, src, size);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (size == 0)
     return DLS_OK;
   dls_status_t st = s->dev->be->memcpy_async(s->dev->be, s->dev->id, dst, src, size, s->native);
@@ -66,9 +65,9 @@ dls_status_t dls_buffer_copy(dls_stream_t stream, dls_buffer_t dst, size_t dst_o
                              size_t src_offset, size_t size) {
   static const char call[] = "dls_buffer_copy";
   DLS__ENTER(call);
-  DLS__GET_BUFFER(d, dst, call, "dst");
-  DLS__GET_BUFFER(sb, src, call, "src");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(buffer, d, dst, call, "dst");
+  DLS__GET_OF(buffer, sb, src, call, "src");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (d->dev->be != s->dev->be || sb->dev->be != s->dev->be || (s->dev != d->dev && s->dev != sb->dev))
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: dst is on %s, src on %s and the stream on %s; the stream must be on the device of dst or "

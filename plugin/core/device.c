@@ -7,10 +7,13 @@
 
 #include "core/device.h"
 
-/* Registry: one entry per backend, in the order device types are resolved. */
-static const dls__backend *const g_backends[] = {&dls__cpu_backend, DLS__GPU_BACKEND_BASE(dls__cuda_backend),
-                                                 DLS__GPU_BACKEND_BASE(dls__hip_backend)};
-#define DLS__NBACKENDS (sizeof g_backends / sizeof g_backends[0])
+/* Registry: one entry per backend, in the order device types are resolved (backend.h, DLS__BACKENDS). */
+static const dls__backend *const g_backends[DLS__NBACKENDS] = {DLS__BACKENDS(DLS__BACKEND_ADDRESS)};
+#define DLS__BACKEND_TYPE_FITS(be, type, value)                                                   \
+  _Static_assert(type == value && value < DLS__DEVICE_TYPES, "a backend's device type: its value, " \
+                                                             "an index of dls__devices");
+DLS__BACKENDS(DLS__BACKEND_TYPE_FITS)
+#undef DLS__BACKEND_TYPE_FITS
 
 typedef struct dls__backend_state {
   pthread_mutex_t mu;
@@ -22,12 +25,17 @@ typedef struct dls__backend_state {
   dls__device devices[DLS__MAX_DEVICES];
 } dls__backend_state;
 
-static dls__backend_state g_state[DLS__NBACKENDS] = {
-    {.mu = PTHREAD_MUTEX_INITIALIZER}, {.mu = PTHREAD_MUTEX_INITIALIZER}, {.mu = PTHREAD_MUTEX_INITIALIZER}};
+#define DLS__BACKEND_STATE(be, type, value) {.mu = PTHREAD_MUTEX_INITIALIZER},
+static dls__backend_state g_state[DLS__NBACKENDS] = {DLS__BACKENDS(DLS__BACKEND_STATE)};
+#undef DLS__BACKEND_STATE
+
+#define DLS__BACKEND_TYPE(be, type, value) type,
+static const DLDeviceType g_types[DLS__NBACKENDS] = {DLS__BACKENDS(DLS__BACKEND_TYPE)};
+#undef DLS__BACKEND_TYPE
 
 static int backend_index(DLDeviceType type) {
   for (size_t i = 0; i < DLS__NBACKENDS; i++)
-    if (g_backends[i]->device_type == type)
+    if (g_types[i] == type)
       return (int)i;
   return -1;
 }
@@ -47,7 +55,10 @@ static dls_status_t probe_backend(int bi) {
     pthread_mutex_lock(&bs->mu);
     if (atomic_load(&bs->probed) == 0) {
       const dls__backend *be = g_backends[bi];
-      dls_status_t st = be->probe(be);
+      dls_status_t st = be->device_type == g_types[bi]
+                            ? be->probe(be)
+                            : dls__fail(DLS_ERR_INTERNAL, "the %s backend runs device type %d; DLS__BACKENDS lists %d",
+                                        be->name, (int)be->device_type, (int)g_types[bi]);
       int n = 0;
       if (st == DLS_OK)
         st = be->device_count(be, &n);
@@ -74,20 +85,20 @@ dls_status_t dls_backend_probe(DLDeviceType device_type) {
   int bi = backend_index(device_type);
   if (bi < 0)
     return dls__fail(DLS_ERR_INVALID_DEVICE,
-                     "dls_backend_probe(device_type=%d): no backend for this device type (cpu=1, cuda=2, rocm=10)",
+                     "dls_backend_probe(device_type=%d): no backend for this device type (one of:"
+                     DLS__BACKEND_TYPE_NAMES ")",
                      (int)device_type);
   return probe_backend(bi);
 }
 
 dls_status_t dls_device_count(DLDeviceType device_type, int *out_count) {
   DLS__ENTER("dls_device_count");
-  if (out_count == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "dls_device_count(out_count=NULL): output pointer is NULL");
-  *out_count = 0;
+  DLS__OUT("dls_device_count", out_count);
   int bi = backend_index(device_type);
   if (bi < 0)
     return dls__fail(DLS_ERR_INVALID_DEVICE,
-                     "dls_device_count(device_type=%d): no backend for this device type (cpu=1, cuda=2, rocm=10)",
+                     "dls_device_count(device_type=%d): no backend for this device type (one of:"
+                     DLS__BACKEND_TYPE_NAMES ")",
                      (int)device_type);
   if (probe_backend(bi) == DLS_OK)
     *out_count = g_state[bi].ndevices;
@@ -123,7 +134,8 @@ dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *o
   char name[32];
   if (DLS__UNLIKELY(bi < 0)) {
     *out_status = dls__fail(DLS_ERR_INVALID_DEVICE,
-                            "%s(device=%s): no backend runs this device type (use kDLCPU=1, kDLCUDA=2 or kDLROCM=10)",
+                            "%s(device=%s): no backend runs this device type (use one of:"
+                            DLS__BACKEND_TYPE_NAMES ")",
                             call, dls_device_str(device, name, sizeof name));
     return NULL;
   }

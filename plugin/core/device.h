@@ -44,7 +44,7 @@ typedef struct dls__device {
 } dls__device;
 
 /* Devices already made, by DLDeviceType and id: the lookup of the hot paths. */
-#define DLS__DEVICE_TYPES 16 /* kDLCPU 1, kDLCUDA 2, kDLROCM 10 */
+#define DLS__DEVICE_TYPES 16 /* above every backend's device type (device.c checks) */
 DLS__INTERNAL extern _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
 /* dls__device_get's first use of a device: probes its backend and makes it. */
 DLS__INTERNAL dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status);

@@ -23,7 +23,6 @@ typedef struct dls__event {
 
 static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
-#define DLS__GET_EVENT(var, handle, call, arg) DLS__GET(&dls__event_table, dls__event, var, handle, call, arg)
 
 static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
                                   const char *call, dls_event_t *out) {
@@ -121,13 +120,13 @@ void dls__event_drop(void *obj) {
     dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
 }
-dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop);
+dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);
 
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   static const char call[] = "dls_event_record";
   DLS__ENTER(call);
-  DLS__GET_EVENT(e, event, call, "event");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(event, e, event, call, "event");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (e->dev != s->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
@@ -186,8 +185,8 @@ static dls_status_t wait_pinned(const char *call, dls__stream *s, dls__event *e)
 dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
   static const char call[] = "dls_stream_wait_event";
   DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__GET_EVENT(e, event, call, "event");
+  DLS__GET_OF(stream, s, stream, call, "stream");
+  DLS__GET_OF(event, e, event, call, "event");
   /* Another device of the same backend is fine: the driver orders across devices. */
   if (e->dev->be != s->dev->be)
     return dls__fail(DLS_ERR_INVALID_DEVICE,
@@ -207,7 +206,7 @@ dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls
 dls_status_t dls_event_synchronize(dls_event_t event) {
   static const char call[] = "dls_event_synchronize";
   DLS__ENTER(call);
-  DLS__GET_EVENT(e, event, call, "event");
+  DLS__GET_OF(event, e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
   if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
     return DLS_OK; /* never recorded: complete */
@@ -221,9 +220,8 @@ dls_status_t dls_event_synchronize(dls_event_t event) {
 dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
   static const char call[] = "dls_event_query";
   DLS__ENTER(call);
-  if (out_complete == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_complete=NULL): output pointer is NULL", call);
-  DLS__GET_EVENT(e, event, call, "event");
+  DLS__OUT(call, out_complete);
+  DLS__GET_OF(event, e, event, call, "event");
   DLS__TRY(refuse_captured(call, e));
   if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire)) {
     *out_complete = 1; /* never recorded: complete */
@@ -236,10 +234,9 @@ dls_status_t dls_event_query(dls_event_t event, int *out_complete) {
 dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out_ms) {
   static const char call[] = "dls_event_elapsed_ms";
   DLS__ENTER(call);
-  if (out_ms == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ms=NULL): output pointer is NULL", call);
-  DLS__GET_EVENT(a, start, call, "start");
-  DLS__GET_EVENT(b, end, call, "end");
+  DLS__OUT(call, out_ms);
+  DLS__GET_OF(event, a, start, call, "start");
+  DLS__GET_OF(event, b, end, call, "end");
   if (a->dev != b->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: start is on %s but end is on %s", call, a->dev->name, b->dev->name);
   if (!(a->flags & DLS_EVENT_TIMING) || !(b->flags & DLS_EVENT_TIMING))
@@ -252,9 +249,8 @@ dls_status_t dls_event_elapsed_ms(dls_event_t start, dls_event_t end, float *out
 dls_status_t dls_event_native(dls_event_t event, void **out_native) {
   static const char call[] = "dls_event_native";
   DLS__ENTER(call);
-  if (out_native == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
-  DLS__GET_EVENT(e, event, call, "event");
+  DLS__OUT(call, out_native);
+  DLS__GET_OF(event, e, event, call, "event");
   if (atomic_load_explicit(&e->pooled, memory_order_acquire)) {
     /* Its owner may now wait on the native outside dlstream: it must not
      * carry a record of the pool's, and it is destroyed, not pooled, at the

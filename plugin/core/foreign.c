@@ -200,7 +200,7 @@ dls_status_t dls_buffer_borrow(DLDevice device, void *ptr, size_t size, dls_stre
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
     return st;
-  DLS__GET_STREAM(s, producer, call, "producer");
+  DLS__GET_OF(stream, s, producer, call, "producer");
   if (s->dev != dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: memory is on %s but the producer stream is on %s", call, dev->name,
                      s->dev->name);

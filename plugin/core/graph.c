@@ -122,7 +122,7 @@ dls_status_t dls__graph_launch_locked(dls__graph *gr, dls__stream *s, dls__strea
 dls_status_t dls_stream_discard_capture(dls_stream_t stream) {
   static const char call[] = "dls_stream_discard_capture";
   DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__capture *c = dls__capture_claim(s, false);
   if (c == NULL) {
     uint64_t id;
@@ -147,5 +147,5 @@ dls_status_t dls_graph_destroy(dls_graph_t graph) {
 }
 
 void dls__graph_drop(void *obj) { dls__graph_unref(obj); }
-dls__table dls__graph_table = DLS__TABLE("graph", DLS_HANDLE_GRAPH, dls__graph_drop);
+dls__table dls__graph_table = DLS__TABLE("graph", DLS_HANDLE_GRAPH, dls__graph_drop, NULL);
 

@@ -6,7 +6,6 @@
 #include "core/capture.h"
 #include "core/use.h"
 
-#define DLS__GET_GRAPH(var, handle, call, arg) DLS__GET(&dls__graph_table, dls__graph, var, handle, call, arg)
 
 /* A graph output: memory a capture allocated and did not free. */
 typedef struct dls__graph_out {

@@ -26,13 +26,12 @@ typedef struct dls__group {
   _Atomic bool ended;  /* joined by dls_group_end: no branch is added any more */
 } dls__group;
 
-#define DLS__GET_GROUP(var, handle, call, arg) DLS__GET(&dls__group_table, dls__group, var, handle, call, arg)
 
 dls_status_t dls_group_begin(dls_stream_t origin, dls_group_t *out_group) {
   static const char call[] = "dls_group_begin";
   DLS__ENTER(call);
   DLS__OUT(call, out_group);
-  DLS__GET_STREAM(o, origin, call, "origin");
+  DLS__GET_OF(stream, o, origin, call, "origin");
   dls__group *g = dls__calloc(1, sizeof *g);
   if (g == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -130,8 +129,8 @@ static dls_status_t branch_add(dls__group *g, const char *call, dls_stream_t *ou
 dls_status_t dls_group_add(dls_group_t group, dls_stream_t stream) {
   static const char call[] = "dls_group_add";
   DLS__ENTER(call);
-  DLS__GET_GROUP(g, group, call, "group");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(group, g, group, call, "group");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (dls__same_stream(s, g->origin))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(stream): the stream is the group's origin, which cannot be its "
                      "branch", call);
@@ -164,7 +163,7 @@ dls_status_t dls_group_branch(dls_group_t group, dls_stream_t *out_branch) {
   static const char call[] = "dls_group_branch";
   DLS__ENTER(call);
   DLS__OUT(call, out_branch);
-  DLS__GET_GROUP(g, group, call, "group");
+  DLS__GET_OF(group, g, group, call, "group");
   pthread_mutex_lock(&g->mu);
   dls_status_t st = atomic_load(&g->ended) ? dls__fail(DLS_ERR_INVALID_HANDLE, "%s(group): the group was ended", call)
                                             : branch_add(g, call, out_branch);
@@ -183,7 +182,7 @@ static int nested_open(const dls__group *g) {
 dls_status_t dls_group_end(dls_group_t group) {
   static const char call[] = "dls_group_end";
   DLS__ENTER(call);
-  DLS__GET_GROUP(g, group, call, "group");
+  DLS__GET_OF(group, g, group, call, "group");
   pthread_mutex_lock(&g->mu);
   if (atomic_load(&g->ended)) {
     pthread_mutex_unlock(&g->mu);
@@ -224,13 +223,13 @@ void dls__group_drop(void *obj) {
   pthread_mutex_destroy(&g->mu);
   dls__free(g);
 }
-dls__table dls__group_table = DLS__TABLE("group", DLS_HANDLE_GROUP, dls__group_drop);
+dls__table dls__group_table = DLS__TABLE("group", DLS_HANDLE_GROUP, dls__group_drop, NULL);
 
 dls_status_t dls_group_branch_count(dls_group_t group, int *out_count) {
   static const char call[] = "dls_group_branch_count";
   DLS__ENTER(call);
   DLS__OUT(call, out_count);
-  DLS__GET_GROUP(g, group, call, "group");
+  DLS__GET_OF(group, g, group, call, "group");
   pthread_mutex_lock(&g->mu);
   *out_count = g->n;
   pthread_mutex_unlock(&g->mu);

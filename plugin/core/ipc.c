@@ -493,7 +493,7 @@ dls_status_t dls_buffer_alloc_ipc(dls_stream_t stream, size_t size, dls_buffer_t
   static const char call[] = "dls_buffer_alloc_ipc";
   DLS__ENTER(call);
   DLS__OUT(call, out_buffer);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__buffer *b = NULL;
   dls_status_t st = dls__ipc_alloc(s, size, &b);
   if (st != DLS_OK)
@@ -506,7 +506,7 @@ dls_status_t dls_buffer_export_ipc(dls_buffer_t buffer, dls_stream_t stream, dls
   DLS__ENTER(call);
   DLS__OUT(call, out_handle);
   DLS__GET(&dls__buffer_table, dls__buffer, b, buffer, call, "buffer");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__ipc_wire w;
   DLS__TRY(dls__ipc_export(call, b, s, &w));
   memcpy(out_handle->bytes, &w, sizeof w);
@@ -519,7 +519,7 @@ dls_status_t dls_buffer_import_ipc(const dls_ipc_handle_t *handle, dls_stream_t 
   DLS__OUT(call, out_buffer);
   if (handle == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(handle=NULL): no handle", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   dls__ipc_wire w;
   DLS__TRY(dls__ipc_wire_read(call, handle, &w));
   dls__buffer *b = NULL;

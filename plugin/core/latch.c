@@ -90,7 +90,6 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   return DLS_OK;
 }
 
-#define DLS__GET_LATCH(var, handle, call, arg) DLS__GET(&dls__latch_table, dls__latch, var, handle, call, arg)
 
 /* dls_latch_wait's checks and queued wait, pinned. */
 static dls_status_t latch_wait_pinned(const char *call, dls__latch *l, dls__stream *s, uint64_t timeout_ns) {
@@ -122,8 +121,8 @@ static dls_status_t latch_wait_pinned(const char *call, dls__latch *l, dls__stre
 dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t timeout_ns) {
   static const char call[] = "dls_latch_wait";
   DLS__ENTER(call);
-  DLS__GET_LATCH(l, latch, call, "latch");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(latch, l, latch, call, "latch");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != l->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: latch is on %s but stream is on %s", call, l->dev->name,
                      s->dev->name);
@@ -144,7 +143,7 @@ dls_status_t dls_latch_wait(dls_latch_t latch, dls_stream_t stream, uint64_t tim
 dls_status_t dls_latch_open(dls_latch_t latch) {
   static const char call[] = "dls_latch_open";
   DLS__ENTER(call);
-  DLS__GET_LATCH(l, latch, call, "latch");
+  DLS__GET_OF(latch, l, latch, call, "latch");
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
   latch_let_go(l);
   return DLS_OK;
@@ -153,7 +152,7 @@ dls_status_t dls_latch_open(dls_latch_t latch) {
 dls_status_t dls_latch_status(dls_latch_t latch) {
   static const char call[] = "dls_latch_status";
   DLS__ENTER(call);
-  DLS__GET_LATCH(l, latch, call, "latch");
+  DLS__GET_OF(latch, l, latch, call, "latch");
   if (__atomic_load_n(&l->host[1], __ATOMIC_ACQUIRE) != 0)
     return dls__fail(DLS_ERR_TIMEOUT, "%s: a wait on the latch timed out before it was opened (its stream went on)",
                      call);
@@ -165,7 +164,7 @@ dls_status_t dls_latch_destroy(dls_latch_t latch) {
   if (latch.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_LATCH(l, latch, call, "latch");
+  DLS__GET_OF(latch, l, latch, call, "latch");
   /* Opened at once: no stream waits on a latch nobody can open any more. */
   __atomic_store_n(&l->host[0], 1u, __ATOMIC_RELEASE);
   latch_let_go(l);
@@ -179,4 +178,4 @@ void dls__latch_drop(void *obj) {
   dls__buffer_unref(l->mem);
   dls__free(l);
 }
-dls__table dls__latch_table = DLS__TABLE("latch", DLS_HANDLE_LATCH, dls__latch_drop);
+dls__table dls__latch_table = DLS__TABLE("latch", DLS_HANDLE_LATCH, dls__latch_drop, NULL);

@@ -226,8 +226,8 @@ dls_status_t dls__launch_known(const char *call, dls_function_t function, dls_st
                                const dls_launch_config_t *config, const dls_arg_t *args, size_t nargs,
                                const dls__extent *extents) {
   DLS__ENTER(call);
-  DLS__GET_FUNCTION(f, function, call, "function");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(function, f, function, call, "function");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   return dls__launch_ext(call, f, s, config, args, nargs, extents);
 }
 

@@ -235,7 +235,7 @@ void dls__module_drop(void *obj) {
   m->fns.n = m->fns.cap = 0;
   module_unref(&m->m);
 }
-dls__table dls__module_table = DLS__TABLE("module", DLS_HANDLE_MODULE, dls__module_drop);
+dls__table dls__module_table = DLS__TABLE("module", DLS_HANDLE_MODULE, dls__module_drop, NULL);
 
 void dls__function_drop(void *obj) {
   dls__function *f = obj;
@@ -246,7 +246,7 @@ void dls__function_drop(void *obj) {
   if (m != NULL)
     module_unref(m);
 }
-dls__table dls__function_table = DLS__TABLE("function", DLS_HANDLE_FUNCTION, dls__function_drop);
+dls__table dls__function_table = DLS__TABLE("function", DLS_HANDLE_FUNCTION, dls__function_drop, NULL);
 
 static dls_status_t function_publish(dls__device *dev, void *native, dls__module *module, const char *name,
                                      const char *call, dls__function **out_obj, dls_function_t *out) {
@@ -369,7 +369,7 @@ dls_status_t dls_function_destroy(dls_function_t function) {
   if (function.id == 0)
     return DLS_OK;
   DLS__ENTER(call);
-  DLS__GET_FUNCTION(f, function, call, "function");
+  DLS__GET_OF(function, f, function, call, "function");
   if (!f->host)
     return dls__fail(DLS_ERR_STATE, "%s(function \"%s\"): %s", call, f->name,
                      f->builtin ? "built-in functions belong to the runtime"
@@ -381,9 +381,8 @@ dls_status_t dls_function_destroy(dls_function_t function) {
 dls_status_t dls_function_name(dls_function_t function, const char **out_name) {
   static const char call[] = "dls_function_name";
   DLS__ENTER(call);
-  if (out_name == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_name=NULL): output pointer is NULL", call);
-  DLS__GET_FUNCTION(f, function, call, "function");
+  DLS__OUT(call, out_name);
+  DLS__GET_OF(function, f, function, call, "function");
   *out_name = f->name;
   return DLS_OK;
 }

@@ -31,8 +31,5 @@ typedef struct dls__function {
  * cache hits). */
 DLS__INTERNAL dls_status_t dls__module_share(dls_module_t module, const char *call, dls_module_t *out_module);
 
-#define DLS__GET_MODULE(var, handle, call, arg) DLS__GET(&dls__module_table, dls__module, var, handle, call, arg)
-#define DLS__GET_FUNCTION(var, handle, call, arg) \
-  DLS__GET(&dls__function_table, dls__function, var, handle, call, arg)
 
 #endif /* DLSTREAM_CORE_MODULE_H */

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Where a buffer's free goes, answered from its use state (access.c): on
- * the allocation stream after every use has passed, on the deferred queue
- * while uses are pending, or with the graph that allocated it. */
+/* A buffer's references, and where its free goes once the last one is gone, answered from its use state
+ * (access.c): on the allocation stream after every use has passed, on the deferred queue while uses are pending,
+ * or with the graph that allocated it. */
 #include <stdlib.h>
 
-#include "core/access.h"
-#include "core/buffer.h"
 #include "core/cache.h"
-#include "core/capture.h"
 #include "core/deferred.h"
+#include "core/exported.h"
 #include "core/graph.h"
+#include "core/ranges.h"
+#include "core/release.h"
 
 /* A release waits on a marker per use: the uses a buffer keeps inline fit an entry's own markers. */
 _Static_assert(DLS__USES_INLINE <= DLS__DEFERRED_MARKS_INLINE, "a buffer's inline uses fit a deferred entry");
@@ -257,7 +257,7 @@ static void buffer_release_rule(dls__buffer *b) {
  * used on its own stream only, all outside captures, is freed on that stream
  * with nothing to wait for: into its cache (no pin, no capture question: the
  * cache hands it out again only to eager work), else to the driver. */
-void dls__buffer_release(dls__buffer *b) {
+static void buffer_release(dls__buffer *b) {
   dls__stream *a = b->stream;
   if (DLS__UNLIKELY(b->borrowed || b->nuses != 0 || b->cap_id != 0)) {
     buffer_release_rule(b);
@@ -281,4 +281,66 @@ void dls__buffer_release(dls__buffer *b) {
   }
   dls__stream_unref(a);
   dls__obj_free(DLS__OBJ_BUFFER, b);
+}
+
+void dls__buffer_ref(dls__buffer *b) { atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed); }
+
+/* Marks the work queued so far on `s` as one that `b`'s release waits for (nothing when `s` is idle); out of
+ * memory for the mark, waits for `s` here rather than release early. A stream capturing now cannot mark its eager
+ * work: skipped. */
+static void mark_stream(dls__buffer *b, dls__stream *s) {
+  uint64_t cap = 0;
+  int idle = 0;
+  if (s->native == (void *)UINTPTR_MAX || dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE ||
+      (dls__capture_polling_allowed() &&
+       s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, &idle) == DLS_OK && idle))
+    return;
+  if (dls__buffer_mark(b, s) != DLS_OK)
+    (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
+}
+
+/* An alias's release (the import's deleter) waits, as any borrowed buffer's, for the streams that used the memory:
+ * its uses went to the exported buffer, so it waits for every stream that used that buffer (conservative), on the
+ * work they queued so far. Eager uses only: the exported buffer's own release keeps its memory for a graph. Its use
+ * entries are only ever appended while it lives, so they are walked by index, one at a time under its lock. */
+static void mark_alias_uses(dls__buffer *b) {
+  dls__buffer *of = b->alias;
+  for (int i = -1;; i++) { /* -1: the allocation stream, which records no use entry */
+    dls__spin_lock(&of->mu);
+    bool more = i < of->nuses;
+    dls__stream *s = NULL;
+    if (i < 0 ? of->cap_id == 0 : more && of->uses[i].cap_id == 0) {
+      s = i < 0 ? of->stream : of->uses[i].stream;
+      dls__stream_ref(s);
+    }
+    dls__spin_unlock(&of->mu);
+    if (!more)
+      return;
+    if (s != NULL) {
+      mark_stream(b, s);
+      dls__stream_unref(s);
+    }
+  }
+}
+
+void dls__buffer_unref(dls__buffer *b) {
+  /* Holding the only reference, no one else can add one (a reference comes
+   * from a holder or from the live handle): no locked instruction needed.
+   * The registries of exported and foreign memory add references without
+   * holding one, but only while the count is above 0: a buffer in one counts
+   * down. */
+  if ((atomic_load_explicit(&b->refs, memory_order_acquire) == 1 &&
+       !atomic_load_explicit(&b->exported, memory_order_relaxed) && !b->entered) ||
+      atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+    if (DLS__UNLIKELY(atomic_load_explicit(&b->exported, memory_order_relaxed)))
+      dls__exported_remove(b, (uintptr_t)b->ptr);
+    if (DLS__UNLIKELY(b->entered)) /* an import of foreign memory: its range goes with it */
+      (void)dls__ranges_remove(&dls__foreign_ranges, b, (uintptr_t)b->ptr, 0);
+    dls__buffer *alias = b->alias;
+    if (DLS__UNLIKELY(alias != NULL) && b->release != NULL)
+      mark_alias_uses(b);
+    buffer_release(b);
+    if (DLS__UNLIKELY(alias != NULL))
+      dls__buffer_unref(alias);
+  }
 }

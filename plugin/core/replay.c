@@ -121,7 +121,7 @@ dls_status_t dls_stream_end_capture(dls_stream_t stream, dls_graph_t *out_graph)
   static const char call[] = "dls_stream_end_capture";
   DLS__ENTER(call);
   DLS__OUT(call, out_graph);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   /* A group begun in the capture has branches that have not rejoined: the
    * driver would fail the end and drop the capture. Refused first, so the
    * group can end and the capture go on. */
@@ -207,8 +207,8 @@ static dls_status_t replay_pinned(const char *call, dls__graph *gr, dls__stream 
 dls_status_t dls_graph_launch(dls_graph_t graph, dls_stream_t stream) {
   static const char call[] = "dls_graph_launch";
   DLS__ENTER(call);
-  DLS__GET_GRAPH(gr, graph, call, "graph");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(graph, gr, graph, call, "graph");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != gr->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: graph is on %s but stream is on %s", call, gr->dev->name,
                      s->dev->name);

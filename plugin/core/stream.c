@@ -366,8 +366,8 @@ static dls__stream *maker_of(dls__device *dev, void *native) {
 dls_status_t dls_stream_priority_range(DLDevice device, int *out_least, int *out_greatest) {
   static const char call[] = "dls_stream_priority_range";
   DLS__ENTER(call);
-  if (out_least == NULL || out_greatest == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s: output pointer is NULL", call);
+  DLS__OUT(call, out_least);
+  DLS__OUT(call, out_greatest);
   dls_status_t st;
   dls__device *dev = dls__device_get(device, call, &st);
   if (dev == NULL)
@@ -517,14 +517,19 @@ void dls__stream_drop(void *obj) {
   }
   dls__stream_unref(s);
 }
-dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop);
+/* The table's resolver of reserved handles (the default streams). */
+static void *reserved_stream(uint64_t id, const char *call, const char *arg, dls_status_t *out_status) {
+  return dls__stream_get_reserved((dls_stream_t){id}, call, arg, out_status);
+}
+
+dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop, reserved_stream);
 
 dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *user_data) {
   static const char call[] = "dls_stream_add_callback";
   DLS__ENTER(call);
   if (fn == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(fn=NULL): callback is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev->be->host_callback == NULL)
     return dls__fail(DLS_ERR_NOT_SUPPORTED, "%s: the %s backend has no host callbacks", call, s->dev->be->name);
   dls_status_t st = s->dev->be->host_callback(s->dev->be, s->dev->id, s->native, fn, user_data);
@@ -534,9 +539,8 @@ dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *
 dls_status_t dls_stream_native(dls_stream_t stream, void **out_native) {
   static const char call[] = "dls_stream_native";
   DLS__ENTER(call);
-  if (out_native == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_native=NULL): output pointer is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__OUT(call, out_native);
+  DLS__GET_OF(stream, s, stream, call, "stream");
   *out_native = s->native;
   return DLS_OK;
 }
@@ -544,9 +548,8 @@ dls_status_t dls_stream_native(dls_stream_t stream, void **out_native) {
 dls_status_t dls_stream_device(dls_stream_t stream, DLDevice *out_device) {
   static const char call[] = "dls_stream_device";
   DLS__ENTER(call);
-  if (out_device == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_device=NULL): output pointer is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__OUT(call, out_device);
+  DLS__GET_OF(stream, s, stream, call, "stream");
   *out_device = s->dev->device;
   return DLS_OK;
 }

@@ -86,20 +86,8 @@ static inline dls__stream *dls__stream_get(dls_stream_t stream, const char *call
  * their device: nothing to hold). */
 static inline dls__stream *dls__stream_hold(dls__hold *h, dls_stream_t stream, const char *call, const char *arg,
                                             dls_status_t *out_status) {
-  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION))
-    return dls__stream_get_reserved(stream, call, arg, out_status);
   return (dls__stream *)dls__hold_get(h, &dls__stream_table, stream.id, call, arg, out_status);
 }
-/* DLS__GET for streams: held until the end of the enclosing block. */
-#define DLS__GET_STREAM(var, handle, call, arg)                                \
-  DLS__HOLD_VAR(var##_hold_);                                                  \
-  dls__stream *var;                                                            \
-  do {                                                                         \
-    dls_status_t dls__gst_;                                                    \
-    var = dls__stream_hold(&var##_hold_, (handle), (call), (arg), &dls__gst_); \
-    if (DLS__UNLIKELY(var == NULL))                                            \
-      return dls__gst_;                                                        \
-  } while (0)
 /* Takes a reference. Default streams live as long as their device: they are
  * not counted (their buffers skip a locked instruction each way). */
 static inline void dls__stream_ref(dls__stream *s) {

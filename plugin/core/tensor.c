@@ -58,7 +58,6 @@ dls__tensor *dls__tensor_get(dls_tensor_t t, const char *call, const char *arg, 
   return (dls__tensor *)dls__table_get(&dls__tensor_table, t.id, call, arg, out_status);
 }
 
-#define DLS__GET_TENSOR(var, handle, call, arg) DLS__GET(&dls__tensor_table, dls__tensor, var, handle, call, arg)
 
 dls_status_t dls_tensor_release(dls_tensor_t tensor) {
   static const char call[] = "dls_tensor_release";
@@ -76,14 +75,13 @@ void dls__tensor_drop(void *obj) {
   dls__free(t->dims_heap);
   dls__free(t);
 }
-dls__table dls__tensor_table = DLS__TABLE("tensor", DLS_HANDLE_TENSOR, dls__tensor_drop);
+dls__table dls__tensor_table = DLS__TABLE("tensor", DLS_HANDLE_TENSOR, dls__tensor_drop, NULL);
 
 dls_status_t dls_tensor_dltensor(dls_tensor_t tensor, const DLTensor **out_view) {
   static const char call[] = "dls_tensor_dltensor";
   DLS__ENTER(call);
-  if (out_view == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_view=NULL): output pointer is NULL", call);
-  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  DLS__OUT(call, out_view);
+  DLS__GET_OF(tensor, t, tensor, call, "tensor");
   *out_view = &t->dl;
   return DLS_OK;
 }
@@ -91,9 +89,8 @@ dls_status_t dls_tensor_dltensor(dls_tensor_t tensor, const DLTensor **out_view)
 dls_status_t dls_tensor_flags(dls_tensor_t tensor, uint64_t *out_flags) {
   static const char call[] = "dls_tensor_flags";
   DLS__ENTER(call);
-  if (out_flags == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_flags=NULL): output pointer is NULL", call);
-  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  DLS__OUT(call, out_flags);
+  DLS__GET_OF(tensor, t, tensor, call, "tensor");
   *out_flags = t->flags;
   return DLS_OK;
 }
@@ -101,9 +98,8 @@ dls_status_t dls_tensor_flags(dls_tensor_t tensor, uint64_t *out_flags) {
 dls_status_t dls_tensor_data(dls_tensor_t tensor, void **out_ptr) {
   static const char call[] = "dls_tensor_data";
   DLS__ENTER(call);
-  if (out_ptr == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_ptr=NULL): output pointer is NULL", call);
-  DLS__GET_TENSOR(t, tensor, call, "tensor");
+  DLS__OUT(call, out_ptr);
+  DLS__GET_OF(tensor, t, tensor, call, "tensor");
   *out_ptr = t->dl.data == NULL ? NULL : (char *)t->dl.data + t->dl.byte_offset;
   return DLS_OK;
 }
@@ -114,8 +110,8 @@ dls_status_t dls_tensor_record_use(dls_tensor_t tensor, dls_stream_t stream, dls
   if (access != DLS_ACCESS_READ && access != DLS_ACCESS_WRITE)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT,
                      "%s(access=%d): DLS_ACCESS_READ (1) or DLS_ACCESS_WRITE (2)", call, (int)access);
-  DLS__GET_TENSOR(t, tensor, call, "tensor");
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(tensor, t, tensor, call, "tensor");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   if (s->dev != t->buf->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: tensor is on %s but stream is on %s", call, t->buf->dev->name,
                      s->dev->name);

@@ -52,8 +52,8 @@ dls_status_t dls__stream_order_at(dls__stream *waiter, uint64_t wcap, dls__strea
 dls_status_t dls_stream_wait_stream(dls_stream_t stream, dls_stream_t other) {
   static const char call[] = "dls_stream_wait_stream";
   DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
-  DLS__GET_STREAM(o, other, call, "other");
+  DLS__GET_OF(stream, s, stream, call, "stream");
+  DLS__GET_OF(stream, o, other, call, "other");
   if (s->dev->be != o->dev->be)
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: stream is on %s but other is on %s; a stream can wait only for streams of its own backend",
@@ -78,7 +78,7 @@ static dls_status_t refuse_capturing(const char *call, dls__stream *s) {
 dls_status_t dls_stream_synchronize(dls_stream_t stream) {
   static const char call[] = "dls_stream_synchronize";
   DLS__ENTER(call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__GET_OF(stream, s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
   dls_status_t st = s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
   if (st != DLS_OK)
@@ -90,9 +90,8 @@ dls_status_t dls_stream_synchronize(dls_stream_t stream) {
 dls_status_t dls_stream_query(dls_stream_t stream, int *out_idle) {
   static const char call[] = "dls_stream_query";
   DLS__ENTER(call);
-  if (out_idle == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_idle=NULL): output pointer is NULL", call);
-  DLS__GET_STREAM(s, stream, call, "stream");
+  DLS__OUT(call, out_idle);
+  DLS__GET_OF(stream, s, stream, call, "stream");
   DLS__TRY(refuse_capturing(call, s));
   dls_status_t st = s->dev->be->stream_query(s->dev->be, s->dev->id, s->native, out_idle);
   return st == DLS_OK ? st : dls__fail_prefix(st, "%s(stream on %s)", call, s->dev->name);

@@ -160,8 +160,7 @@ dls_status_t dls_compile_cache_clear(void) {
 }
 
 dls_status_t dls_compile_stats(dls_compile_stats_t *out_stats) {
-  if (out_stats == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "dls_compile_stats(out_stats=NULL): output pointer is NULL");
+  DLS__OUT("dls_compile_stats", out_stats);
   out_stats->memory_hits = atomic_load(&dls__rtc_stats[DLS__RTC_STAT_MEMORY_HITS]);
   out_stats->disk_hits = atomic_load(&dls__rtc_stats[DLS__RTC_STAT_DISK_HITS]);
   out_stats->compiles = atomic_load(&dls__rtc_stats[DLS__RTC_STAT_COMPILES]);

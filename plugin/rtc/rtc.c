@@ -312,11 +312,8 @@ static dls_status_t dls__rtc_build(const char *call, const dls__rtc_target *t, c
 dls_status_t dls_compile(const char *source, const dls_compile_options_t *options, const char *arch,
                          void **out_image, size_t *out_size, const char **opt_out_lowered) {
   static const char call[] = "dls_compile";
-  if (out_image == NULL || out_size == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_image=%p, out_size=%p): output pointer is NULL", call,
-                     (void *)out_image, (void *)out_size);
-  *out_image = NULL;
-  *out_size = 0;
+  DLS__OUT(call, out_image);
+  DLS__OUT(call, out_size);
   dls__rtc_log_set(NULL);
   DLS__TRY(dls__rtc_check_options(call, source, options));
   if (arch == NULL)
@@ -394,8 +391,7 @@ dls_status_t dls_module_compile(DLDevice device, const char *source, const dls_c
                                 dls_module_t *out_module) {
   static const char call[] = "dls_module_compile";
   DLS__ENTER(call);
-  if (out_module == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_module=NULL): output pointer is NULL", call);
+  DLS__OUT(call, out_module);
   out_module->id = 0;
   dls__rtc_log_set(NULL);
   DLS__TRY(dls__rtc_check_options(call, source, options));
@@ -436,8 +432,7 @@ dls_status_t dls_module_compile(DLDevice device, const char *source, const dls_c
 dls_status_t dls_module_lowered_name(dls_module_t module, const char *name_expression, const char **out_lowered) {
   static const char call[] = "dls_module_lowered_name";
   DLS__ENTER(call);
-  if (out_lowered == NULL)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(out_lowered=NULL): output pointer is NULL", call);
+  DLS__OUT(call, out_lowered);
   *out_lowered = NULL;
   if (name_expression == NULL)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(name_expression=NULL): no name expression given", call);

@@ -152,7 +152,7 @@ Test(dlpack_reject, null_out_tensor_still_runs_deleter) {
   probe *p = probe_new();
   dls_status_t st = dls_tensor_import_versioned(&p->m, (dls_stream_t){0}, NULL);
   cr_assert_eq(st, DLS_ERR_INVALID_ARGUMENT);
-  assert_message("out_tensor is NULL");
+  assert_message("(out_tensor=NULL): output pointer is NULL");
   cr_assert_eq(atomic_load(&g_deleted), 1);
 }
 
@@ -249,5 +249,5 @@ Test(dlpack_reject, empty_bad_arguments) {
   cr_assert_eq(dls_tensor_empty(s, 2, NULL, (DLDataType){kDLFloat, 32, 1}, &t), DLS_ERR_INVALID_TENSOR);
   assert_message("dls_tensor_empty: shape is NULL");
   cr_assert_eq(dls_tensor_empty(s, 2, shape, (DLDataType){kDLFloat, 32, 1}, NULL), DLS_ERR_INVALID_ARGUMENT);
-  assert_message("out_tensor is NULL");
+  assert_message("(out_tensor=NULL): output pointer is NULL");
 }

@@ -169,7 +169,7 @@ Test(dlpack_roundtrip, export_arguments) {
   cr_assert_eq(dls_tensor_export_versioned((dls_tensor_t){0}, (dls_stream_t){0}, &e), DLS_ERR_INVALID_HANDLE);
   cr_assert_null(e);
   cr_assert_eq(dls_tensor_export_versioned((dls_tensor_t){0}, (dls_stream_t){0}, NULL), DLS_ERR_INVALID_ARGUMENT);
-  assert_message("dls_tensor_export_versioned: out_managed is NULL");
+  assert_message("dls_tensor_export_versioned(out_managed=NULL): output pointer is NULL");
   probe *p = probe_new();
   dls_tensor_t t = import_ok(&p->m, (dls_stream_t){0});
   dls_stream_t s;

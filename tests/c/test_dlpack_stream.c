@@ -41,7 +41,7 @@ Test(dlpack_stream, no_stream_is_minus_one) {
   cr_assert_eq(dls_dlpack_stream_value((dls_stream_t){0}, &v), DLS_OK);
   cr_assert_eq(v, -1);
   cr_assert_eq(dls_dlpack_stream_value((dls_stream_t){0}, NULL), DLS_ERR_INVALID_ARGUMENT);
-  assert_message("out_value is NULL");
+  assert_message("dls_dlpack_stream_value(out_value=NULL): output pointer is NULL");
 }
 
 Test(dlpack_stream, stale_stream_value) {
@@ -87,7 +87,7 @@ Test(dlpack_stream, unsupported_devices) {
   expect_from_value_fails(dls_device(kDLOpenCL, 0), 5, DLS_ERR_INVALID_DEVICE, "device_type = 4 (kDLOpenCL)");
   expect_from_value_fails(dls_cuda(-1), 1, DLS_ERR_INVALID_DEVICE, "device_id = -1 is negative");
   cr_assert_eq(dls_dlpack_stream_from_value(dls_cpu(), -1, NULL), DLS_ERR_INVALID_ARGUMENT);
-  assert_message("out_stream is NULL");
+  assert_message("dls_dlpack_stream_from_value(out_stream=NULL): output pointer is NULL");
 }
 
 Test(dlpack_stream, cuda_values) {

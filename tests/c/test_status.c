@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/backend.h" /* DLS__BACKENDS: the backends, written once */
 #include "common.h"
 
 TestSuite(status, .fini = dlst_fini);
@@ -77,6 +78,28 @@ Test(status, unknown_device_type_is_rejected) {
   FAILS(dls_device_count(kDLCPU, NULL), DLS_ERR_INVALID_ARGUMENT, "out_count=NULL");
   dls_stream_t s;
   FAILS(dls_stream_create(dls_device(kDLOpenCL, 0), NULL, &s), DLS_ERR_INVALID_DEVICE, "device=device_type4:0");
+}
+
+/* The core's registry is made from DLS__BACKENDS: each listed device type finds its backend, and that backend runs
+ * it (a vtable whose device type differs from its line is an internal error); a type none runs is refused with a
+ * message that names every listed one. */
+Test(status, every_listed_backend_runs_its_device_type) {
+  int n = 0;
+#define CHECK_LISTED(be, type, value)                                                                  \
+  do {                                                                                                 \
+    dls_status_t st = dls_backend_probe(type);                                                         \
+    cr_assert(st == DLS_OK || st == DLS_ERR_UNAVAILABLE, "%s: %s", #type, dls_last_error());           \
+    n++;                                                                                               \
+  } while (0);
+  DLS__BACKENDS(CHECK_LISTED)
+#undef CHECK_LISTED
+  cr_assert_eq(n, DLS__NBACKENDS);
+  FAILS(dls_backend_probe(kDLVulkan), DLS_ERR_INVALID_DEVICE, "no backend for this device type");
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", dls_last_error());
+#define NAMED(be, type, value) cr_assert(strstr(msg, " " #type "=" #value) != NULL, "%s lacks %s", msg, #type);
+  DLS__BACKENDS(NAMED)
+#undef NAMED
 }
 
 Test(status, unavailable_gpu_backend_says_why_and_counts_zero) {

@@ -2,7 +2,7 @@
 """The hazard rule's record and wait while another CUDA context is current on the thread (a private context
 someone made, as a library on another device would): the rule's crossing still orders the streams, and the
 thread's context is the one it was. CUDA runs a call on a created stream in that stream's context, and dlstream
-makes such a call without making its own context current first (docs/design.md, decision 20). Latch, with the
+makes such a call without making its own context current first (docs/design-decisions.md, decision 20). Latch, with the
 rule-off negative control (DLSTREAM_TEST_NO_HAZARDS=1)."""
 import pytest
 

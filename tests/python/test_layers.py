@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """scripts/layers, the structure checker, on small trees of its own: a clean tree passes (exit 0) with a two-file
-loop docs/design.md lists and with same-named statics, private macros and forward typedefs that tie no files; a loop
+loop docs/design.md lists and with same-named statics, private macros and forward typedefs that tie no files, and a
+header's macro counts where it is expanded (an X-macro or vtable macro ties no header to what it names); a loop
 of three files, a two-file loop the picture does not list, an arrow up a layer (a call or an include) each fail it
 (exit 1, naming what broke); a tree without the picture is an error (exit 2)."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -90,7 +92,71 @@ def test_a_loop_or_an_arrow_up_fails(tmp_path, change, expect):
     assert expect in out, out
 
 
+def test_a_header_macro_is_used_where_it_is_expanded(tmp_path):
+    # m.h's macros name m_impl (m.c) and n_fn (n.c, which includes m.h): a header that named them itself would make
+    # m.[ch] <-> n.c a loop; expanded, n.c uses m_impl (an arrow n.c -> m.[ch]) and t.c uses n_fn
+    files = {**CLEAN,
+             "plugin/core/m.h": "int m_impl(int);\n#define M_OF(x) m_impl(x)\n#define M_TABLE {n_fn}\n",
+             "plugin/core/m.c": '#include "m.h"\nint m_impl(int x) { return x; }\n',
+             "plugin/core/n.c": '#include "m.h"\nint n_fn(void) { return M_OF(1); }\n',
+             "plugin/top/u.c": '#include "core/m.h"\nint n_fn(void);\nstatic int (*const tab[])(void) = M_TABLE;\n'
+                               'int u_fn(void) { return tab[0](); }\n'}
+    rc, out = layers(tree(tmp_path, files), "--floors")
+    assert rc == 0, out
+    core = out.split("plugin/core (")[1].split("plugin/top (")[0]
+    assert "loops: 1" in core, out  # a <-> b only
+    floors = core.split("floors:")[1]
+    assert floors.index("m.[ch]") < floors.index("n.c"), "n.c uses m_impl through M_OF, one floor above m.[ch]"
+    # the macro ties the file that expands it: n.c made to call back into a file m.c uses is a loop again
+    files["plugin/core/m.c"] = '#include "m.h"\nint n_fn(void);\nint m_impl(int x) { return x + n_fn(); }\n'
+    rc, out = layers(tree(tmp_path, files), "--check")
+    assert rc == 1 and "a loop of two files that docs/design.md's Layers picture does not list: m.[ch] <-> n.c" in out, out
+
+
 def test_no_picture_is_an_error(tmp_path):
     (tmp_path / "plugin" / "core").mkdir(parents=True)
     rc, out = layers(tmp_path)
     assert rc == 2 and "docs/design.md" in out, out
+
+
+ROOT = os.path.dirname(os.path.dirname(LAYERS))
+
+
+def test_the_repository_passes_and_ci_checks_it_first():
+    rc, out = layers(ROOT, "--check")
+    assert rc == 0, out
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    assert "\nscripts/layers --check\n" in ci, "CI runs the checker as a step of its own (set -e: its exit fails CI)"
+    assert ci.index("scripts/layers --check") < ci.index("\nmake demo"), "before anything is built"
+
+
+def repository_copy(tmp_path):
+    for folder in ("include", "plugin", "interop"):
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*.py", "*.pyi", "__pycache__", "*.cu", "*.cuh"))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(ROOT, "docs", "design.md"), tmp_path / "docs" / "design.md")
+    return tmp_path
+
+
+@pytest.mark.parametrize("what", ["a loop", "an arrow up", "an unlisted pair"])
+def test_the_repository_with_a_deliberate_break_fails(tmp_path, what):
+    root = repository_copy(tmp_path)
+    rc, out = layers(root, "--check")
+    assert rc == 0, out  # the copy passes as the repository does
+    if what == "a loop":  # the device registry (floor 3) made to drop a buffer reference (release.c, above it)
+        with open(root / "plugin" / "core" / "device.c", "a") as f:
+            f.write('\n#include "core/release.h"\nvoid dls__test_loop(dls__buffer *b) { dls__buffer_unref(b); }\n')
+        expect = "plugin/core: a loop of "
+    elif what == "an arrow up":  # the base calls into the core
+        with open(root / "plugin" / "base" / "spin.c", "w") as f:
+            f.write("int dls_device_count(int *);\nint dls__test_up(void) { int n; return dls_device_count(&n); }\n")
+        expect = "plugin/base: an arrow up from layer 1 to plugin/core"
+    else:  # the picture stops listing stream <-> capture
+        design = (root / "docs" / "design.md").read_text().replace("stream <-> capture", "stream, capture")
+        (root / "docs" / "design.md").write_text(design)
+        expect = "does not list: capture.[ch] <-> stream.[ch]"
+    rc, out = layers(root, "--check")
+    assert rc == 1, out
+    assert expect in out, out
