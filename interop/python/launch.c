@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
-#include "launchplan.h"
+#include "call/launchplan.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "args.h"
 #include "errors.h"
-#include "tensorarg.h"
+#include "call/tensorarg.h"
 
 enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
 

@@ -2,11 +2,11 @@
 /* dlstream.Tensor: tensors dlstream owns (empty) or views (from_dlpack), exported through __dlpack__. */
 #include "args.h"
 #include "errors.h"
-#include "protocol.h"
-#include "streamarg.h"
+#include "call/protocol.h"
+#include "call/streamarg.h"
 #include "tensorcopy.h"
 #include "tensornumpy.h"
-#include "tensortypes.h"
+#include "call/tensortypes.h"
 
 #include <string.h>
 

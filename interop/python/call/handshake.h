@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "call.h"
-#include "errors.h"
+#include "../errors.h"
 #include "streamarg.h"
 #include "tensorarg.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensortypes.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensortypes.h"

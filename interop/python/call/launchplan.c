@@ -13,7 +13,7 @@
 #include "launchplan.h"
 
 #include "handshake.h"
-#include "errors.h"
+#include "../errors.h"
 
 int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r) {
   static const char pycall[] = "Function.launch";
