@@ -347,8 +347,10 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
     if (i < MEMO_ARGS && (PyLong_CheckExact(o) || PyFloat_CheckExact(o))) {
       Py_XSETREF(f->memo_obj[i], Py_NewRef(o));
       f->memo_arg[i] = argv[i];
-      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1))
+      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1)) {
         f->plan.check->args[i] = argv[i]; /* what a planned built-in's check reads for the scalar it remembers */
+        f->plan.check->passed = false;
+      }
     }
   }
   return 0;

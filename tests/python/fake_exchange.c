@@ -18,6 +18,7 @@ typedef struct {
   DLDataType dtype;
   int32_t ndim;
   int64_t shape[8];
+  int64_t alternate; /* each read moves data by this many bytes and negates it: two addresses in turn (0: one) */
 } FakeTensor;
 
 static void *g_current_stream;  /* what current_work_stream reports */
@@ -32,6 +33,8 @@ static int fake_dltensor(void *obj, DLTensor *out) {
     return -1;
   }
   out->data = t->data;
+  t->data = (char *)t->data + t->alternate;
+  t->alternate = -t->alternate;
   out->device = t->device;
   out->ndim = t->ndim;
   out->dtype = t->dtype;
@@ -121,11 +124,13 @@ static DLPackExchangeAPI g_api_future = {
 };
 
 static int fake_init(FakeTensor *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"owner", "ptr", "shape", "code", "bits", "device_type", "device_id", NULL};
+  static char *kwlist[] = {"owner", "ptr", "shape", "code", "bits", "device_type", "device_id", "alternate", NULL};
   PyObject *owner, *shape;
   unsigned long long ptr;
+  long long alternate = 0;
   int code = kDLFloat, bits = 32, dtype = kDLCPU, did = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OKO|iiii", kwlist, &owner, &ptr, &shape, &code, &bits, &dtype, &did))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OKO|iiiiL", kwlist, &owner, &ptr, &shape, &code, &bits, &dtype, &did,
+                                   &alternate))
     return -1;
   PyObject *seq = PySequence_Fast(shape, "shape must be a sequence");
   if (seq == NULL)
@@ -143,6 +148,7 @@ static int fake_init(FakeTensor *self, PyObject *args, PyObject *kw) {
     return -1;
   Py_XSETREF(self->owner, Py_NewRef(owner));
   self->data = (void *)(uintptr_t)ptr;
+  self->alternate = alternate;
   self->ndim = (int32_t)n;
   self->dtype.code = (uint8_t)code;
   self->dtype.bits = (uint8_t)bits;

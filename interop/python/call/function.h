@@ -11,10 +11,14 @@
 
 /* A planned built-in's arguments as the core checks them (dls__builtin_check): the remembered scalars and the
  * tensors' kinds written when the plan is made (and a scalar again when the general path remembers a new one),
- * each call's tensor pointers and extents written over them. */
+ * each call's tensor pointers and extents written over them. The check reads nothing but these and the function,
+ * so arguments that passed pass again: `passed` says the ones held passed for `fn` (cleared wherever a scalar is
+ * written), and a call whose tensors have the same pointers and extents is not checked again. */
 typedef struct dlspy_plan_check {
   dls_arg_t args[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
+  const dls__function *fn;
+  bool passed;
 } dlspy_plan_check;
 
 /* The decision the general path made for the last launch that ran on an exchange-API framework's current stream

@@ -72,6 +72,8 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   p->scalars = ~taken & (p->end - 1);
   p->n = (int)n;
   p->builtin = f->builtin;
+  if (p->builtin)
+    p->check->passed = false;
   for (Py_ssize_t i = 0; i < n; i++) {
     bool tensor = (taken >> i) & 1;
     f->plan_sizes[i] = tensor ? (uint32_t)sizeof(void *) : arg_size(f->memo_arg[i].kind);
