@@ -227,7 +227,7 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how);
  * touch; lo > hi when it cannot be told), and its element type. */
 static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
                                             DLDataType dtype) {
-  int64_t lo = 0, hi = 0, size = ((int64_t)dtype.bits * dtype.lanes + 7) / 8, stride = 1;
+  int64_t lo = 0, hi = 0, size = (int64_t)(((uint32_t)dtype.bits * dtype.lanes + 7) >> 3), stride = 1;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     if (shape[i] == 0)
       return (dls__ext_extent){0, 0, dtype};
