@@ -170,7 +170,8 @@ def test_a_planned_builtin_checks_again_what_it_has_not_passed(fx, no_leaks):
     z = np.zeros(16, np.float32)
     cases = (((fxx, fx.FakeTensor(y, y.ctypes.data, (4,))), "bytes"),  # y's pointer, half its extent
              ((fx.FakeTensor(z, z.ctypes.data, (8,)), fx.FakeTensor(z, z.ctypes.data + 4, (8,))), "overlaps"),
-             ((fxx, fx.FakeTensor(y, y.ctypes.data + 1, (7,))), "not aligned"))
+             ((fxx, fx.FakeTensor(y, y.ctypes.data + 1, (7,))), "not aligned"),
+             ((fxx, fx.FakeTensor(y, y.ctypes.data, (2, 2))), "bytes"))  # 2-D, half the extent
     for (a, b), why in cases:
         for _ in range(2):  # refused again: a refusal is not remembered as a pass
             with pytest.raises(dlstream.InvalidArgumentError, match=why):
@@ -178,9 +179,11 @@ def test_a_planned_builtin_checks_again_what_it_has_not_passed(fx, no_leaks):
         axpy.launch(1, 8, 8, 1.0, fxx, fyy)
     with pytest.raises(dlstream.InvalidArgumentError, match="bytes"):
         axpy.launch(1, 8, 9, 1.0, fxx, fyy)  # a new count: the general path checks it
-    axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    for shape in ((2, 4), (2, 2, 2), (8,)):  # y's whole extent in other shapes: they pass
+        for _ in range(2):
+            axpy.launch(1, 8, 8, 1.0, fxx, fx.FakeTensor(y, y.ctypes.data, shape))
     settle()
-    assert (y == 7 * x + 1).all()
+    assert (y == 13 * x + 1).all()
 
 
 def test_the_plan_reads_new_scalars_tensors_and_streams(fx, no_leaks):
