@@ -10,8 +10,8 @@ runs after them, exactly as if they were torch ops.
                                                      # (without torch, 2 GPUs or NCCL: "skipped: <why>")
 """
 import os
-import socket
 import sys
+import tempfile
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast (NVLS) off: not needed here, and on a shared
 # multi-GPU host a program using it can take the GPUs out of service for others
@@ -30,11 +30,12 @@ N = 1 << 20
 WORLD = 2
 
 
-def run(rank, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def run(rank, rendezvous):
     torch.cuda.set_device(rank)
     device = torch.device("cuda", rank)
-    dist.init_process_group("nccl", rank=rank, world_size=WORLD, device_id=device)
+    # The ranks meet at a file: no TCP port to pick (a port found free by the parent may be taken before the ranks
+    # bind it, and the ranks then wait for each other until the timeout).
+    dist.init_process_group("nccl", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD, device_id=device)
     try:
         x = torch.empty(N, device=device)
         y = torch.empty(N, device=device)
@@ -61,12 +62,6 @@ def run(rank, port):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     if not torch.cuda.is_available() or torch.cuda.device_count() < WORLD:
         print(f"skipped: needs {WORLD} CUDA GPUs; torch sees {torch.cuda.device_count()}")
@@ -74,7 +69,8 @@ def main():
     if not dist.is_available() or not dist.is_nccl_available():
         print("skipped: this torch has no NCCL (torch.distributed.is_nccl_available() is False)")
         return 0
-    mp.spawn(run, args=(free_port(),), nprocs=WORLD, join=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(run, args=(os.path.join(tmp, "rendezvous"),), nprocs=WORLD, join=True)
     return 0
 
 

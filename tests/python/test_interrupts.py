@@ -19,7 +19,10 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32" or threading.current_thr
 def interrupted(wait):
     """Runs wait() while a timer thread sends SIGINT to this process; returns whether KeyboardInterrupt came out of
     it. The wait is held by a latch with a long timeout, so if the signal were only handled once the wait ended, the
-    latch would have timed out first (the caller checks)."""
+    latch would have timed out first (the caller checks). Python's own SIGINT handler is put in place for the call:
+    a process started in the background by a shell without job control (`cmd &`, nohup) inherits SIGINT ignored,
+    and CPython then installs no handler (the test waited out its latch there)."""
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -29,6 +32,7 @@ def interrupted(wait):
     finally:
         timer.cancel()
         timer.join()
+        signal.signal(signal.SIGINT, was)
     return False
 
 
