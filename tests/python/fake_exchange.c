@@ -18,7 +18,7 @@ typedef struct {
   DLDataType dtype;
   int32_t ndim;
   int64_t shape[8];
-  int64_t alternate; /* each read moves data by this many bytes and negates it: two addresses in turn (0: one) */
+  int64_t alternate; /* FakeTensorAlt: each read moves data by this many bytes and negates it (two addresses) */
 } FakeTensor;
 
 static void *g_current_stream;  /* what current_work_stream reports */
@@ -33,8 +33,6 @@ static int fake_dltensor(void *obj, DLTensor *out) {
     return -1;
   }
   out->data = t->data;
-  t->data = (char *)t->data + t->alternate;
-  t->alternate = -t->alternate;
   out->device = t->device;
   out->ndim = t->ndim;
   out->dtype = t->dtype;
@@ -42,6 +40,15 @@ static int fake_dltensor(void *obj, DLTensor *out) {
   out->strides = NULL;
   out->byte_offset = 0;
   return 0;
+}
+
+/* FakeTensorAlt's read: another data pointer at each read, two in turn (scripts/callgrind-python's launch2-alt). */
+static int fake_dltensor_alt(void *obj, DLTensor *out) {
+  FakeTensor *t = obj;
+  int rc = fake_dltensor(obj, out);
+  t->data = (char *)t->data + t->alternate;
+  t->alternate = -t->alternate;
+  return rc;
 }
 
 static int fake_current(DLDeviceType type, int32_t id, void **out) {
@@ -110,6 +117,15 @@ static DLPackExchangeAPI g_api = {
     .managed_tensor_from_py_object_no_sync = fake_managed,
     .managed_tensor_to_py_object_no_sync = fake_to_py,
     .dltensor_from_py_object_no_sync = fake_dltensor,
+    .current_work_stream = fake_current,
+};
+
+static DLPackExchangeAPI g_api_alt = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
+    .managed_tensor_allocator = fake_alloc,
+    .managed_tensor_from_py_object_no_sync = fake_managed,
+    .managed_tensor_to_py_object_no_sync = fake_to_py,
+    .dltensor_from_py_object_no_sync = fake_dltensor_alt,
     .current_work_stream = fake_current,
 };
 
@@ -197,6 +213,8 @@ static PyType_Slot fake_slots[] = {
 static PyType_Spec fake_spec = {"_dls_fake_exchange.FakeTensor", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT, fake_slots};
 static PyType_Spec fake_int_spec = {"_dls_fake_exchange.FakeTensorInt", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT,
                                     fake_slots};
+static PyType_Spec fake_alt_spec = {"_dls_fake_exchange.FakeTensorAlt", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT,
+                                    fake_slots};
 static PyType_Spec fake_future_spec = {"_dls_fake_exchange.FakeTensorFuture", sizeof(FakeTensor), 0,
                                        Py_TPFLAGS_DEFAULT, fake_slots};
 
@@ -267,5 +285,13 @@ PyMODINIT_FUNC PyInit__dls_fake_exchange(void) {
   Py_DECREF(cap);
   Py_DECREF(cap3);
   Py_DECREF(addr);
+  PyObject *t4 = PyType_FromSpec(&fake_alt_spec), *cap4 = PyCapsule_New(&g_api_alt, "dlpack_exchange_api", NULL);
+  if (!t4 || !cap4 || PyObject_SetAttrString(t4, "__dlpack_c_exchange_api__", cap4) != 0 ||
+      PyModule_AddObjectRef(m, "FakeTensorAlt", t4) != 0) {
+    Py_DECREF(m);
+    m = NULL;
+  }
+  Py_XDECREF(t4);
+  Py_XDECREF(cap4);
   return m;
 }

@@ -25,7 +25,7 @@ static int tensor_stream(const dlspy_stream_question *q, dls__stream **out_s) {
 
 /* c. A CuPy array: CuPy's current stream of its device, asked in C (1: it cannot be). As for any stream a
  * provider names, nothing that cannot be a stream reaches the driver. */
-static int cupy_stream(dlspy_state *st, const char *pycall, DLDevice home, dls_stream_t *out, dls__stream **out_s) {
+int dlspy_current_cupy(dlspy_state *st, const char *pycall, DLDevice home, dls_stream_t *out, dls__stream **out_s) {
   void *native = NULL;
   int rc = dlspy_cupy_native(st, home.device_id, &native);
   if (rc != 0)
@@ -58,9 +58,5 @@ int dlspy_current_stream_other(dlspy_state *st, const char *pycall, const dlspy_
                                dls_stream_t *out, dls__stream **out_s) {
   out->id = 0;
   *out_s = NULL;
-  switch (q->kind) {
-  case DLSPY_KIND_TENSOR: return tensor_stream(q, out_s);
-  case DLSPY_KIND_CUPY: return cupy_stream(st, pycall, q->home, out, out_s);
-  default: return other_stream(st, pycall, q, out);
-  }
+  return q->kind == DLSPY_KIND_TENSOR ? tensor_stream(q, out_s) : other_stream(st, pycall, q, out);
 }

@@ -48,21 +48,33 @@ static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, c
   return dlspy_framework_current_failed(st, pycall, dev);
 }
 
-/* dlspy_current_stream for every kind but an exchange API's (current.c). */
+/* Step a of the order: an exchange-API framework's current stream of `dev` (`*home` as dlstream names it). The
+ * read pass's common case, whose tensors' type is known to have the exchange API, asks this step directly (a
+ * question built for dlspy_current_stream costs it 10 instructions a launch); everything else asks
+ * dlspy_current_stream. */
+DLSPY_ALWAYS_INLINE int dlspy_current_xapi(dlspy_state *st, const char *pycall, const DLPackExchangeAPI *api, DLDevice dev,
+                                     const DLDevice *home, dls_stream_t *out, dls__stream **out_s) {
+  void *native; /* `home` read once the framework answered: nothing held across its call */
+  if (dlspy_framework_current(st, pycall, api, dev, &native) != 0)
+    return -1;
+  return dlspy_stream_lookup(st, *home, native, pycall, out, out_s);
+}
+
+/* dlspy_current_stream of a CuPy array on `home` (current.c). */
+int dlspy_current_cupy(dlspy_state *st, const char *pycall, DLDevice home, dls_stream_t *out, dls__stream **out_s);
+/* dlspy_current_stream of a dlstream.Tensor or any other object (current.c). */
 int dlspy_current_stream_other(dlspy_state *st, const char *pycall, const dlspy_stream_question *q,
                                dls_stream_t *out, dls__stream **out_s);
 /* The current stream of the object `q` describes, on q->home: its handle (*out, {0}: none named) and, where it is
  * known already, its core stream (*out_s, else NULL: the caller resolves *out). The order of 3 above, by q->kind.
  * 0 (answered, perhaps with no stream), 1 (CuPy only: the C path cannot ask; nothing raised: ask again as
- * DLSPY_KIND_OTHER), or -1 with an exception. Inline: the common case asks it on every launch. */
+ * DLSPY_KIND_OTHER), or -1 with an exception. */
 DLSPY_ALWAYS_INLINE int dlspy_current_stream(dlspy_state *st, const char *pycall, const dlspy_stream_question *q,
                                              dls_stream_t *out, dls__stream **out_s) {
-  if (DLSPY_LIKELY(q->kind == DLSPY_KIND_XAPI)) {
-    void *native;
-    if (dlspy_framework_current(st, pycall, q->api, q->dev, &native) != 0)
-      return -1;
-    return dlspy_stream_lookup(st, q->home, native, pycall, out, out_s);
-  }
+  if (DLSPY_LIKELY(q->kind == DLSPY_KIND_XAPI))
+    return dlspy_current_xapi(st, pycall, q->api, q->dev, &q->home, out, out_s);
+  if (q->kind == DLSPY_KIND_CUPY)
+    return dlspy_current_cupy(st, pycall, q->home, out, out_s);
   return dlspy_current_stream_other(st, pycall, q, out, out_s);
 }
 

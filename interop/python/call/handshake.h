@@ -141,8 +141,8 @@ DLSPY_ALWAYS_INLINE int dlspy_call_read_common(const char *pycall, const dlspy_l
   r->xapi |= r->fast;
   if (r->fast == 0) /* no tensor of the last type came first */
     return 1;
-  dlspy_stream_question q = {.kind = DLSPY_KIND_XAPI, .api = L->type.api, .dev = L->type.dev, .home = L->type.home};
-  return dlspy_current_stream(L->st, pycall, &q, &r->stream, &r->s) != 0 ? -1 : 0;
+  /* Step a of current.h's order: the type is known to have the exchange API. */
+  return dlspy_current_xapi(L->st, pycall, L->type.api, L->type.dev, &L->type.home, &r->stream, &r->s);
 }
 
 /* Makes `c` (dlspy_call_init'ed) the call whose read pass ended in the common case with `r` for the type `t`, as
