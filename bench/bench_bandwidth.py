@@ -74,7 +74,33 @@ def gpu_rows(torch, dlstream, n, label):
          lambda: half.copy_(f32[::2]), None)
     pair(f"strided copy: transpose {side}x{side} float32 (copy_)", 8 * side * side,
          lambda: dlstream.copy(t2, m2.t()), lambda: t2.copy_(m2.t()), None)
+    if n <= 1 << 20:
+        r += grid_rows(dlstream, r, n, label, f32, y32)
     return r
+
+
+def grid_rows(dlstream, rows, n, label, x, y):
+    """Small calls are a few microseconds of launch, ramp and tail: fill and axpy through dls_launch on other grids
+    than the core's (a thread per 16 bytes, at most the device's threads: 1024 blocks of 256 at 2^20 float32),
+    each beside torch's kernel, to show which launch shape the core should pick."""
+    anchors = {row.name: row for row in rows}
+    fill, axpy, empty = (dlstream.builtin_function(k, "cuda:0") for k in ("dls_fill", "dls_axpy_f32", "dls_empty"))
+    pattern = 0x3fc00000  # 1.5f
+    items = n // 4  # 16-byte items of n float32
+    grid = max(1, items // 256)
+    # The floor under any kernel of the core's grid: launch, ramp and tail of blocks that do nothing.
+    out = [Row(f"dlstream empty kernel, grid {grid}x256 (the floor of the core's grid)", label, 0,
+               lambda g=grid: empty.launch(g, 256), anchors["torch fill float32 (fill_)"], None)]
+    for per, block in ((1, 128), (2, 256), (4, 256), (8, 256)):
+        grid = max(1, items // (per * block))
+        shape = f"grid {grid}x{block}, {per} x 16 bytes a thread"
+        out.append(Row(f"dlstream fill float32 (fill_), {shape}", label, 4 * n,
+                       lambda g=grid, b=block: fill.launch(g, b, y, n, 4, pattern),
+                       anchors["torch fill float32 (fill_)"], "anchor"))
+        out.append(Row(f"dlstream axpy float32 (add_ alpha), {shape}", label, 12 * n,
+                       lambda g=grid, b=block: axpy.launch(g, b, n, A, x, y),
+                       anchors["torch axpy float32 (add_ alpha)"], "anchor"))
+    return out
 
 
 def cpu_rows(dlstream, np, n, label):

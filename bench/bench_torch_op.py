@@ -9,8 +9,9 @@ Eager: the axpy built-in as a dlstream.torch operator against torch's own y.add_
 and alone. The probe (bench/torch_op_probe.c, compiled here with cc) registers boxed C implementations through
 torch's stable C shim: what an implementation in C instead of Python would save. Compiled (fullgraph=True): a graph
 of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.2 x), default mode and
-mode="reduce-overhead". Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs the eager rows and the
-probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
+mode="reduce-overhead"; and the same graph against its 10 calls eager, beside that pair for a no-op operator of
+torch's own (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs
+the eager rows, the compiled-against-eager rows and the probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
 dispatcher rows compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
 import ctypes
 import json
@@ -179,6 +180,39 @@ def compiled_rows(torch, dlstream, dt, dev, notes):
     return rows
 
 
+def compiled_vs_eager_rows(torch, dlstream, dt, dev, notes):
+    """Issue 34 item 4: a compiled graph (fullgraph=True) of K in-place dlstream operators against the same K calls
+    eager (target: at most 1.1 x), beside the same pair for an operator that is torch's alone (Library.define + impl
+    of a body that does nothing, and a fake): what torch.compile costs any in-place custom operator, dlstream's or
+    not. The difference between the two ratios' overheads is dlstream's."""
+    k = dlstream.builtin_function("dls_axpy_f32", dev)
+    op = dt.op("dls_bench::axpy_ce", k, params="n, a, x, y", compute={"n": dt.numel("x")}, grid=dt.cdiv("n", 256),
+               block=256, dtypes={"x": torch.float32, "y": torch.float32})
+    lib = torch.library.Library("dls_bench_ce", "FRAGMENT")
+    lib.define("noop_(float a, Tensor x, Tensor(a!) y) -> ()")
+    lib.impl("noop_", lambda a, x, y: None, "CPU" if dev == "cpu" else "CUDA")
+    torch.library.register_fake("dls_bench_ce::noop_", lambda a, x, y: None, lib=lib)
+    noop = torch.ops.dls_bench_ce.noop_.default
+    args = [torch.ones(N, device=dev) for _ in range(K)] + [torch.zeros(N, device=dev) for _ in range(K)]
+
+    def graph(o):
+        def g(*t):
+            for i in range(K):
+                o(A, t[i], t[K + i])
+        return g
+
+    rows = []
+    for what, o in (("dlstream axpy_", op), ("torch's own no-op custom operator (define + impl)", noop)):
+        eager = graph(o)
+        compiled = torch.compile(eager, fullgraph=True)
+        for _ in range(3):
+            compiled(*args)
+        anchor = f"eager: {K} x {what}"
+        rows.append((anchor, None, loop(eager, *args)))
+        rows.append((f"compiled (fullgraph=True): the same {K} x {what}", anchor, loop(compiled, *args)))
+    return rows, lib
+
+
 def kernels(torch, fn, args):
     """How many kernels Inductor's code for fn launches (its '.run(' calls), or '?'."""
     try:
@@ -218,6 +252,9 @@ def main():
     eager, _lib = eager_rows(torch, dlstream, dt, dev)
     probes, _plib, probe = probe_rows(torch, dev, notes)
     sections = [("eager", eager + probes)]
+    if not args.smoke:
+        ce, _celib = compiled_vs_eager_rows(torch, dlstream, dt, dev, notes)
+        sections.append(("compiled against eager", ce))
     if not args.cpu:
         sections.append(("compiled", compiled_rows(torch, dlstream, dt, dev, notes)))
     if probe is not None and probe.dls_probe_failures():

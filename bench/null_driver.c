@@ -9,8 +9,9 @@
  * scripts/callgrind-ops, scripts/callgrind-python and the tests of the CuPy
  * path (tests/python/test_cupy_path.py) and of IPC's wiring
  * (tests/python/test_ipc.py), which read what it was asked through
- * dls_null_stats and dls_null_ipc_stats. Handles are distinct fake addresses, never dereferenced;
- * host allocations are real memory (the backend writes them). */
+ * dls_null_stats, dls_null_ipc_stats and dls_null_host_stats. Handles are
+ * distinct fake addresses, never dereferenced; host allocations are real
+ * memory (the backend writes them). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,20 @@ void dls_null_ipc_stats(unsigned long *out_waits, uint32_t *out_wait_value, unsi
   *out_write_value = g_last_write_value;
 }
 
+/* What the tests of a call's driver sequence read (tests/python/test_builtin_driver_calls.py): host waits
+ * (stream, context and event synchronizations), allocations of every kind, copies and sets, module loads. */
+static unsigned long g_syncs, g_allocs, g_copies, g_loads;
+
+__attribute__((visibility("default"))) void dls_null_host_stats(unsigned long *out_syncs, unsigned long *out_allocs,
+                                                                unsigned long *out_copies, unsigned long *out_loads);
+void dls_null_host_stats(unsigned long *out_syncs, unsigned long *out_allocs, unsigned long *out_copies,
+                         unsigned long *out_loads) {
+  *out_syncs = g_syncs;
+  *out_allocs = g_allocs;
+  *out_copies = g_copies;
+  *out_loads = g_loads;
+}
+
 static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
 
 static int attribute(dls__CUdevice_attribute a) {
@@ -72,7 +87,7 @@ static R n_cuDevicePrimaryCtxRelease(dls__CUdevice d) { return OK; }
 static R n_cuCtxGetCurrent(dls__CUcontext *c) { return SET(*c, t_current); }
 static R n_cuCtxSetCurrent(dls__CUcontext c) { return SET(t_current, c); }
 static R n_cuCtxGetStreamPriorityRange(int *least, int *greatest) { return SET(*least, 0) | SET(*greatest, -5); }
-static R n_cuCtxSynchronize(void) { return OK; }
+static R n_cuCtxSynchronize(void) { return g_syncs++, OK; }
 /* Streams are readable host memory, as a driver's are (the Python layer refuses a stream pointer it cannot read). */
 static void *stream_new(void) { return calloc(1, 64); }
 static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return SET(*s, stream_new()); }
@@ -81,7 +96,7 @@ static R n_cuStreamDestroy(dls__CUstream s) {
   free(s);
   return OK;
 }
-static R n_cuStreamSynchronize(dls__CUstream s) { return OK; }
+static R n_cuStreamSynchronize(dls__CUstream s) { return g_syncs++, OK; }
 static R n_cuStreamQuery(dls__CUstream s) { return OK; }
 static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return g_waits++, OK; }
 static R n_cuStreamGetCtx(dls__CUstream s, dls__CUcontext *c) { return SET(*c, g_primary); }
@@ -91,21 +106,26 @@ static R n_cuEventCreate(dls__CUevent *e, unsigned f) { return SET(*e, fake()); 
 static R n_cuEventDestroy(dls__CUevent e) { return OK; }
 static R n_cuEventRecord(dls__CUevent e, dls__CUstream s) { return OK; }
 static R n_cuEventQuery(dls__CUevent e) { return OK; }
-static R n_cuEventSynchronize(dls__CUevent e) { return OK; }
+static R n_cuEventSynchronize(dls__CUevent e) { return g_syncs++, OK; }
 static R n_cuEventElapsedTime(float *ms, dls__CUevent a, dls__CUevent b) { return SET(*ms, 0.0f); }
 /* Disjoint ranges of the size asked (a launch refuses arguments whose ranges overlap). */
 static R n_cuMemAlloc(dptr *p, size_t n) {
   size_t span = (n + 255) & ~(size_t)255;
+  g_allocs++;
   return SET(*p, (dptr)atomic_fetch_add_explicit(&g_next, span > 256 ? span : 256, memory_order_relaxed));
 }
 static R n_cuMemFree(dptr p) { return OK; }
 static R n_cuMemGetAddressRange(dptr *base, size_t *n, dptr p) { return SET(*base, p) | SET(*n, 1); }
-static R n_cuMemsetD8Async(dptr d, unsigned char v, size_t n, dls__CUstream s) { return OK; }
-static R n_cuMemcpyAsync(dptr d, dptr src, size_t n, dls__CUstream s) { return OK; }
-static R n_cuMemHostAlloc(void **p, size_t n, unsigned f) { return (*p = calloc(1, n)) ? OK : DLS__CUDA_ERROR_OUT_OF_MEMORY; }
+static R n_cuMemsetD8Async(dptr d, unsigned char v, size_t n, dls__CUstream s) { return g_copies++, OK; }
+static R n_cuMemcpyAsync(dptr d, dptr src, size_t n, dls__CUstream s) { return g_copies++, OK; }
+static R n_cuMemHostAlloc(void **p, size_t n, unsigned f) {
+  g_allocs++;
+  return (*p = calloc(1, n)) ? OK : DLS__CUDA_ERROR_OUT_OF_MEMORY;
+}
 static R n_cuMemHostGetDevicePointer(dptr *d, void *host, unsigned f) { return SET(*d, (dptr)(uintptr_t)host); }
 static R n_cuMemFreeHost(void *host) { return free(host), OK; }
 static R n_cuModuleLoadDataEx(dls__CUmodule *m, const void *image, unsigned n, dls__CUjit_option *o, void **v) {
+  g_loads++;
   return SET(*m, fake());
 }
 static R n_cuModuleUnload(dls__CUmodule m) { return OK; }
@@ -123,15 +143,16 @@ static R n_cuMemPoolDestroy(dls__CUmemoryPool p) { return OK; }
 static R n_cuMemPoolSetAccess(dls__CUmemoryPool p, const struct CUmemAccessDesc_st *m, size_t n) { return OK; }
 static R n_cuMemPoolSetAttribute(dls__CUmemoryPool p, dls__CUmemPool_attribute a, void *v) { return OK; }
 static R n_cuMemAllocFromPoolAsync(dptr *p, size_t n, dls__CUmemoryPool pool, dls__CUstream s) {
+  g_allocs++;
   return SET(*p, 0x7f0000000000ull);
 }
-static R n_cuMemAllocAsync(dptr *p, size_t n, dls__CUstream s) { return SET(*p, 0x7f0000000000ull); }
+static R n_cuMemAllocAsync(dptr *p, size_t n, dls__CUstream s) { return g_allocs++, SET(*p, 0x7f0000000000ull); }
 static R n_cuMemFreeAsync(dptr p, dls__CUstream s) { return OK; }
 static R n_cuDeviceCanAccessPeer(int *can, dls__CUdevice d, dls__CUdevice p) { return SET(*can, 0); }
 static R n_cuCtxEnablePeerAccess(dls__CUcontext c, unsigned f) { return OK; }
 static R n_cuCtxGetDevice(dls__CUdevice *d) { return SET(*d, 0); }
 static R n_cuMemcpyPeerAsync(dptr d, dls__CUcontext dc, dptr src, dls__CUcontext sc, size_t n, dls__CUstream s) {
-  return OK;
+  return g_copies++, OK;
 }
 static R n_cuStreamBeginCapture(dls__CUstream s, dls__CUstreamCaptureMode m) { return OK; }
 static R n_cuStreamEndCapture(dls__CUstream s, dls__CUgraph *g) { return SET(*g, fake()); }

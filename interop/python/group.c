@@ -2,12 +2,29 @@
 /* dlstream._dlstream.Group: a fork/join group (dls_group_*); stream_parallel
  * in dlstream/__init__.py is built on it. */
 #include "errors.h"
+#include "streamarg.h"
 
 typedef struct GroupObject {
   PyObject_HEAD
   dls_group_t handle; /* {0} once ended */
   PyObject *origin;   /* the origin Stream, kept alive while the group is open */
+  PyObject *branches; /* the pooled branches' Streams handed out (a list, NULL before the first) */
 } GroupObject;
+
+/* The group ended: the stream cache forgets its wrappers of the pooled branches' natives (a framework's current
+ * stream in a branch is the branch's, read back and wrapped by calls there), which would keep each branch's stream
+ * out of the pool: the next group would make new streams instead of reusing them. */
+static void forget_branches(dlspy_state *st, GroupObject *g) {
+  PyObject *list = g->branches;
+  g->branches = NULL;
+  if (list == NULL)
+    return;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+    StreamObject *b = (StreamObject *)PyList_GET_ITEM(list, i);
+    dlspy_stream_uncache(st, b->device, b->native);
+  }
+  Py_DECREF(list);
+}
 
 static PyObject *group_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   static const char pycall[] = "Group";
@@ -45,7 +62,12 @@ static PyObject *group_branch(GroupObject *g, PyObject *unused) {
   dls_status_t rc = dls_group_branch(g->handle, &b);
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, "Group.branch");
-  return dlspy_stream_new_branch(st, b);
+  PyObject *out = dlspy_stream_new_branch(st, b);
+  if (out != NULL && g->branches == NULL)
+    g->branches = PyList_New(0);
+  if (out != NULL && (g->branches == NULL || PyList_Append(g->branches, out) != 0))
+    PyErr_Clear(); /* out of memory: its wrapper, if any, only stays cached */
+  return out;
 }
 
 /* Group.add(stream): the caller's stream as a branch (dls_group_add); returns it as a Stream. */
@@ -91,6 +113,7 @@ static PyObject *group_end(GroupObject *g, PyObject *unused) {
     return dlspy_raise(st, rc, "Group.end");
   g->handle.id = 0;
   Py_CLEAR(g->origin);
+  forget_branches(st, g);
   if (rc != DLS_OK)
     return dlspy_raise(st, rc, "Group.end");
   Py_RETURN_NONE;
@@ -109,8 +132,11 @@ static PyObject *group_get_ended(GroupObject *g, void *c) { return PyBool_FromLo
 static void group_dealloc(GroupObject *g) {
   PyTypeObject *tp = Py_TYPE(g);
   /* An abandoned group still joins: the origin must not run ahead of its branches. */
-  if (g->handle.id != 0 && !atomic_load(&dlspy_dead))
+  if (g->handle.id != 0 && !atomic_load(&dlspy_dead)) {
     (void)dls_group_end(g->handle);
+    forget_branches(dlspy_state_of(tp), g);
+  }
+  Py_CLEAR(g->branches);
   Py_CLEAR(g->origin);
   tp->tp_free(g);
   Py_DECREF(tp);

@@ -239,6 +239,39 @@ static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int m
   }
 }
 
+/* A record of foreign memory (foreign.c) outlives its uses, and each new stream that uses it would add an entry that
+ * holds that stream (a pooled branch stream then never goes back to its pool): once a use is noted, the eager entries
+ * with no role any more (no writer, no reader, no export: no later use waits for them, the last writer waited for
+ * their work) leave, the bits of the others moved down with them. Their streams go into `out` (at most SPILL_FROM),
+ * for the caller to drop once the lock is let go; how many. Spilled records are left as they are. (b->mu held) */
+static DLS__NOINLINE int forget_roleless(dls__buffer *b, dls__stream **out) {
+  uint64_t role = b->writers | b->readers | b->exporting;
+  if (b->nuses >= SPILL_FROM)
+    return 0;
+  uint64_t writers = b->writers & 1, readers = b->readers & 1, exporting = b->exporting & 1, eager = 0;
+  int n = 0, j = 0;
+  for (int k = 0; k < b->nuses; k++) {
+    dls__use *u = &b->uses[k];
+    uint64_t from = bit_of(k), to = bit_of(j);
+    if (u->cap_id == 0 && u->exports == 0 && !(role & from)) {
+      out[n++] = u->stream;
+      continue;
+    }
+    b->uses[j] = *u;
+    writers |= b->writers & from ? to : 0;
+    readers |= b->readers & from ? to : 0;
+    exporting |= b->exporting & from ? to : 0;
+    eager |= u->cap_id == 0 ? to : 0;
+    j++;
+  }
+  b->nuses = j;
+  b->writers = writers;
+  b->readers = readers;
+  b->exporting = exporting;
+  b->eager_uses = eager;
+  return n;
+}
+
 /* ---- the accesses of one piece of work ---- */
 
 /* Sorts the accesses by buffer address: an insertion sort, as a piece of
@@ -399,7 +432,13 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
         first = st;
     }
     note_use(b, x->cap, me, x->a[i].mode);
+    dls__stream *gone[SPILL_FROM];
+    int ngone = DLS__UNLIKELY(b->record) && (b->eager_uses & ~(b->writers | b->readers | b->exporting)) != 0
+                    ? forget_roleless(b, gone)
+                    : 0;
     dls__spin_unlock(&b->mu);
+    while (ngone > 0)
+      dls__stream_unref(gone[--ngone]);
   }
   return first;
 }

@@ -146,7 +146,7 @@ __global__ void DLS_K_BOUNDS dls_axpy_f64(unsigned long long n, double a, const 
 
 // Strides are in elements and may be negative or zero (a broadcast source);
 // ndim 0 copies one element.
-__global__ void DLS_K_BOUNDS dls_copy_strided(void *dst, const void *src, dls_copy_desc_t desc) {
+__global__ void DLS_K_BOUNDS dls_copy_strided(void *dst, const void *src, const DLS_K_PARAM dls_copy_desc_t desc) {
   dls_k::copy_view(dst, src, desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, desc.elem_size);
 }
 

@@ -247,7 +247,7 @@ extern "C" {
 // A strided copy converting each element from desc.src_dtype to desc.dst_dtype (convert.h; the runtime refuses a
 // cast NumPy's same_kind casting does not allow, a type it does not convert, and elements not aligned to their
 // size). One type on both sides copies its bits.
-__global__ void DLS_K_BOUNDS dls_convert(void *dst, const void *src, dls_convert_desc_t desc) {
+__global__ void DLS_K_BOUNDS dls_convert(void *dst, const void *src, const DLS_K_PARAM dls_convert_desc_t desc) {
   const DLDataType dt = desc.dst_dtype, st = desc.src_dtype;
   const unsigned ds = ((unsigned)dt.bits * dt.lanes + 7) / 8;
   const unsigned ss = ((unsigned)st.bits * st.lanes + 7) / 8;
@@ -261,10 +261,9 @@ __global__ void DLS_K_BOUNDS dls_convert(void *dst, const void *src, dls_convert
   if (dls__view_contiguous(desc.ndim, desc.shape, desc.dst_strides, desc.src_strides) &&
       convert_pair(dst, dt, src, st, total))
     return;
-  dls__layout l;
-  dls__layout_make(desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, &l);
+  const dls__layout *l = dls_k::block_layout(desc.ndim, desc.shape, desc.dst_strides, desc.src_strides);
   dls_k::run<1>(total, cv_any{static_cast<unsigned char *>(dst), static_cast<const unsigned char *>(src), dt, st,
-                              ds, ss, &l});
+                              ds, ss, l});
 }
 
 } // extern "C"

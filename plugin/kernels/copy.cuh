@@ -145,11 +145,25 @@ struct line_copy {
   template <typename I> __device__ __forceinline__ void store(I i, W v) const { d[(long long)i * dstride] = v; }
 };
 
+// The merged layout of a strided view (layout.h), made once a block by its first thread in shared memory, where
+// every thread of the block reads it: a layout of each thread's own would sit in its stack in local memory, written
+// at every launch by every thread. Every thread of the block calls it (a barrier), before any thread leaves.
+__device__ __forceinline__ const dls__layout *block_layout(unsigned ndim, const int64_t *shape, const int64_t *dstr,
+                                                           const int64_t *sstr) {
+  __shared__ dls__layout l;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+    dls__layout_make(ndim, shape, dstr, sstr, &l);
+  __syncthreads();
+  return &l;
+}
+
 // A strided copy of whole elements of `size` bytes: a contiguous view as bytes, a 1-D view of elements of 1, 2, 4
 // or 8 bytes element by element, any other view element by element over its merged dimensions, in words as wide as
-// the element size and both addresses allow. Not inlined: dls_copy_strided and dls_convert share it.
-__device__ __noinline__ void copy_view(void *dst, const void *src, unsigned ndim, const int64_t *shape,
-                                       const int64_t *dstr, const int64_t *sstr, unsigned size) {
+// the element size and both addresses allow. Inlined (no call frame on the stack): dls_copy_strided and dls_convert
+// each have their own. The arrays are the kernel's parameter (DLS_K_PARAM), read where they lie; every branch
+// before the layout goes the same way for the whole grid (block_layout's barrier).
+__device__ __forceinline__ void copy_view(void *dst, const void *src, unsigned ndim, const int64_t *shape,
+                                          const int64_t *dstr, const int64_t *sstr, unsigned size) {
   const u64 total = dls__view_count(ndim, shape);
   if (total == 0 || size == 0)
     return;
@@ -157,14 +171,13 @@ __device__ __noinline__ void copy_view(void *dst, const void *src, unsigned ndim
     copy_bytes(dst, src, total * size);
     return;
   }
-  dls__layout l;
-  dls__layout_make(ndim, shape, dstr, sstr, &l);
+  const dls__layout *l = block_layout(ndim, shape, dstr, sstr);
   char *d = static_cast<char *>(dst);
   const char *s = static_cast<const char *>(src);
   const uintptr_t align = (uintptr_t)d | (uintptr_t)s | size;
   const unsigned word = align % 8 == 0 ? 8 : align % 4 == 0 ? 4 : align % 2 == 0 ? 2 : 1;
-  if (l.ndim == 1 && size == word) {
-    const long long ds = l.dst[0], ss = l.src[0];
+  if (l->ndim == 1 && size == word) {
+    const long long ds = l->dst[0], ss = l->src[0];
     switch (word) {
     case 8: run<4>(total, line_copy<unsigned long long>{(unsigned long long *)d, (const unsigned long long *)s, ds, ss}); break;
     case 4: run<4>(total, line_copy<unsigned>{(unsigned *)d, (const unsigned *)s, ds, ss}); break;
@@ -173,7 +186,7 @@ __device__ __noinline__ void copy_view(void *dst, const void *src, unsigned ndim
     }
     return;
   }
-  run<1>(total, view_copy{d, s, &l, size, word});
+  run<1>(total, view_copy{d, s, l, size, word});
 }
 
 } // namespace dls_k

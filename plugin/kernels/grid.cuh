@@ -38,6 +38,19 @@ static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls
 #define DLS_K_BOUNDS __launch_bounds__(1024, 1)
 #endif
 
+// A kernel's descriptor parameter (dls_copy_desc_t, dls_convert_desc_t) is read where the launch put it, in the
+// parameter space. Without __grid_constant__, taking the address of its arrays (a loop indexes them) makes every
+// thread copy the whole descriptor into its own stack in local memory first: at a grid that fills the device,
+// ~100 MB of stores a launch, which cost dls_copy and the conversions ~17 us a call on an H200. AMD's kernel
+// arguments are memory already (and the host-side test's too). nvcc has __grid_constant__ from 11.7, for sm_70 and
+// newer (the fatbin starts at sm_75).
+#if defined(__CUDACC__) && !defined(__HIP_PLATFORM_AMD__) &&                                                      \
+    (__CUDACC_VER_MAJOR__ > 11 || (__CUDACC_VER_MAJOR__ == 11 && __CUDACC_VER_MINOR__ >= 7))
+#define DLS_K_PARAM __grid_constant__
+#else
+#define DLS_K_PARAM
+#endif
+
 namespace dls_k {
 
 typedef unsigned long long u64;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA built-in kernels (plugin/kernels/*.cu) compiled for the host: what CUDA gives a kernel (thread and block
 // indices, vector types), with every thread of a launch run one after the other. The memory-bound kernels have no
-// barriers, shared memory or dependencies between threads, so the bytes they leave are the GPU's. The vendor
+// dependencies between threads but one: a strided copy's layout, which the first thread of each block makes in
+// shared memory before a barrier (copy.cuh's block_layout). That thread runs first in its block here, so a barrier
+// is nothing and shared memory one static object; the bytes the kernels leave are the GPU's. The vendor
 // branch taken is HIP's (__HIP_PLATFORM_AMD__: convert.h's float16 conversions instead of the GPU's instructions,
 // which round alike). A misaligned 16-byte access is an error here too (UBSan's alignment check).
 #ifndef DLSTREAM_TESTS_KERNELS_ON_HOST_H
@@ -22,6 +24,8 @@
 #define __HIP_PLATFORM_AMD__ 1
 #define __builtin_amdgcn_s_sleep(x) (void)0
 #define __threadfence_system() (void)0
+#define __shared__ static
+#define __syncthreads() (void)0
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;

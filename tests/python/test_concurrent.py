@@ -454,6 +454,39 @@ def test_an_origins_end_unbinds_its_branch_streams_with_negative_control(ends, n
             o.close()
 
 
+@pytest.mark.parametrize("kept", [False, True])
+def test_branches_on_framework_tensors_give_their_streams_back_to_the_pool_with_negative_control(carried, kept,
+                                                                                                 no_leaks):
+    """Groups whose branches use framework tensors (issue 32's benchmark: a wall-clock speedup of 1.04) reuse the
+    pooled streams of the groups before: the natives handed out over many groups stay few. Before, each branch made
+    a new stream (and the driver destroyed an old one): the record of each tensor kept an entry, and so a reference,
+    for every stream that ever used it, and the wrapper the call made of the framework's current stream (the branch's
+    own native, read back) kept the branch in the stream cache. Control: the test keeps its own wrapper of every
+    branch's native, which holds the stream as those did, and every group gets new streams."""
+    fx = carried
+    f = dlstream.Stream(CPU)
+    fx.set_current_stream(f.ptr)
+    k, groups = 4, 6
+    xs = [np.zeros(N, np.float32) for _ in range(k)]
+    seen, wraps = set(), []
+    try:
+        for _ in range(groups):
+            with dlstream.stream_parallel(f):
+                for x in xs:
+                    with dlstream.branch() as b:
+                        dlstream.fill(tensor(fx, x), 1.0)
+                        seen.add(b.ptr)
+                        if kept:
+                            wraps.append(dlstream.Stream.wrap(b.ptr, CPU))
+            f.synchronize()
+        assert (len(seen) <= 2 * k) != kept, f"{len(seen)} streams over {groups} groups of {k} branches"
+        assert all((x == 1.0).all() for x in xs)
+    finally:
+        for w in wraps:
+            w.close()
+        f.close()
+
+
 # ---- CuPy carried, on the null CUDA driver with tests/python/fake_cupy ----
 
 def test_a_branch_carries_cupys_current_stream():

@@ -177,6 +177,21 @@ int dlspy_stream_lookup_slow(dlspy_state *st, DLDevice device, void *native, con
   return 0;
 }
 
+void dlspy_stream_uncache(dlspy_state *st, DLDevice device, void *native) {
+  dlspy_stream_memo *m = &st->smemo;
+  if (m->s != NULL && m->native == native && m->device.device_type == device.device_type &&
+      m->device.device_id == device.device_id)
+    memo_forget(st);
+  for (int i = 0; i < st->scache_n; i++) {
+    dlspy_stream_entry *e = &st->scache[i];
+    if (e->native == native && e->device.device_type == device.device_type && e->device.device_id == device.device_id) {
+      (void)dls_stream_destroy(e->handle);
+      *e = st->scache[--st->scache_n];
+      return;
+    }
+  }
+}
+
 void dlspy_stream_cache_clear(dlspy_state *st) {
   memo_forget(st);
   if (!atomic_load(&dlspy_dead) && dls__ext_ready())

@@ -28,6 +28,9 @@ static inline int dlspy_stream_lookup(dlspy_state *st, DLDevice device, void *na
   }
   return dlspy_stream_lookup_slow(st, device, native, pycall, out, out_s);
 }
+/* Drops the cache's wrapper of `native` on `device` and the memo of it, if any: a wrapper of one of dlstream's
+ * pooled streams (a branch's, read back as a framework's current stream) keeps that stream out of its pool. */
+void dlspy_stream_uncache(dlspy_state *st, DLDevice device, void *native);
 /* Drops the cache's wrappers. */
 void dlspy_stream_cache_clear(dlspy_state *st);
 /* The stream of a call that names none and has no tensor argument to ask, on `dev`: the legacy default stream,
