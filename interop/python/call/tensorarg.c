@@ -69,6 +69,18 @@ static PyObject *dlpack_capsule(dlspy_call *c, PyObject *obj, int index) {
   return cap;
 }
 
+/* Consumes `cap` (its reference taken; NULL: a failure raised already): the tensor it held (`managed`, versioned
+ * or not), or NULL with an exception. */
+static DLTensor *consume_capsule(dlspy_call *c, PyObject *cap, void **managed, bool *versioned) {
+  if (cap == NULL)
+    return NULL;
+  int rc = dlspy_capsule_consume(c->st, cap, c->pycall, managed, versioned);
+  Py_DECREF(cap);
+  if (rc != 0)
+    return NULL;
+  return *versioned ? &((DLManagedTensorVersioned *)*managed)->dl_tensor : &((DLManagedTensor *)*managed)->dl_tensor;
+}
+
 /* Host memory (`managed`, laid out as `lay`, its first element `first`) for device execution: staged through a
  * temporary, and the call blocks. Not in a capture: the blocking copy back would wait for work that is only
  * recorded. The post (or, on an early failure, the caller) releases `managed`: 0, -1 with an exception, -2 with an
@@ -109,16 +121,12 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
                           dlspy_view *out) {
   dlspy_state *st = c->st;
   const DLDevice sdev = c->sdev;
-  PyObject *cap = dlpack_capsule(c, obj, index);
-  if (cap == NULL)
-    return -1;
   void *managed;
   bool versioned;
-  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
+  DLTensor *dl = consume_capsule(c, dlpack_capsule(c, obj, index), &managed, &versioned);
+  if (dl == NULL)
     return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+  int rc;
   uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
   if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
     dlspy_raisef(st, DLS_ERR_VERSION, "%s(%s): DLPack version %u.%u; dlstream reads major version %d",
@@ -486,15 +494,11 @@ static int peer_dlpack(dlspy_call *c, PyObject *obj, int index, DLDevice home, d
   }
   PyObject *cap = PyCapsule_CheckExact(obj) ? Py_NewRef(obj) : dlspy_call_dlpack(st, obj, sv);
   Py_DECREF(sv);
-  if (cap == NULL)
-    return -1;
   void *managed;
   bool versioned;
-  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
+  DLTensor *dl = consume_capsule(c, cap, &managed, &versioned);
+  if (dl == NULL)
     return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
   char prefix[32];
   snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
   dls__ext_layout lay;
