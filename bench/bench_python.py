@@ -136,6 +136,21 @@ def gpu_rows(args, kit):
     rows.append(("raw cuLaunchKernel from C, same kernel and arguments (the floor)", t_raw, "raw"))
     rows.append(("the launch above the floor (median of the interleaved pairs' differences)", t_over, "over"))
 
+    # the same with other tensors at each call (two pairs in turn): a planned built-in checks its arguments again
+    # whenever its tensors' pointers or extents differ from those that passed last
+    x2, y2 = kit.tensor(N, 1.0), kit.tensor(N, 0.0)
+
+    def dl_alt_loop(n):
+        for _ in range(n // 2):
+            launch(4, 256, N, 1.0, x, y)
+            launch(4, 256, N, 1.0, x2, y2)
+
+    t_alt, _, t_over_alt = measure_paired(dl_alt_loop, raw_c_loop, max(2, calls - calls % 2), max(reps, 15), sync)
+    rows.append(("dlstream launch as above, two pairs of tensors in turn (the argument check runs at each call)",
+                 t_alt, "launch_alt"))
+    rows.append(("that launch above the floor (median of the interleaved pairs' differences)", t_over_alt,
+                 "over_alt"))
+
     def raw_c_torch_loop(n):
         raw_c(0, x, y, N, n)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private hooks for bench/bench_python.py: anchors measured in C inside the
  * same process, so the Python figures have a floor from the same run. */
-#include "tensortypes.h"
+#include "call/tensortypes.h"
 
 #include <time.h>
 

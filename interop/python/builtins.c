@@ -2,9 +2,9 @@
 /* The built-in kernels from Python (fill, axpy, copy, spin) and dlstream.Latch. */
 #include "args.h"
 #include "errors.h"
-#include "handshake.h"
-#include "streamarg.h"
-#include "tensorarg.h"
+#include "call/handshake.h"
+#include "call/streamarg.h"
+#include "call/tensorarg.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 /* dlstream.Event: owned and foreign events, recorded on streams and waited on by other streams or the host. */
 #include "args.h"
 #include "errors.h"
-#include "streamarg.h"
+#include "call/streamarg.h"
 
 static EventObject *event_alloc(PyTypeObject *tp) { return (EventObject *)tp->tp_alloc(tp, 0); }
 

@@ -11,7 +11,7 @@
  * exchanged synchronously, as __dlpack__ does. dltensor_from_py_object_no_sync is NULL: a view without an owner has
  * no end, so its use could not be ordered before the tensor's later uses (consumers fall back to the managed form). */
 #include "errors.h"
-#include "streamarg.h"
+#include "call/streamarg.h"
 
 /* The table's functions get no module: they find its state here (one interpreter per process: module.c). */
 static dlspy_state *g_st;

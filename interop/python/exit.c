@@ -3,8 +3,8 @@
  * queued at exit (a long kernel, a stream held by a latch) is waited for up to DLSTREAM_EXIT_TIMEOUT seconds; past
  * that it is abandoned with a RuntimeWarning naming the busy streams, the runtime is left as it is (the process is
  * ending) and the interpreter exits. */
-#include "streamarg.h"
-#include "tensortypes.h"
+#include "call/streamarg.h"
+#include "call/tensortypes.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
 /* dlstream.Graph (dls_graph_*), made by dlstream.capture (capture.c), and dlstream.capture_status. */
 #include "args.h"
 #include "errors.h"
-#include "streamarg.h"
+#include "call/streamarg.h"
 
 typedef struct GraphObject {
   PyObject_HEAD

@@ -2,7 +2,7 @@
 /* dlstream._dlstream.Group: a fork/join group (dls_group_*); stream_parallel
  * in dlstream/__init__.py is built on it. */
 #include "errors.h"
-#include "streamarg.h"
+#include "call/streamarg.h"
 
 typedef struct GroupObject {
   PyObject_HEAD

@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "errors.h"
-#include "streamarg.h"
+#include "call/streamarg.h"
 
 /* The stream a call names (`obj`: a stream argument, or NULL/None), else the use_stream() stream when it is on
  * `dev`, else {0}. */

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream.Function: a kernel of a Module or a built-in, its typed signature, and the launch hot path. */
-#include "launchplan.h"
+#include "call/launchplan.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "args.h"
 #include "errors.h"
-#include "tensorarg.h"
+#include "call/tensorarg.h"
 
 enum { SIG_NONE = 0, SIG_P, SIG_CP, SIG_I32, SIG_U32, SIG_I64, SIG_U64, SIG_F32, SIG_F64, SIG_BYTES };
 
@@ -347,8 +347,10 @@ static int launch_args(FunctionObject *f, dlspy_call *c, PyObject *const *uargs,
     if (i < MEMO_ARGS && (PyLong_CheckExact(o) || PyFloat_CheckExact(o))) {
       Py_XSETREF(f->memo_obj[i], Py_NewRef(o));
       f->memo_arg[i] = argv[i];
-      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1))
+      if (f->plan.check != NULL && ((f->plan.scalars >> i) & 1)) {
         f->plan.check->args[i] = argv[i]; /* what a planned built-in's check reads for the scalar it remembers */
+        f->plan.check->passed = false;
+      }
     }
   }
   return 0;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The module dlstream._dlstream: its function table, state and initialization. */
-#include "cupy.h"
+#include "call/cupy.h"
 #include "errors.h"
-#include "streamarg.h"
-#include "tensortypes.h"
+#include "call/streamarg.h"
+#include "call/tensortypes.h"
 
 static PyMethodDef g_module_methods[] = {
     {"empty", (PyCFunction)(void (*)(void))dlspy_empty, METH_FASTCALL | METH_KEYWORDS,

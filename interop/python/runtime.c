@@ -2,10 +2,10 @@
 /* Module functions about the runtime: leak counters, deferred releases, caches and current_stream (the atexit
  * shutdown: exit.c). */
 #include "args.h"
-#include "cupy.h"
+#include "call/cupy.h"
 #include "errors.h"
-#include "streamarg.h"
-#include "tensortypes.h"
+#include "call/streamarg.h"
+#include "call/tensortypes.h"
 
 PyObject *dlspy_mod_live_handles(PyObject *m, PyObject *unused) {
   static const char *const names[] = {NULL, "stream", "event", "buffer", "tensor", "module", "function", "group",

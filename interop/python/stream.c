@@ -2,8 +2,8 @@
 /* dlstream.Stream: owned, pooled, foreign and default streams; stream arguments and the wrapper cache. */
 #include "args.h"
 #include "errors.h"
-#include "protocol.h"
-#include "streamarg.h"
+#include "call/protocol.h"
+#include "call/streamarg.h"
 
 #include <limits.h>
 #include <string.h>

@@ -2,11 +2,12 @@
 /* dlstream.Tensor: tensors dlstream owns (empty) or views (from_dlpack), exported through __dlpack__. */
 #include "args.h"
 #include "errors.h"
-#include "protocol.h"
-#include "streamarg.h"
+#include "call/current.h"
+#include "call/protocol.h"
+#include "call/streamarg.h"
 #include "tensorcopy.h"
 #include "tensornumpy.h"
-#include "tensortypes.h"
+#include "call/tensortypes.h"
 
 #include <string.h>
 
@@ -451,24 +452,15 @@ PyObject *dlspy_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   return dlspy_tensor_wrap(st, t);
 }
 
-/* The current stream of the framework that made `obj` on device `d` (the exchange API's current work stream, or
- * a registered stream provider), or {0} when it names none. */
+/* The current stream of the framework that made `obj` on device `d` (call/current.h: its exchange API's current work
+ * stream, or its registered stream provider's answer), or {0} when it names none. */
 static int framework_current(dlspy_state *st, PyObject *obj, DLDevice d, DLDevice home, const char *pycall,
                              dls_stream_t *out) {
-  out->id = 0;
   const dlspy_type_entry *ti = dlspy_type_info(st, Py_TYPE(obj));
-  if (ti->api != NULL) {
-    void *native = NULL;
-    if (ti->api->current_work_stream(d.device_type, d.device_id, &native) != 0) {
-      if (!PyErr_Occurred())
-        dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream failed", pycall);
-      return -1;
-    }
-    return dlspy_stream_cached(st, home, native, pycall, out);
-  }
-  if (ti->provider != NULL)
-    return dlspy_provider_stream(st, ti->provider, obj, home, pycall, "obj", out);
-  return 0;
+  dlspy_stream_question q = {.kind = ti->api != NULL ? DLSPY_KIND_XAPI : DLSPY_KIND_OTHER, .api = ti->api,
+                             .dev = d, .home = home, .obj = obj, .provider = ti->provider, .arg = "obj"};
+  dls__stream *s;
+  return dlspy_current_stream(st, pycall, &q, out, &s);
 }
 
 PyObject *dlspy_from_dlpack(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {

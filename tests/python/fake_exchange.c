@@ -18,6 +18,7 @@ typedef struct {
   DLDataType dtype;
   int32_t ndim;
   int64_t shape[8];
+  int64_t alternate; /* FakeTensorAlt: each read moves data by this many bytes and negates it (two addresses) */
 } FakeTensor;
 
 static void *g_current_stream;  /* what current_work_stream reports */
@@ -39,6 +40,15 @@ static int fake_dltensor(void *obj, DLTensor *out) {
   out->strides = NULL;
   out->byte_offset = 0;
   return 0;
+}
+
+/* FakeTensorAlt's read: another data pointer at each read, two in turn (scripts/callgrind-python's launch2-alt). */
+static int fake_dltensor_alt(void *obj, DLTensor *out) {
+  FakeTensor *t = obj;
+  int rc = fake_dltensor(obj, out);
+  t->data = (char *)t->data + t->alternate;
+  t->alternate = -t->alternate;
+  return rc;
 }
 
 static int fake_current(DLDeviceType type, int32_t id, void **out) {
@@ -110,6 +120,15 @@ static DLPackExchangeAPI g_api = {
     .current_work_stream = fake_current,
 };
 
+static DLPackExchangeAPI g_api_alt = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, .prev_api = NULL},
+    .managed_tensor_allocator = fake_alloc,
+    .managed_tensor_from_py_object_no_sync = fake_managed,
+    .managed_tensor_to_py_object_no_sync = fake_to_py,
+    .dltensor_from_py_object_no_sync = fake_dltensor_alt,
+    .current_work_stream = fake_current,
+};
+
 /* A table of a future major version that chains no older one: unusable. */
 static DLPackExchangeAPI g_api_future = {
     .header = {.version = {DLPACK_MAJOR_VERSION + 1, 0}, .prev_api = NULL},
@@ -121,11 +140,13 @@ static DLPackExchangeAPI g_api_future = {
 };
 
 static int fake_init(FakeTensor *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"owner", "ptr", "shape", "code", "bits", "device_type", "device_id", NULL};
+  static char *kwlist[] = {"owner", "ptr", "shape", "code", "bits", "device_type", "device_id", "alternate", NULL};
   PyObject *owner, *shape;
   unsigned long long ptr;
+  long long alternate = 0;
   int code = kDLFloat, bits = 32, dtype = kDLCPU, did = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OKO|iiii", kwlist, &owner, &ptr, &shape, &code, &bits, &dtype, &did))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OKO|iiiiL", kwlist, &owner, &ptr, &shape, &code, &bits, &dtype, &did,
+                                   &alternate))
     return -1;
   PyObject *seq = PySequence_Fast(shape, "shape must be a sequence");
   if (seq == NULL)
@@ -143,6 +164,7 @@ static int fake_init(FakeTensor *self, PyObject *args, PyObject *kw) {
     return -1;
   Py_XSETREF(self->owner, Py_NewRef(owner));
   self->data = (void *)(uintptr_t)ptr;
+  self->alternate = alternate;
   self->ndim = (int32_t)n;
   self->dtype.code = (uint8_t)code;
   self->dtype.bits = (uint8_t)bits;
@@ -190,6 +212,8 @@ static PyType_Slot fake_slots[] = {
 
 static PyType_Spec fake_spec = {"_dls_fake_exchange.FakeTensor", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT, fake_slots};
 static PyType_Spec fake_int_spec = {"_dls_fake_exchange.FakeTensorInt", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT,
+                                    fake_slots};
+static PyType_Spec fake_alt_spec = {"_dls_fake_exchange.FakeTensorAlt", sizeof(FakeTensor), 0, Py_TPFLAGS_DEFAULT,
                                     fake_slots};
 static PyType_Spec fake_future_spec = {"_dls_fake_exchange.FakeTensorFuture", sizeof(FakeTensor), 0,
                                        Py_TPFLAGS_DEFAULT, fake_slots};
@@ -261,5 +285,13 @@ PyMODINIT_FUNC PyInit__dls_fake_exchange(void) {
   Py_DECREF(cap);
   Py_DECREF(cap3);
   Py_DECREF(addr);
+  PyObject *t4 = PyType_FromSpec(&fake_alt_spec), *cap4 = PyCapsule_New(&g_api_alt, "dlpack_exchange_api", NULL);
+  if (!t4 || !cap4 || PyObject_SetAttrString(t4, "__dlpack_c_exchange_api__", cap4) != 0 ||
+      PyModule_AddObjectRef(m, "FakeTensorAlt", t4) != 0) {
+    Py_DECREF(m);
+    m = NULL;
+  }
+  Py_XDECREF(t4);
+  Py_XDECREF(cap4);
   return m;
 }

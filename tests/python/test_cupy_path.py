@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CuPy arrays read in C (interop/python/cupy.c), without CuPy or a GPU: each test runs a fresh interpreter on
+"""CuPy arrays read in C (interop/python/call/cupy.c), without CuPy or a GPU: each test runs a fresh interpreter on
 the null CUDA driver (bench/null_driver.c, which records the stream of the latest launch and counts stream waits)
 with tests/python/fake_cupy as `cupy`, once as a CuPy before 14.3 (attributes) and once with the public C API of
 14.3. The checks: a launch inside `with cupy.cuda.Stream()` runs on that stream, reading no array interface and

@@ -159,6 +159,33 @@ def test_a_call_shaped_like_the_last_takes_the_plan(fx, no_leaks):
     assert (y == 11 * x + 1).all()
 
 
+def test_a_planned_builtin_checks_again_what_it_has_not_passed(fx, no_leaks):
+    """A planned built-in skips its argument check only for the very pointers, extents and scalars that passed it
+    last: a tensor of the same pointer but a smaller shape, an overlap, a misaligned pointer or a new count is
+    checked (and refused) at each call, and the good call after a refusal still runs."""
+    axpy, x, y, fxx, fyy = axpy_on_fakes(fx)
+    for _ in range(3):  # a plan, then calls that pass as the last one did
+        axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    assert axpy._planned
+    z = np.zeros(16, np.float32)
+    cases = (((fxx, fx.FakeTensor(y, y.ctypes.data, (4,))), "bytes"),  # y's pointer, half its extent
+             ((fx.FakeTensor(z, z.ctypes.data, (8,)), fx.FakeTensor(z, z.ctypes.data + 4, (8,))), "overlaps"),
+             ((fxx, fx.FakeTensor(y, y.ctypes.data + 1, (7,))), "not aligned"),
+             ((fxx, fx.FakeTensor(y, y.ctypes.data, (2, 2))), "bytes"))  # 2-D, half the extent
+    for (a, b), why in cases:
+        for _ in range(2):  # refused again: a refusal is not remembered as a pass
+            with pytest.raises(dlstream.InvalidArgumentError, match=why):
+                axpy.launch(1, 8, 8, 1.0, a, b)
+        axpy.launch(1, 8, 8, 1.0, fxx, fyy)
+    with pytest.raises(dlstream.InvalidArgumentError, match="bytes"):
+        axpy.launch(1, 8, 9, 1.0, fxx, fyy)  # a new count: the general path checks it
+    for shape in ((2, 4), (2, 2, 2), (8,)):  # y's whole extent in other shapes: they pass
+        for _ in range(2):
+            axpy.launch(1, 8, 8, 1.0, fxx, fx.FakeTensor(y, y.ctypes.data, shape))
+    settle()
+    assert (y == 13 * x + 1).all()
+
+
 def test_the_plan_reads_new_scalars_tensors_and_streams(fx, no_leaks):
     """Each part of a planned call that can change is taken from this call: a new scalar, other tensors of the
     type, another current stream (held by a latch, with the first stream as the negative control)."""

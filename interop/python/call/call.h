@@ -1,11 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A call of the extension (call.c): its stream, what it must do once its work is queued (posts), the frameworks'
- * current streams it asked, and its arguments in messages. The stream choice is handshake.c's, the tensor
- * arguments tensorarg.c's. */
+/* interop/python/call/: the call machinery of the extension, from a call's Python arguments to the launch.
+ *
+ *   Function.launch (launch.c)                     fill / axpy / copy ... (builtins.c), Tensor, Event ...
+ *        | shaped like its last call?                    |
+ *        v                                               v
+ *   handshake.h  the read pass's common case --no--> handshake.c  the read pass's general way: the stream
+ *     one loop over the arguments, each tensor         stream=, use_stream() (streamarg), else the first
+ *     of the last type read into the table                tensor decides (decide_tensor/_xapi/_cupy/_other)
+ *        |                                                 else the default stream (defaultstream)
+ *        |        both ask current.h: what is this object's current stream (the one precedence order)
+ *        v                                               |
+ *   launchplan.h  the plan: a fit launches from       tensorarg.c  the conversion: each tensor from the table
+ *     the table (dls__launch_params); else the          by protocol (exchange API, cupy, cai, protocol's
+ *     general way goes on from the table  ------------>  __dlpack__), ordered after its producer (call.c),
+ *                                                        a use where it aliases dlstream memory (alias)
+ *                                                        |
+ *                                                        v
+ *                                                 dls__launch_ext; dlspy_call_end: the posts (call.c)
+ *
+ * Beside them: tensortypes (what each type is: kind, exchange API, stream provider), streamarg (stream values,
+ * the wrapper cache and its memo), function (a Function's object and memo).
+ *
+ * This file: a call (call.c): its stream, what it must do once its work is queued (posts), the frameworks' current
+ * streams it asked, and its arguments in messages. The stream choice is handshake.c's (each object's answer
+ * current.h's), the tensor arguments tensorarg.c's. */
 #ifndef DLSTREAM_PY_CALL_H
 #define DLSTREAM_PY_CALL_H
 
 #include "cai.h"
+#include "current.h"
 
 /* What to do once a launch was queued (or failed) for one argument. */
 enum {
@@ -200,22 +223,11 @@ static inline int dlspy_arg_xapi(dlspy_call *c, PyObject *obj, int index, const 
 /* Raises ReadOnlyError for a read-only tensor argument where the call may write, with the hint that fits what the
  * user wrote (c->desc->hint); `how` says how it is read-only. Returns -1. */
 int dlspy_read_only(dlspy_call *c, int index, const char *how);
-/* Raises for a framework whose current_work_stream(dev) failed (unless it raised); returns -1. */
-int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev);
-/* An exchange-API framework's current stream of `dev` as its native handle; -1 with an exception when the
- * framework fails. */
-static inline int dlspy_framework_current(dlspy_state *st, const char *pycall, const DLPackExchangeAPI *api,
-                                          DLDevice dev, void **out_native) {
-  *out_native = NULL;
-  if (DLSPY_LIKELY(api->current_work_stream(dev.device_type, dev.device_id, out_native) == 0))
-    return 0;
-  return dlspy_framework_current_failed(st, pycall, dev);
-}
 /* The bytes [lo, hi) around its first element that a view reaches (what a built-in given its data pointer may
  * touch; lo > hi when it cannot be told), and its element type. */
 static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
                                             DLDataType dtype) {
-  int64_t lo = 0, hi = 0, size = ((int64_t)dtype.bits * dtype.lanes + 7) / 8, stride = 1;
+  int64_t lo = 0, hi = 0, size = (int64_t)(((uint32_t)dtype.bits * dtype.lanes + 7) >> 3), stride = 1;
   for (int32_t i = ndim - 1; i >= 0; i--) {
     if (shape[i] == 0)
       return (dls__ext_extent){0, 0, dtype};
@@ -227,6 +239,9 @@ static inline dls__ext_extent dlspy_meta_extent(int32_t ndim, const int64_t *sha
       return (dls__ext_extent){1, 0, dtype};
   }
   return (dls__ext_extent){lo, hi + size, dtype};
+}
+static inline bool dlspy_same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 static inline dls__ext_extent dlspy_view_extent(const DLTensor *dl) {
   return dlspy_meta_extent(dl->ndim, dl->shape, dl->strides, dl->dtype);

@@ -3,7 +3,7 @@
 #ifndef DLSTREAM_PY_CAI_H
 #define DLSTREAM_PY_CAI_H
 
-#include "dlspy.h"
+#include "../dlspy.h"
 
 typedef struct dlspy_cai {
   PyObject *stream;                         /* the producer's stream (an int > 0), or NULL: nothing to wait for */

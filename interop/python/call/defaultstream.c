@@ -4,7 +4,7 @@
  * silently stay out of the graph). */
 #include "streamarg.h"
 
-#include "errors.h"
+#include "../errors.h"
 
 void dlspy_torch_clear(dlspy_state *st) {
   Py_CLEAR(st->torch.module);

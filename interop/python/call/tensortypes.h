@@ -4,7 +4,7 @@
 #ifndef DLSTREAM_PY_TENSORTYPES_H
 #define DLSTREAM_PY_TENSORTYPES_H
 
-#include "dlspy.h"
+#include "../dlspy.h"
 
 /* Looks `tp` up and adds its entry (never NULL; valid until the next lookup of a new type). */
 const dlspy_type_entry *dlspy_type_info_new(dlspy_state *st, PyTypeObject *tp);

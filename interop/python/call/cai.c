@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "errors.h"
+#include "../errors.h"
 
 #define CAI_FAIL(status, ...)              \
   do {                                     \

@@ -3,7 +3,7 @@
 #ifndef DLSTREAM_PY_STREAMARG_H
 #define DLSTREAM_PY_STREAMARG_H
 
-#include "dlspy.h"
+#include "../dlspy.h"
 
 /* Resolves a stream argument: a Stream, an object with __cuda_stream__, or an
  * int native pointer (0 legacy, 2 per-thread). Foreign natives are wrapped

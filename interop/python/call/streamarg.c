@@ -9,7 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "errors.h"
+#include "../errors.h"
 
 /* ---- values that cannot be streams ---- */
 

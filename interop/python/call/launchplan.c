@@ -13,7 +13,7 @@
 #include "launchplan.h"
 
 #include "handshake.h"
-#include "errors.h"
+#include "../errors.h"
 
 int dlspy_plan_other(FunctionObject *f, dlspy_call *c, PyObject *const *uargs, int n, int rc, const dlspy_common *r) {
   static const char pycall[] = "Function.launch";
@@ -72,13 +72,28 @@ void dlspy_plan_note(FunctionObject *f, const dlspy_call *c, PyObject *const *ar
   p->scalars = ~taken & (p->end - 1);
   p->n = (int)n;
   p->builtin = f->builtin;
+  if (p->builtin)
+    p->check->passed = false;
   for (Py_ssize_t i = 0; i < n; i++) {
     bool tensor = (taken >> i) & 1;
     f->plan_sizes[i] = tensor ? (uint32_t)sizeof(void *) : arg_size(f->memo_arg[i].kind);
     if (p->builtin) {
       p->check->args[i] = tensor ? dls_arg_ptr(NULL) : f->memo_arg[i];
       p->check->extents[i] = (dls__ext_extent){.lo = 1, .hi = 0}; /* a scalar's: none; a tensor's: each call's */
+      p->check->keys[i].ndim = -1;
     }
+  }
+}
+
+void dlspy_view_key_set(dlspy_view_key *key, const dlspy_arg *a) {
+  const DLTensor *dl = &a->dl;
+  key->ptr = a->ptr;
+  key->ndim = dl->ndim >= 0 && dl->ndim <= DLSPY_KEY_DIMS ? dl->ndim : -1;
+  key->dtype = dl->dtype;
+  key->strided = dl->strides != NULL;
+  for (int32_t d = 0; d < key->ndim; d++) {
+    key->shape[d] = dl->shape[d];
+    key->strides[d] = dl->strides != NULL ? dl->strides[d] : 0;
   }
 }
 

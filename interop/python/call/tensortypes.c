@@ -6,9 +6,9 @@
 
 #include <string.h>
 
-#include "args.h"
+#include "../args.h"
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "streamarg.h"
 
 /* ---- the exchange API ---- */

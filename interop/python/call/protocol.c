@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "errors.h"
+#include "../errors.h"
 
 static bool python_gone(void) {
   return atomic_load_explicit(&dlspy_dead, memory_order_acquire) == DLSPY_DEAD || dlspy_py_finalizing();

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The read pass of a call, its general way: it reads the call's arguments into its table (dlspy_call.args) up to
- * the first tensor argument and picks the call's stream as it goes. The stream: explicit, the use_stream() context,
- * else what its first tensor argument's framework says (the DLPack C exchange API, CuPy read in C, a stream
- * provider, the array interface's stream), else the legacy default stream. The conversion (tensorarg.c) reads the
+ * the first tensor argument and picks the call's stream as it goes, in current.h's order: explicit, the
+ * use_stream() context, else its first tensor argument's current stream (read by protocol: decide_*), else the
+ * legacy default stream. The conversion (tensorarg.c) reads the
  * arguments past it, each into its entry, and takes the ones read here from the table. The common case of
  * Function.launch (handshake.h) reads every argument in one pass; a call it does not fit goes on here from what it
  * read. */
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensortypes.h"
@@ -27,7 +27,22 @@ static int handle_of(dlspy_call *c, dls__stream *s) {
   return 0;
 }
 
-enum { ARG_NEXT = 0, ARG_DONE = 1, ARG_GENERAL = 2 };
+enum { ARG_NEXT = 0, ARG_DONE = 1, ARG_GENERAL = 2, ARG_ASK = 3 };
+
+/* Where a tensor argument on `home` leaves the search: ARG_NEXT for host memory while no device is known and
+ * `host_seen` is given (it is set); else its device is the call's unless one was known, and ARG_ASK when it is
+ * the call's device (its current stream decides), ARG_DONE when it is another (staged or refused later). */
+static int at_device(DLDevice home, DLDevice *dev, bool *dev_known, bool *host_seen) {
+  if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
+    *host_seen = true;
+    return ARG_NEXT;
+  }
+  if (!*dev_known) {
+    *dev = home;
+    *dev_known = true;
+  }
+  return dlspy_same_device(home, *dev) ? ARG_ASK : ARG_DONE;
+}
 
 /* The stream of the call is the current stream that the framework of the tensor in slot `i` (of type `tp`; `api`
  * NULL: CuPy) names for `dev` (home: `home`): tensors of that type on that device need no ordering. */
@@ -40,6 +55,38 @@ static void decided_by(dlspy_call *c, int i, PyTypeObject *tp, const DLPackExcha
   c->ftype.api = api;
   c->ftype.dev = dev;
   c->fast |= (uint64_t)1 << i;
+}
+
+/* A dlstream.Tensor decides: dlstream is the framework, its stream the one the memory was allocated (or produced)
+ * on (none: the default stream). */
+static int decide_tensor(dlspy_call *c, PyObject *o, DLDevice *dev, bool *dev_known, bool *host_seen) {
+  DLDevice td = ((TensorObject *)o)->device;
+  int at = at_device(td, dev, dev_known, host_seen);
+  if (at != ARG_ASK)
+    return at;
+  dlspy_stream_question q = {.kind = DLSPY_KIND_TENSOR, .dev = td, .home = td, .obj = o};
+  dls_stream_t none;
+  return dlspy_current_stream(c->st, c->pycall, &q, &none, &c->s) != 0 ? -1 : ARG_DONE;
+}
+
+/* A tensor of an exchange-API framework in slot `i` decides: its framework's current stream of its device (read
+ * into its entry; a host tensor of the first pass is not read again). */
+static int decide_xapi(dlspy_call *c, PyObject *o, int i, const DLPackExchangeAPI *api, DLDevice *dev,
+                       bool *dev_known, bool *host_seen) {
+  const dlspy_arg *a;
+  if (dlspy_arg_xapi(c, o, i + c->desc->base, api, &a) != 0)
+    return -1;
+  DLDevice home;
+  if (!dls__ext_home(a->dl.device, &home))
+    return ARG_DONE;
+  int at = at_device(home, dev, dev_known, host_seen);
+  if (at != ARG_ASK)
+    return at;
+  dls__stream *fs;
+  if (dlspy_framework_stream(c, api, a->dl.device, &fs) != 0)
+    return -1;
+  decided_by(c, i, Py_TYPE(o), api, a->dl.device, home, fs);
+  return ARG_DONE;
 }
 
 /* A CuPy array in slot `i` decides: CuPy's current stream of its device (what the package's CuPy provider would
@@ -60,11 +107,7 @@ static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *d
   a->dl.device = c->cai.dl.device;
   c->cupy |= (uint64_t)1 << i;
   DLDevice home = a->dl.device;
-  if (!*dev_known) {
-    *dev = home;
-    *dev_known = true;
-  }
-  if (!dlspy_same_device(home, *dev))
+  if (at_device(home, dev, dev_known, NULL) != ARG_ASK)
     return ARG_DONE; /* refused later */
   dls__stream *fs;
   rc = dlspy_cupy_stream(c, home, &fs);
@@ -76,66 +119,12 @@ static int decide_cupy(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *d
   return ARG_DONE;
 }
 
-/* What the argument in slot `i` says about the call's stream and device, read into its entry. ARG_NEXT: look
- * further (not a tensor, or host memory while the device is unknown and `host_seen` is given: it is set); ARG_DONE:
- * the search ends (c->s, c->stream or nothing chosen). With `host_seen` NULL host memory decides like device
- * memory. */
-static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known, bool *host_seen) {
+/* Any other object in slot `i`: its array interface (read into c->cai), its __dlpack_device__, its stream provider.
+ * ARG_NEXT for an object that is no tensor. */
+static int decide_other(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known, bool *host_seen) {
   dlspy_state *st = c->st;
-  PyTypeObject *tp = Py_TYPE(o);
-  if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
-    return ARG_NEXT; /* a plain value */
-  const dlspy_type_entry info = *dlspy_type_info(st, tp);
-  if (info.kind == DLSPY_KIND_TENSOR) {
-    /* dlstream is the framework: its stream is the one the memory was allocated (or produced) on. */
-    DLDevice td = ((TensorObject *)o)->device;
-    if (!*dev_known && td.device_type == kDLCPU && host_seen != NULL) {
-      *host_seen = true;
-      return ARG_NEXT;
-    }
-    if (!*dev_known) {
-      *dev = td;
-      *dev_known = true;
-    }
-    dls__ext_tensor ti;
-    if (((TensorObject *)o)->handle.id != 0 && dls__ext_tensor_peek(((TensorObject *)o)->handle, &ti) &&
-        dlspy_same_device(td, *dev) && ti.producer != NULL)
-      c->s = ti.producer;
-    return ARG_DONE;
-  }
-  if (info.kind == DLSPY_KIND_CUPY) {
-    int rc = decide_cupy(c, o, i, dev, dev_known);
-    if (rc != ARG_GENERAL)
-      return rc;
-    /* Not readable in C: the array interface and the provider below. */
-  }
-  const DLPackExchangeAPI *api = info.api;
-  if (info.kind == DLSPY_KIND_XAPI) {
-    const dlspy_arg *a;
-    if (dlspy_arg_xapi(c, o, i + c->desc->base, api, &a) != 0) /* a host tensor of the first pass is not read again */
-      return -1;
-    DLDevice home;
-    if (!dls__ext_home(a->dl.device, &home))
-      return ARG_DONE;
-    if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
-      *host_seen = true;
-      return ARG_NEXT;
-    }
-    if (!*dev_known) {
-      *dev = home;
-      *dev_known = true;
-    }
-    if (!dlspy_same_device(home, *dev))
-      return ARG_DONE; /* staged or refused later */
-    dls__stream *fs;
-    if (dlspy_framework_stream(c, api, a->dl.device, &fs) != 0)
-      return -1;
-    decided_by(c, i, tp, api, a->dl.device, home, fs);
-    return ARG_DONE;
-  }
   if (PyCapsule_CheckExact(o))
     return ARG_DONE;
-  /* Another framework: its array interface, its __dlpack_device__, its stream provider. */
   dlspy_cai *cai = &c->cai;
   int has_cai = dlspy_read_cai(c, o, i + c->desc->base, cai);
   if (has_cai < 0)
@@ -158,15 +147,11 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
       dlspy_cai_clear(cai);
     return ARG_DONE; /* refused later */
   }
-  if (home.device_type == kDLCPU && !*dev_known && host_seen != NULL) {
+  int at = at_device(home, dev, dev_known, host_seen);
+  if (at == ARG_NEXT) {
     if (has_cai)
       dlspy_cai_clear(cai);
-    *host_seen = true;
     return ARG_NEXT;
-  }
-  if (!*dev_known) {
-    *dev = home;
-    *dev_known = true;
   }
   if (has_cai) {
     cai->dl.device = d;
@@ -174,22 +159,37 @@ static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_kn
     c->cai_cupy = false;
     c->more |= cai->stream != NULL;
   }
-  if (!dlspy_same_device(home, *dev))
+  if (at != ARG_ASK)
     return ARG_DONE;
-  PyObject *provider = dlspy_type_info(st, tp)->provider; /* looked up again: reading the interface may add types */
-  if (provider != NULL) {
-    if (dlspy_provider_stream(st, provider, o, home, c->pycall, DLSPY_ARG(c, i + c->desc->base), &c->stream) != 0)
-      return -1;
-    if (c->stream.id != 0)
-      return ARG_DONE;
-  }
-  if (has_cai && cai->stream != NULL &&
-      dlspy_stream_of_dlpack_value(st, home, cai->stream, c->pycall, "__cuda_array_interface__['stream']",
-                                   &c->stream) != 0)
-    return -1;
-  return ARG_DONE;
+  /* Its provider looked up again: reading the interface may add types. */
+  dlspy_stream_question q = {.kind = DLSPY_KIND_OTHER, .dev = d, .home = home, .obj = o,
+                             .provider = dlspy_type_info(st, Py_TYPE(o))->provider,
+                             .cai_stream = has_cai ? cai->stream : NULL, .arg = DLSPY_ARG(c, i + c->desc->base)};
+  dls__stream *known;
+  return dlspy_current_stream(st, c->pycall, &q, &c->stream, &known) != 0 ? -1 : ARG_DONE;
 }
 
+/* What the argument in slot `i` says about the call's stream and device, read into its entry, by what it is.
+ * ARG_NEXT: look further (not a tensor, or host memory while the device is unknown and `host_seen` is given: it
+ * is set); ARG_DONE: the search ends (c->s, c->stream or nothing chosen). With `host_seen` NULL host memory
+ * decides like device memory. */
+static int decide(dlspy_call *c, PyObject *o, int i, DLDevice *dev, bool *dev_known, bool *host_seen) {
+  PyTypeObject *tp = Py_TYPE(o);
+  if (tp == &PyLong_Type || tp == &PyFloat_Type || o == Py_None || tp == &PyBool_Type || PyBytes_Check(o))
+    return ARG_NEXT; /* a plain value */
+  const dlspy_type_entry info = *dlspy_type_info(c->st, tp);
+  switch (info.kind) {
+  case DLSPY_KIND_TENSOR: return decide_tensor(c, o, dev, dev_known, host_seen);
+  case DLSPY_KIND_XAPI: return decide_xapi(c, o, i, info.api, dev, dev_known, host_seen);
+  case DLSPY_KIND_CUPY: {
+    int rc = decide_cupy(c, o, i, dev, dev_known);
+    if (rc != ARG_GENERAL)
+      return rc;
+    break; /* not readable in C: the array interface and the provider */
+  }
+  }
+  return decide_other(c, o, i, dev, dev_known, host_seen);
+}
 
 int dlspy_read_failed(dlspy_state *st, const char *pycall, const dlspy_call_desc *desc, int index) {
   char buf[24];

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensortypes.h"
@@ -39,47 +39,94 @@ void dlspy_view_meta(dlspy_view *v, const DLTensor *dl, bool want_meta) {
   }
 }
 
+/* The capsule of a __dlpack__ producer on the call's device (or host memory, staged), asked for the call's stream
+ * (a bare capsule as it is). NULL with an exception. */
+static PyObject *dlpack_capsule(dlspy_call *c, PyObject *obj, int index) {
+  if (PyCapsule_CheckExact(obj))
+    return Py_NewRef(obj);
+  dlspy_state *st = c->st;
+  const DLDevice sdev = c->sdev;
+  DLDevice d, home;
+  int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
+  if (rc < 0)
+    return NULL;
+  if (rc == 0 && dls__ext_home(d, &home) && !dlspy_same_device(home, sdev) &&
+      !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
+    char x[32], y[32];
+    dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s", c->pycall,
+                 DLSPY_ARG(c, index), dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
+    return NULL;
+  }
+  PyObject *sv;
+  if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
+    if (dlspy_launch_value(c, &sv) != 0)
+      return NULL;
+  } else {
+    sv = Py_NewRef(Py_None);
+  }
+  PyObject *cap = dlspy_call_dlpack(st, obj, sv);
+  Py_DECREF(sv);
+  return cap;
+}
+
+/* Consumes `cap` (its reference taken; NULL: a failure raised already): the tensor it held (`managed`, versioned
+ * or not), or NULL with an exception. */
+static DLTensor *consume_capsule(dlspy_call *c, PyObject *cap, void **managed, bool *versioned) {
+  if (cap == NULL)
+    return NULL;
+  int rc = dlspy_capsule_consume(c->st, cap, c->pycall, managed, versioned);
+  Py_DECREF(cap);
+  if (rc != 0)
+    return NULL;
+  return *versioned ? &((DLManagedTensorVersioned *)*managed)->dl_tensor : &((DLManagedTensor *)*managed)->dl_tensor;
+}
+
+/* Host memory (`managed`, laid out as `lay`, its first element `first`) for device execution: staged through a
+ * temporary, and the call blocks. Not in a capture: the blocking copy back would wait for work that is only
+ * recorded. The post (or, on an early failure, the caller) releases `managed`: 0, -1 with an exception, -2 with an
+ * exception and `managed` still the caller's. */
+static int stage_host(dlspy_call *c, int index, void *managed, bool versioned, const dls__ext_layout *lay,
+                      char *first, bool readonly_ok, dlspy_view *out) {
+  uint64_t capture = 0;
+  if (dls__ext_stream_capturing(c->s, &capture)) {
+    dlspy_raisef(c->st, DLS_ERR_STATE,
+                 "%s(%s): a host array would be staged through the device and the call would block, but "
+                 "the stream is capturing (capture %llu): pass a device tensor inside a capture",
+                 c->pycall, DLSPY_ARG(c, index), (unsigned long long)capture);
+    return -2;
+  }
+  if (dlspy_add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
+    return -2;
+  dlspy_post *p = &c->posts[c->nposts - 1];
+  p->release_kind = versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L;
+  p->host_lo = (void *)lay->lo;
+  p->span = lay->span;
+  p->copy_back = !readonly_ok && lay->span > 0;
+  c->staged = true; /* c->more: the post set it */
+  void *tmp_ptr;
+  dls_status_t r = dls__ext_stage_in(c->s, p->host_lo, lay->span, &p->tmp, &tmp_ptr);
+  if (r != DLS_OK) {
+    dlspy_raise(c->st, r, c->pycall);
+    return -1; /* the post releases `managed` and the temporary */
+  }
+  char *dptr = lay->span ? (char *)tmp_ptr + ((uintptr_t)first - lay->lo) : NULL;
+  out->ptr = dptr;
+  out->device = c->sdev;
+  out->arg = dls_arg_ptr(dptr);
+  return 0;
+}
+
 /* Any __dlpack__ producer, or a bare capsule. */
 static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly_ok, bool want_meta,
                           dlspy_view *out) {
   dlspy_state *st = c->st;
   const DLDevice sdev = c->sdev;
-  PyObject *cap;
-  if (PyCapsule_CheckExact(obj)) {
-    cap = Py_NewRef(obj);
-  } else {
-    PyObject *sv = Py_NewRef(Py_None);
-    DLDevice d, home;
-    int rc = dlspy_dlpack_device(st, obj, c->pycall, &d);
-    if (rc < 0) {
-      Py_DECREF(sv);
-      return -1;
-    }
-    if (rc == 0 && dls__ext_home(d, &home) && !dlspy_same_device(home, sdev) &&
-        !(home.device_type == kDLCPU && sdev.device_type != kDLCPU)) {
-      char x[32], y[32];
-      Py_DECREF(sv);
-      dlspy_raisef(st, DLS_ERR_INVALID_DEVICE, "%s(%s): the tensor lives on %s but the call runs on %s",
-                   c->pycall, DLSPY_ARG(c, index), dls_device_str(home, x, sizeof x), dls_device_str(sdev, y, sizeof y));
-      return -1;
-    }
-    if (sdev.device_type != kDLCPU && (rc == 1 || d.device_type != kDLCPU)) {
-      Py_DECREF(sv);
-      if (dlspy_launch_value(c, &sv) != 0)
-        return -1;
-    }
-    cap = dlspy_call_dlpack(st, obj, sv);
-    Py_DECREF(sv);
-    if (cap == NULL)
-      return -1;
-  }
   void *managed;
   bool versioned;
-  int rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
+  DLTensor *dl = consume_capsule(c, dlpack_capsule(c, obj, index), &managed, &versioned);
+  if (dl == NULL)
     return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
+  int rc;
   uint64_t flags = versioned ? ((DLManagedTensorVersioned *)managed)->flags : 0;
   if (versioned && ((DLManagedTensorVersioned *)managed)->version.major != DLPACK_MAJOR_VERSION) {
     dlspy_raisef(st, DLS_ERR_VERSION, "%s(%s): DLPack version %u.%u; dlstream reads major version %d",
@@ -111,35 +158,10 @@ static int generic_tensor(dlspy_call *c, PyObject *obj, int index, bool readonly
     return dlspy_call_memory(c, dl, readonly_ok, NULL); /* `dl` lives while the post holds it */
   }
   if (lay.home.device_type == kDLCPU && sdev.device_type != kDLCPU) {
-    /* Host memory, device execution: stage through a temporary; the call blocks.
-     * Not in a capture: the blocking copy back would wait for work that is only recorded. */
-    uint64_t capture = 0;
-    if (dls__ext_stream_capturing(c->s, &capture)) {
-      dlspy_raisef(st, DLS_ERR_STATE,
-                   "%s(%s): a host array would be staged through the device and the call would block, but "
-                   "the stream is capturing (capture %llu): pass a device tensor inside a capture",
-                   c->pycall, DLSPY_ARG(c, index), (unsigned long long)capture);
-      goto fail;
-    }
-    if (dlspy_add_post(c, DLSPY_POST_STAGE, NULL, managed) != 0)
-      goto fail;
-    dlspy_post *p = &c->posts[c->nposts - 1];
-    p->release_kind = versioned ? DLSPY_POST_MANAGED_V : DLSPY_POST_MANAGED_L;
-    p->host_lo = (void *)lay.lo;
-    p->span = lay.span;
-    p->copy_back = !readonly_ok && lay.span > 0;
-    c->staged = true; /* c->more: the post set it */
-    void *tmp_ptr;
-    dls_status_t r = dls__ext_stage_in(c->s, p->host_lo, lay.span, &p->tmp, &tmp_ptr);
-    if (r != DLS_OK) {
-      dlspy_raise(st, r, c->pycall);
-      return -1; /* the post releases `managed` and the temporary */
-    }
-    char *dptr = lay.span ? (char *)tmp_ptr + ((uintptr_t)first - lay.lo) : NULL;
-    out->ptr = dptr;
-    out->device = sdev;
-    out->arg = dls_arg_ptr(dptr);
-    return 0;
+    rc = stage_host(c, index, managed, versioned, &lay, first, readonly_ok, out);
+    if (rc != -2)
+      return rc;
+    goto fail;
   }
   {
     char a[32], b[32];
@@ -425,59 +447,30 @@ static int home_of(dlspy_call *c, PyObject *obj, int index, DLDevice *out) {
   return dls__ext_home(d, out) ? 0 : 1;
 }
 
-int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out) {
+/* A dlstream tensor on another device of the call's backend: its read is a use of its buffer. */
+static int peer_own(dlspy_call *c, PyObject *obj, DLDevice home, dlspy_view *out) {
+  dls_tensor_t h = ((TensorObject *)obj)->handle;
+  dls__ext_tensor ti;
+  dls_status_t r = dls__ext_tensor_get(h, c->pycall, "src", &ti);
+  if (r != DLS_OK) {
+    dlspy_raise(c->st, r, c->pycall);
+    return -1;
+  }
+  dls__ext_buffer_ref(ti.buf);
+  if (dlspy_call_use(c, ti.buf, DLS_ACCESS_READ) != 0)
+    return -1;
+  own_view(h, &ti, true, true, out);
+  out->device = home;
+  out->arg = dls_arg_ptr(out->ptr);
+  return 0;
+}
+
+/* A __dlpack__ producer on another device of the call's backend. The DLPack protocol: the producer orders its work
+ * before the legacy default stream of its own device, and the call's stream waits for that stream. Host memory
+ * (another CPU device's) is exchanged synchronously: its producer is asked with stream=None, and there is no stream
+ * to wait for. */
+static int peer_dlpack(dlspy_call *c, PyObject *obj, int index, DLDevice home, dlspy_view *out) {
   dlspy_state *st = c->st;
-  out->buf = NULL;
-  const DLDevice sdev = c->sdev;
-  DLDevice home;
-  int rc = home_of(c, obj, index, &home);
-  if (rc < 0)
-    return -1;
-  if (rc > 0 || dlspy_same_device(home, sdev) || home.device_type != sdev.device_type ||
-      (home.device_type == kDLCPU) != (sdev.device_type == kDLCPU))
-    return dlspy_call_tensor(c, obj, index, true, true, out);
-  /* Another device of the call's backend. */
-  if (PyObject_TypeCheck(obj, st->TensorType)) {
-    dls_tensor_t h = ((TensorObject *)obj)->handle;
-    dls__ext_tensor ti;
-    dls_status_t r = dls__ext_tensor_get(h, c->pycall, "src", &ti);
-    if (r != DLS_OK) {
-      dlspy_raise(st, r, c->pycall);
-      return -1;
-    }
-    dls__ext_buffer_ref(ti.buf);
-    if (dlspy_call_use(c, ti.buf, DLS_ACCESS_READ) != 0)
-      return -1;
-    own_view(h, &ti, true, true, out);
-    out->device = home;
-    out->arg = dls_arg_ptr(out->ptr);
-    return 0;
-  }
-  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
-  const DLPackExchangeAPI *api = info.api;
-  if (api != NULL) {
-    const dlspy_arg *a;
-    if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
-      return -1;
-    return xapi_tensor(c, api, obj, a, home, true, true, out);
-  }
-  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, true, out)) <= 0)
-    return rc;
-  if (c->cai_index == index - c->desc->base && !c->cai_cupy)
-    return cai_tensor(c, obj, index, &c->cai, true, true, out, true);
-  dlspy_cai cai;
-  int has = dlspy_read_cai(c, obj, index, &cai);
-  if (has < 0)
-    return -1;
-  if (has > 0) {
-    cai.dl.device = home;
-    rc = cai_tensor(c, obj, index, &cai, true, true, out, true);
-    dlspy_cai_clear(&cai);
-    return rc;
-  }
-  /* The DLPack protocol: the producer orders its work before the legacy default stream of its own device,
-   * and the call's stream waits for that stream. Host memory (another CPU device's) is exchanged
-   * synchronously: its producer is asked with stream=None, and there is no stream to wait for. */
   dls_status_t r;
   dls__stream *ls = NULL;
   PyObject *sv;
@@ -501,15 +494,11 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
   }
   PyObject *cap = PyCapsule_CheckExact(obj) ? Py_NewRef(obj) : dlspy_call_dlpack(st, obj, sv);
   Py_DECREF(sv);
-  if (cap == NULL)
-    return -1;
   void *managed;
   bool versioned;
-  rc = dlspy_capsule_consume(st, cap, c->pycall, &managed, &versioned);
-  Py_DECREF(cap);
-  if (rc != 0)
+  DLTensor *dl = consume_capsule(c, cap, &managed, &versioned);
+  if (dl == NULL)
     return -1;
-  DLTensor *dl = versioned ? &((DLManagedTensorVersioned *)managed)->dl_tensor : &((DLManagedTensor *)managed)->dl_tensor;
   char prefix[32];
   snprintf(prefix, sizeof prefix, "%s.", DLSPY_ARG(c, index));
   dls__ext_layout lay;
@@ -537,6 +526,45 @@ int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *
     return -1;
   }
   return dlspy_call_memory(c, dl, true, NULL); /* `dl` lives while the post holds it */
+}
+
+int dlspy_call_peer_tensor(dlspy_call *c, PyObject *obj, int index, dlspy_view *out) {
+  dlspy_state *st = c->st;
+  out->buf = NULL;
+  const DLDevice sdev = c->sdev;
+  DLDevice home;
+  int rc = home_of(c, obj, index, &home);
+  if (rc < 0)
+    return -1;
+  if (rc > 0 || dlspy_same_device(home, sdev) || home.device_type != sdev.device_type ||
+      (home.device_type == kDLCPU) != (sdev.device_type == kDLCPU))
+    return dlspy_call_tensor(c, obj, index, true, true, out);
+  /* Another device of the call's backend, by protocol. */
+  if (PyObject_TypeCheck(obj, st->TensorType))
+    return peer_own(c, obj, home, out);
+  const dlspy_type_entry info = *dlspy_type_info(st, Py_TYPE(obj));
+  const DLPackExchangeAPI *api = info.api;
+  if (api != NULL) {
+    const dlspy_arg *a;
+    if (dlspy_arg_xapi(c, obj, index, api, &a) != 0)
+      return -1;
+    return xapi_tensor(c, api, obj, a, home, true, true, out);
+  }
+  if (info.kind == DLSPY_KIND_CUPY && (rc = cupy_tensor(c, obj, index, true, true, true, out)) <= 0)
+    return rc;
+  if (c->cai_index == index - c->desc->base && !c->cai_cupy)
+    return cai_tensor(c, obj, index, &c->cai, true, true, out, true);
+  dlspy_cai cai;
+  int has = dlspy_read_cai(c, obj, index, &cai);
+  if (has < 0)
+    return -1;
+  if (has > 0) {
+    cai.dl.device = home;
+    rc = cai_tensor(c, obj, index, &cai, true, true, out, true);
+    dlspy_cai_clear(&cai);
+    return rc;
+  }
+  return peer_dlpack(c, obj, index, home, out);
 }
 
 void dlspy_call_fast_aliases(dlspy_call *c, PyObject *const *args, Py_ssize_t nargs) {

@@ -4,7 +4,7 @@
 #ifndef DLSTREAM_PY_PROTOCOL_H
 #define DLSTREAM_PY_PROTOCOL_H
 
-#include "dlspy.h"
+#include "../dlspy.h"
 
 /* obj.__dlpack__(stream=..., max_version=(1, 1)), falling back to the legacy
  * signatures on TypeError. `stream_value` is borrowed (Py_None for host

@@ -9,12 +9,29 @@
 /* Arguments whose last scalar a Function remembers (see FunctionObject). */
 #define MEMO_ARGS 16
 
+/* A planned tensor's view as its extent was last computed from (launchplan.h: dlspy_view_key_same): the same view
+ * has the same extent. Views of more than DLSPY_KEY_DIMS dimensions get no key (ndim -1: computed at each call). */
+#define DLSPY_KEY_DIMS 2
+typedef struct dlspy_view_key {
+  void *ptr;      /* the first element */
+  int32_t ndim;   /* -1: no key */
+  DLDataType dtype;
+  bool strided;   /* strides given (else compact) */
+  int64_t shape[DLSPY_KEY_DIMS], strides[DLSPY_KEY_DIMS];
+} dlspy_view_key;
+
 /* A planned built-in's arguments as the core checks them (dls__builtin_check): the remembered scalars and the
  * tensors' kinds written when the plan is made (and a scalar again when the general path remembers a new one),
- * each call's tensor pointers and extents written over them. */
+ * each call's tensor pointers and extents written over them (only where its view is not the one `keys` holds).
+ * The check reads nothing but these and the function, so arguments that passed pass again: `passed` says the ones
+ * held passed for `fn` (cleared wherever a scalar is written), and a call whose tensors are the same views is not
+ * checked again. */
 typedef struct dlspy_plan_check {
   dls_arg_t args[DLS_MAX_ARGS];
   dls__ext_extent extents[DLS_MAX_ARGS];
+  dlspy_view_key keys[DLS_MAX_ARGS];
+  const dls__function *fn;
+  bool passed;
 } dlspy_plan_check;
 
 /* The decision the general path made for the last launch that ran on an exchange-API framework's current stream

@@ -4,7 +4,7 @@
 #include "alias.h"
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 
 /* The bytes view `dl` reaches: [*lo, *lo + *n) on *home; false when it names no memory dlstream handles. */
 static bool bytes_of(const DLTensor *dl, DLDevice *home, char **lo, size_t *n) {

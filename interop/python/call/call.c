@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cupy.h"
-#include "errors.h"
+#include "../errors.h"
 #include "protocol.h"
 #include "streamarg.h"
 #include "tensortypes.h"
@@ -92,27 +92,14 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   return 0;
 }
 
-/* The framework's current stream for a device, as a core stream. */
-int dlspy_framework_current_failed(dlspy_state *st, const char *pycall, DLDevice dev) {
-  if (!PyErr_Occurred())
-    dlspy_raisef(st, DLS_ERR_BACKEND, "%s: the framework's current_work_stream(device=%d:%d) failed", pycall,
-                 (int)dev.device_type, (int)dev.device_id);
-  return -1;
-}
-
 int dlspy_framework_stream_ask(dlspy_call *c, const DLPackExchangeAPI *api, DLDevice dev, dls__stream **out) {
-  void *native;
-  if (dlspy_framework_current(c->st, c->pycall, api, dev, &native) != 0)
-    return -1;
-  DLDevice home;
-  if (!dls__ext_home(dev, &home))
-    home = dev;
+  dlspy_stream_question q = {.kind = DLSPY_KIND_XAPI, .api = api, .dev = dev};
+  if (!dls__ext_home(dev, &q.home))
+    q.home = dev;
   dls_stream_t h;
-  dls__stream *s;
-  if (dlspy_stream_lookup(c->st, home, native, c->pycall, &h, &s) != 0)
+  if (dlspy_current_stream(c->st, c->pycall, &q, &h, out) != 0)
     return -1;
-  dlspy_call_set_current(c, api, dev, s, h);
-  *out = s;
+  dlspy_call_set_current(c, api, dev, *out, h);
   return 0;
 }
 
@@ -410,23 +397,11 @@ int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out) {
     *out = c->cur_stream;
     return 0;
   }
-  void *native = NULL;
-  int rc = dlspy_cupy_native(st, home.device_id, &native);
+  dlspy_stream_question q = {.kind = DLSPY_KIND_CUPY, .dev = home, .home = home};
+  dls_stream_t h;
+  int rc = dlspy_current_stream(st, c->pycall, &q, &h, out);
   if (rc != 0)
     return rc;
-  /* As for any stream a provider names: nothing that cannot be a stream reaches the driver. */
-  uintptr_t v = (uintptr_t)native;
-  if ((v > DLS_STREAM_PER_THREAD && v < 4096) || (intptr_t)v < 0) {
-    char dev[32];
-    dlspy_raisef(st, DLS_ERR_INVALID_ARGUMENT, "%s: CuPy's current stream of %s is %p, which cannot be a stream",
-                 c->pycall, dls_device_str(home, dev, sizeof dev), native);
-    return -1;
-  }
-  dls_stream_t h;
-  dls__stream *s;
-  if (dlspy_stream_lookup(st, home, native, c->pycall, &h, &s) != 0)
-    return -1;
-  dlspy_call_set_current(c, &st->cupy, home, s, h);
-  *out = s;
+  dlspy_call_set_current(c, &st->cupy, home, *out, h);
   return 0;
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "call.h"
-#include "errors.h"
+#include "../errors.h"
 #include "streamarg.h"
 #include "tensorarg.h"
 
@@ -20,12 +20,10 @@
  * the read pass's common case, does not: it ends with nothing held and calls no dlspy_call_end). */
 void dlspy_call_cold(dlspy_call *c);
 /* The read pass reads the call's arguments into its
- * table, each tensor argument once, and picks its stream in the same pass. The stream: explicit `stream` (may be
- * NULL/None), the use_stream context, else what the first tensor argument among `args` says as it is read: a
- * dlstream.Tensor its allocation (or producer) stream; another framework's tensor its framework's current stream
- * (the DLPack C exchange API, else a registered stream provider, else a version-3 __cuda_array_interface__'s
- * stream); else the legacy default stream of `device` (NULL: of the first tensor's device). Host arrays decide only
- * when no argument lives on a device. The pass ends at the tensor that decides; the conversion reads the arguments
+ * table, each tensor argument once, and picks its stream in the same pass, in current.h's order: explicit `stream`
+ * (may be NULL/None), the use_stream context, else the current stream of the first tensor argument among `args`
+ * as it is read (dlspy_current_stream), else the legacy default stream of `device` (NULL: of the first tensor's
+ * device). Host arrays decide only when no argument lives on a device. The pass ends at the tensor that decides; the conversion reads the arguments
  * past it, each into its entry (dlspy_call_fast_arg, dlspy_call_arg, dlspy_call_tensor). At most DLS_MAX_ARGS
  * arguments (the callers' check). The stream is not held yet (dlspy_call_hold, before anything runs Python code).
  * 0, or -1 with an exception and nothing held. dlspy_call_read_from goes on from c->xapi and c->cupy, the entries
@@ -143,11 +141,8 @@ DLSPY_ALWAYS_INLINE int dlspy_call_read_common(const char *pycall, const dlspy_l
   r->xapi |= r->fast;
   if (r->fast == 0) /* no tensor of the last type came first */
     return 1;
-  void *native;
-  if (dlspy_framework_current(L->st, pycall, L->type.api, L->type.dev, &native) != 0 ||
-      dlspy_stream_lookup(L->st, L->type.home, native, pycall, &r->stream, &r->s) != 0)
-    return -1;
-  return 0;
+  /* Step a of current.h's order: the type is known to have the exchange API. */
+  return dlspy_current_xapi(L->st, pycall, L->type.api, L->type.dev, &L->type.home, &r->stream, &r->s);
 }
 
 /* Makes `c` (dlspy_call_init'ed) the call whose read pass ended in the common case with `r` for the type `t`, as
