@@ -381,6 +381,13 @@ def test_record_stream_never_drops_a_pending_writer_with_negative_control(off):
 
 # ---- branches bound to their origin (the frameworks' caching allocators) ----
 
+def branch_of(origin):
+    """The native of the one branch of a group on `origin` (its handle ends here: the stream goes back to the pool)."""
+    with dlstream.stream_parallel(origin):
+        with dlstream.branch() as b:
+            return b.ptr
+
+
 @pytest.mark.parametrize("bind", [True, False])
 def test_a_branch_stream_goes_back_to_its_origins_groups_only_with_negative_control(bind, no_leaks):
     """A pooled stream that was a branch of a group on f is handed out again to groups on f only, never to a group
@@ -389,15 +396,7 @@ def test_a_branch_stream_goes_back_to_its_origins_groups_only_with_negative_cont
     was = dlstream._dlstream._test_bind_branches(bind)
     f, g = dlstream.Stream(CPU), dlstream.Stream(CPU)
     try:
-        with dlstream.stream_parallel(f):
-            with dlstream.branch() as b:
-                first = b.ptr
-        with dlstream.stream_parallel(g):
-            with dlstream.branch() as b:
-                on_g = b.ptr
-        with dlstream.stream_parallel(f):
-            with dlstream.branch() as b:
-                again = b.ptr
+        first, on_g, again = branch_of(f), branch_of(g), branch_of(f)
         assert again == first or not bind
         assert (on_g != first) == bind
     finally:
@@ -414,17 +413,8 @@ def test_a_full_pool_of_bound_streams_keeps_the_newest_binding(no_leaks):
     origins = [dlstream.Stream(CPU) for _ in range(70)]
     try:
         for o in origins:
-            with dlstream.stream_parallel(o):
-                with dlstream.branch():
-                    pass
-        f = origins[-1]
-        with dlstream.stream_parallel(f):
-            with dlstream.branch() as b:
-                first = b.ptr
-        with dlstream.stream_parallel(f):
-            with dlstream.branch() as b:
-                again = b.ptr
-        assert again == first
+            branch_of(o)
+        assert branch_of(origins[-1]) == branch_of(origins[-1])
     finally:
         dlstream.synchronize()
         for o in origins:
@@ -437,17 +427,11 @@ def test_an_origins_end_unbinds_its_branch_streams_with_negative_control(ends, n
     stream gets them, and no stream made later at the dead origin's address inherits the binding. Control: the
     origin lives on, its branch stays bound and g's group gets another stream."""
     f, g = dlstream.Stream(CPU), dlstream.Stream(CPU)
-    with dlstream.stream_parallel(f):
-        with dlstream.branch() as b:
-            first = b.ptr
-    del b
+    first = branch_of(f)
     if ends:
         f.close()
     try:
-        with dlstream.stream_parallel(g):
-            with dlstream.branch() as b:
-                on_g = b.ptr
-        assert (on_g == first) == ends
+        assert (branch_of(g) == first) == ends
     finally:
         dlstream.synchronize()
         for o in (f, g):
