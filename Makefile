@@ -24,6 +24,13 @@ MAKEFLAGS  += --no-print-directory
 # What `make demo` builds: the C example and the Python extension, with the library they link (the same build
 # folder and configuration as `make test`, which then builds the rest).
 DEMO_TARGETS = dls_example_extension dlstream_python
+# The built-in kernels of a GPU vendor (CMake's DLS_CUDA_KERNELS / DLS_HIP_KERNELS: AUTO, ON, OFF). `make demo` builds
+# them only where that vendor's driver is here (nvcc and hipcc take about 70 CPU-seconds for images no CPU run loads);
+# every other target asks for AUTO again, so `make test` after `make demo` builds them in the same folder.
+CUDA_KERNELS ?= AUTO
+HIP_KERNELS  ?= AUTO
+demo: CUDA_KERNELS = $(if $(shell /sbin/ldconfig -p 2>/dev/null | grep -F libcuda.so.1),AUTO,OFF)
+demo: HIP_KERNELS = $(if $(wildcard /dev/kfd),AUTO,OFF)
 
 .PHONY: all deps deps-demo configure build test test-c test-python demo install install-check wheel wheel-check fuzz \
         bench bench-smoke clean help
@@ -41,6 +48,7 @@ deps-demo:
 
 configure:
 	cmake -S . -B "$(BUILD_DIR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDLS_SANITIZE=$(SANITIZE) \
+	  -DDLS_CUDA_KERNELS=$(CUDA_KERNELS) -DDLS_HIP_KERNELS=$(HIP_KERNELS) \
 	  -DPython_EXECUTABLE="$$(command -v $(PYTHON))" $(CMAKE_ARGS)
 
 build: configure
