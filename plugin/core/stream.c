@@ -178,8 +178,8 @@ static void *pool_remove(dls__device *dev, size_t i) {
 }
 
 /* Pools an idle native, bound to `origin` (NULL: none); false when it could not be (dev->mu held). With
- * DLS__BOUND_MAX bound streams idle, the oldest bound one makes room (into *evicted, to destroy after the lock): the
- * newest binding is the one a group is about to ask for. */
+ * DLS__BOUND_MAX bound streams idle, the bound one lowest in the pool makes room (among the longest idle; into
+ * *evicted, to destroy after the lock): the newest binding is the one a group is about to ask for. */
 static bool pool_push(dls__device *dev, void *native, void *origin, void **evicted) {
   if (origin != NULL && dev->stream_pool_bound >= DLS__BOUND_MAX) {
     size_t i = 0;
