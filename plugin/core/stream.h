@@ -53,8 +53,8 @@ static inline bool dls__stream_ref_if_alive(dls__stream *s) {
  * CuPy) reuses a freed block on the stream that allocated it with no wait: memory a branch allocated and the origin
  * used after the join is then reused only by branches of later groups on O, which begin after the origin's work
  * queued before them (their fork). At most DLS__BOUND_MAX bound streams idle per device; past that one of the
- * longest idle is destroyed. An owned origin's end unbinds its streams after they wait for its work: a stream made later at the same
- * address inherits nothing. */
+ * longest idle is destroyed. An owned origin's end unbinds its streams after they wait for its work: a stream made
+ * later at the same address inherits nothing. */
 #define DLS__BOUND_MAX 64
 DLS__INTERNAL extern _Atomic bool dls__bind_branches;
 /* A pooled stream for a branch of a group on `origin` (its handle in *out, as dls_stream_acquire). */
