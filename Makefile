@@ -29,7 +29,8 @@ DEMO_TARGETS = dls_example_extension dlstream_python
 # every other target asks for AUTO again, so `make test` after `make demo` builds them in the same folder.
 CUDA_KERNELS ?= AUTO
 HIP_KERNELS  ?= AUTO
-demo: CUDA_KERNELS = $(if $(shell /sbin/ldconfig -p 2>/dev/null | grep -F libcuda.so.1),AUTO,OFF)
+demo: CUDA_KERNELS = $(if $(wildcard /dev/nvidiactl /proc/driver/nvidia/version)$(shell \
+  { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep -F libcuda.so.1),AUTO,OFF)
 demo: HIP_KERNELS = $(if $(wildcard /dev/kfd),AUTO,OFF)
 
 .PHONY: all deps deps-demo configure build test test-c test-python demo install install-check wheel wheel-check fuzz \
