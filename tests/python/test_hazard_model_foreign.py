@@ -363,9 +363,26 @@ def test_programs_with_foreign_memory_and_blocks(carried):
         assert COUNTS[what] > 0, f"the programs made no {what}"
 
 
+# A NumPy array written on held stream 1, then on stream 0: only the record of foreign memory makes stream 0 wait.
+NUMPY_RACE = """
+M.start(2)
+a = M.new_numpy(1, False)
+M.hold(1)
+M.fill(a, 1, 3)
+M.fill(a, 0, 7)
+M.release(1)
+"""
+
+
+def test_the_directed_program_agrees_with_the_model():
+    """The program of the negative control below, with the record of foreign memory on: the model agrees."""
+    base.run_program(ForeignPrograms, NUMPY_RACE)
+
+
 def test_the_model_finds_a_mismatch_with_the_record_of_foreign_memory_off():
     """The negative control: the same programs with the record of foreign memory off (DLSTREAM_TEST_NO_FOREIGN=1)
     must disagree with the model."""
     setup = "import dlstream, conftest\ndlstream._carry._CARRIERS.append(conftest.FakeCarrier())"
     print("\n" + base.finds_a_mismatch("test_hazard_model_foreign", "ForeignPrograms",
-                                      {"DLSTREAM_TEST_NO_FOREIGN": "1", "TSAN_OPTIONS": "report_bugs=0"}, setup))
+                                      {"DLSTREAM_TEST_NO_FOREIGN": "1", "TSAN_OPTIONS": "report_bugs=0"}, NUMPY_RACE,
+                                      setup))
