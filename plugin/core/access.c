@@ -332,40 +332,41 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   return st;
 }
 
+/* One buffer's part of dls__access_begin, locked: its waits, and the party the use is (*out_party), with the entry
+ * noting it will need made now. Leaves b->mu locked, whatever it returns. */
+static DLS__HOT_INLINE dls_status_t begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode, int *out_party) {
+  *out_party = ALLOC;
+  /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
+  if (DLS__LIKELY(b->nuses == 0 && b->cap_id == cap && dls__same_stream(b->stream, s)))
+    return DLS_OK;
+  if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != cap) && !owner_replayed(&b->owner))
+    return dls__fail(DLS_ERR_STATE,
+                     "the memory was allocated in capture %llu and is its graph's: outside that capture it holds a "
+                     "replay's output, so it may be used only once the graph has been replayed (it has not, or the "
+                     "capture was discarded); nothing was queued",
+                     (unsigned long long)b->cap_id);
+  int me = party_of(b, s, cap);
+  DLS__TRY(order_use(b, s, cap, me, mode));
+  /* The entry a use needs is made before the work is queued, so noting the use afterwards needs no memory. An eager
+   * use by the allocation stream of owned memory others use records its mark (dls__access_end), made now. */
+  if (me == NONE)
+    DLS__TRY(use_entry(b, s, cap, &me));
+  else if (me == ALLOC && cap == 0 && !b->borrowed)
+    DLS__TRY(dls__stream_mark(b->stream, &(void *){NULL})); /* its own (`s` may be another handle of its stream) */
+  *out_party = me;
+  return DLS_OK;
+}
+
 /* The rest of dls__access_begin, where some buffer is not the stream's own
  * alone: the capture state, and each buffer's waits and use entry. */
 static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s) {
   (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
-    dls__buffer *b = x->a[i].b;
-    /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
-    if (DLS__LIKELY(b->nuses == 0 && b->cap_id == x->cap && dls__same_stream(b->stream, s))) {
-      x->a[i].party = ALLOC;
-      continue;
-    }
-    if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != x->cap) && !owner_replayed(&b->owner)) {
-      unlock_all(x, x->n);
-      return dls__fail(DLS_ERR_STATE,
-                       "the memory was allocated in capture %llu and is its graph's: outside that capture it holds "
-                       "a replay's output, so it may be used only once the graph has been replayed (it has not, "
-                       "or the capture was discarded); nothing was queued",
-                       (unsigned long long)b->cap_id);
-    }
-    int me = party_of(b, s, x->cap);
-    dls_status_t st = order_use(b, s, x->cap, me, x->a[i].mode);
-    /* The entry a use needs is made before the work is queued, so noting
-     * the use afterwards needs no memory. An eager use by the allocation
-     * stream of owned memory others use records its mark (dls__access_end),
-     * made now. */
-    if (st == DLS_OK && me == NONE)
-      st = use_entry(b, s, x->cap, &me);
-    else if (st == DLS_OK && me == ALLOC && x->cap == 0 && !b->borrowed)
-      st = dls__stream_mark(b->stream, &(void *){NULL}); /* its own (`s` may be another handle of its stream) */
+    dls_status_t st = begin_one(x->a[i].b, s, x->cap, x->a[i].mode, &x->a[i].party);
     if (st != DLS_OK) {
       unlock_all(x, x->n);
       return st;
     }
-    x->a[i].party = me;
   }
   return DLS_OK;
 }
@@ -472,12 +473,17 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 }
 
 dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
-  dls__accesses x; /* not zeroed: its entries are written as they are added */
-  x.n = 0;
-  dls__access_add(&x, b, mode);
-  DLS__TRY(dls__access_begin(&x, s));
+  /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
+  dls__capture_pin();
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  dls__spin_lock(&b->mu);
+  int me;
+  dls_status_t st = begin_one(b, s, cap, mode, &me);
   *out_epoch = b->notes;
-  return dls__access_end(&x, false);
+  dls__spin_unlock(&b->mu);
+  dls__capture_unpin();
+  return st;
 }
 
 dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
