@@ -479,16 +479,16 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 #define EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
 #define EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
 
-/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing and leaves the state as it is, so that
- * it may be noted as it is ordered: its stream is the only writer and, for a write, the only reader; no export.
- * (b->mu held) */
+/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
+ * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
+ * the "no stream" producer, whose work is none); no export. (b->mu held) */
 static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
   if (me < 0 || me >= SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
     return false;
   const dls__use *u = &b->uses[me];
-  uint64_t in = b->eager_uses | 1, mine = bit_of(me);
-  return u->cap_id == 0 && u->event == NULL && !u->stale && (b->writers & in) == mine &&
-         ((mode & DLS_ACCESS_WRITE) == 0 || (b->readers & in & ~mine) == 0);
+  uint64_t others = b->eager_uses & ~bit_of(me); /* the other eager entries (not ALLOC's bit) */
+  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
+  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
 }
 
 dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {

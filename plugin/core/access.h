@@ -108,9 +108,9 @@ DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
 DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 /* A use of `mode` on `s` by work that dlstream queues later through raw pointers (the extension's uses of foreign
  * memory): `s` waits as dls__access_begin makes it, and nothing is noted yet; *out_epoch says the state it was
- * ordered against, for dls__buffers_note. Where `b` is a record whose only writer is `s` already (the same memory used
- * again on the same stream), the use waits for nothing and is noted at once, as in flight: its epoch says so, and
- * dls__buffers_note then only records the stream's mark (docs/hazard-rule.md). */
+ * ordered against, for dls__buffers_note. Where `b` is a record no other stream writes (a write: nor reads), as when the
+ * same memory is used again on the same stream, the use waits for nothing and is noted at once, as in flight: its
+ * epoch says so, and dls__buffers_note then only records the stream's mark (docs/hazard-rule.md). */
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The record of foreign memory's quick way (docs/hazard-rule.md, "Uses noted as they are ordered"): memory used again
-on the stream that is already its only writer waits for nothing, so its use is noted as it is ordered, and after the
+on a stream with no other writer (for a write: no other reader either) waits for nothing, so its use is noted as it is
+ordered, and after the
 work only the stream's mark is recorded. That record is the ordering this way must not skip: a later use on another
 stream waits on the mark, so it must cover the held work. The quick use here is a framework tensor on its framework's
 current stream (nothing else records that stream's mark after it: no object is kept), and the stream is held by
@@ -28,29 +29,37 @@ def gate(g):
     return latch, e
 
 def run(case):
-    X, Y = np.zeros(4, np.float32), np.zeros(4, np.float32)
-    t = fx.FakeTensor(X, X.ctypes.data, X.shape)
+    X, Y, Z = np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32)
+    t, u = fx.FakeTensor(X, X.ctypes.data, X.shape), fx.FakeTensor(Z, Z.ctypes.data, Z.shape)
     fx.set_current_stream(0)
     first = gate(g1)
-    dlstream.fill(t, 1.0, stream=s1)      # another stream than its framework's: the record is made, s1 its writer
+    if case == "reread":
+        dlstream.axpy(1.0, t, Y, stream=s1)   # another stream than its framework's: the record is made, s1 reads
+    else:
+        dlstream.fill(t, 1.0, stream=s1)      # the record is made, s1 its writer
     second = gate(g2)
     fx.set_current_stream(s1.ptr)
-    dlstream.fill(t, 2.0)                 # on its framework's current stream s1, its only writer: noted as ordered
+    if case == "reread":
+        dlstream.axpy(1.0, t, u)              # on its framework's current stream s1, no other writer: noted as ordered
+    else:
+        dlstream.fill(t, 2.0)                 # on its framework's current stream s1, its only writer: the same
     fx.set_current_stream(0)
     if case == "write":
         dlstream.fill(X, 3.0, stream=s2)           # must land after the held fill
-    else:
+    elif case == "read":
         dlstream.axpy(1.0, X, Y, stream=s2)        # must read the held fill's 2.0 (Y = X + Y)
-    first[0].open()                                # s1 runs the first fill, then waits for the second gate
+    else:
+        dlstream.fill(X, 3.0, stream=s2)           # must land after the held read (Z = X + Z reads 1.0)
+    first[0].open()                                # s1 runs the first call, then waits for the second gate
     if broken:
         s2.synchronize()                           # nothing holds it: it runs first
     second[0].open()
     dlstream.synchronize()
     for o in first + second:
         o.close()
-    return X.tolist() if case == "write" else Y.tolist()
+    return {{"write": X, "read": Y, "reread": Z}}[case].tolist()
 
-print(run("write"), run("read"))
+print(run("write"), run("read"), run("reread"))
 """
 
 
@@ -61,5 +70,6 @@ def test_a_use_noted_as_it_is_ordered_is_waited_for_on_another_stream_with_negat
     r = run_python(PROGRAM.format(broken=broken), env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     got = r.stdout.strip().splitlines()[-1]
-    want = "[2.0, 2.0, 2.0, 2.0] [1.0, 1.0, 1.0, 1.0]" if broken else "[3.0, 3.0, 3.0, 3.0] [2.0, 2.0, 2.0, 2.0]"
+    want = "[2.0, 2.0, 2.0, 2.0] [1.0, 1.0, 1.0, 1.0] [3.0, 3.0, 3.0, 3.0]" if broken else \
+        "[3.0, 3.0, 3.0, 3.0] [2.0, 2.0, 2.0, 2.0] [1.0, 1.0, 1.0, 1.0]"
     assert got == want, f"the quick way {'broken' if broken else 'on'}: {got}"
