@@ -120,6 +120,10 @@ typedef struct dlspy_state {
     PyObject *module, *is_initialized, *is_capturing, *current_stream;
   } torch;
   PyObject *s_torch, *s_cuda;
+  struct {                                /* stream_parallel's branch blocks (branch.c), strong references */
+    PyTypeObject *type;
+    PyObject *branch_var, *carriers, *carry_enter, *carry_exit, *s_group, *s_origin, *s_module;
+  } branch;
 } dlspy_state;
 
 /* The module's definition (dlspy.c; module.c fills in its contents at import). */
@@ -228,6 +232,13 @@ enum {
 /* A Stream object naming a group's branch (never destroys it). */
 PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
 extern PyType_Spec dlspy_group_spec;
+/* Group.branch() and Group.add(stream) of a Group object (group.c), for the branch blocks (branch.c). */
+PyObject *dlspy_group_branch(PyObject *group);
+PyObject *dlspy_group_add(PyObject *group, PyObject *stream);
+/* The branch block (branch.c): its type, _set_branch_hooks, and dropping what the hooks hold. */
+extern PyType_Spec dlspy_branch_spec;
+extern PyMethodDef dlspy_branch_methods[];
+void dlspy_branch_clear(dlspy_state *st);
 /* Graph capture: Graph (graph.c), capture (capture.c). */
 extern PyType_Spec dlspy_graph_spec;
 extern PyType_Spec dlspy_capture_spec;

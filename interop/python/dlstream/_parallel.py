@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 _group_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.stream_parallel",
                                                                                     default=None)
 _branch_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.branch", default=None)
+_stream_var = _dlstream._stream_var
+_group_get = _group_var.get  # read by every dlstream.branch(): bound once
 
 
 def _framework_current_stream(device: _DeviceLike) -> Stream | None:
@@ -38,56 +40,23 @@ def _framework_current_stream(device: _DeviceLike) -> Stream | None:
 def _launch_stream(device: _DeviceLike) -> Stream:
     """The stream a launch with no stream= and no tensor argument would pick: use_stream, then a framework's
     current stream, then the legacy default stream."""
-    cur = _dlstream._stream_var.get(None)
+    cur = _stream_var.get(None)
     if cur is not None:
         return cur
-    s = _framework_current_stream(device)
-    if s is not None:
-        return s
-    return Stream.legacy(device if device is not None else _dlstream.default_device())
+    modules = sys.modules
+    if "torch" in modules or "cupy" in modules:
+        s = _framework_current_stream(device)
+        if s is not None:
+            return s
+    return Stream.legacy(device)  # None: the default device
 
 
-class _Branch:
-    """``with g.branch() as s:`` — launches in the block default to the branch stream ``s``, and so do the ops of the
-    frameworks the program imported (torch's and CuPy's current stream is ``s`` in the block: ``_carry``)."""
-
-    __slots__ = ("_group", "_given", "stream", "_tokens", "_carried")
-
-    def __init__(self, group: stream_parallel, stream: _StreamLike | None = None) -> None:
-        self._group = group
-        self._given = stream
-        self.stream: Stream | None = None
-        self._tokens: tuple[contextvars.Token[Stream | None], contextvars.Token[stream_parallel | None]] | None = None
-        self._carried: list | None = None
-
-    def __enter__(self) -> Stream:
-        g = self._group
-        if g._group is None:
-            raise StateError("dlstream.branch(): the stream_parallel block has ended or not begun")
-        if _branch_var.get() is g:
-            raise StateError("dlstream.branch() inside a branch of the same group: open a nested "
-                             "dlstream.stream_parallel() in the branch first")
-        self.stream = g._group.branch() if self._given is None else g._group.add(self._given)
-        self._tokens = (_dlstream._stream_var_set(self.stream), _branch_var.set(g))
-        try:
-            self._carried = _carry.enter(self.stream, g.origin)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.stream
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tokens is None:
-            return
-        carried, self._carried = self._carried, None
-        stream_tok, branch_tok = self._tokens
-        self._tokens = None
-        try:
-            if self.stream is not None:
-                _carry.exit(carried, self.stream, self._group.origin)
-        finally:
-            _branch_var.reset(branch_tok)
-            _dlstream._stream_var.reset(stream_tok)
+# ``with g.branch() as s:`` — launches in the block default to the branch stream ``s``, and so do the ops of the
+# frameworks the program imported (torch's and CuPy's current stream is ``s`` in the block: ``_carry``). The block is
+# C (interop/python/branch.c): an empty branch is mostly its block's cost. It reads the group of ``block._group``
+# (None: ended or not begun), its origin of ``block.origin``, and what the hooks below hand it.
+_Branch = _dlstream._Branch
+_dlstream._set_branch_hooks(_branch_var, _carry._CARRIERS, _carry.enter, _carry.exit)
 
 
 class stream_parallel:
@@ -149,7 +118,7 @@ class stream_parallel:
 def branch(stream: _StreamLike | None = None) -> _Branch:
     """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled
     stream or on the caller's ``stream``."""
-    g = _group_var.get()
+    g = _group_get()
     if g is None:
         raise StateError("dlstream.branch() outside a dlstream.stream_parallel() block")
     return _Branch(g, stream)

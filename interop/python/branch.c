@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlstream._dlstream._Branch: the block of one branch of a stream_parallel group (`with dlstream.branch():`), in C
+ * because an empty branch is mostly the cost of its block: the branch's Stream from the group (Group.branch or
+ * Group.add), use_stream's variable and the branch variable set and reset, and the frameworks carried (dlstream/
+ * _carry.py), which are called only when a carrier's module is in sys.modules. dlstream/_parallel.py hands over what
+ * the block reads (_set_branch_hooks) and keeps the rest of stream_parallel. */
+#include "errors.h"
+
+typedef struct BranchObject {
+  PyObject_HEAD
+  PyObject *owner;      /* the stream_parallel block */
+  PyObject *given;      /* the caller's stream, or NULL: a pooled one */
+  PyObject *stream;     /* the branch's Stream, once entered */
+  PyObject *stream_tok; /* use_stream's variable's token while the block is open (NULL: not open) */
+  PyObject *branch_tok; /* the branch variable's token */
+  PyObject *carried;    /* what _carry.enter returned, or NULL */
+} BranchObject;
+
+static PyObject *dlspy_mod_set_branch_hooks(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  if (nargs != 4 || !PyList_Check(args[1]))
+    return dlspy_type_error(st, "_set_branch_hooks(branch_var, carriers (a list), carry_enter, carry_exit)");
+  PyObject *group = PyUnicode_InternFromString("_group"), *origin = PyUnicode_InternFromString("origin");
+  PyObject *module = PyUnicode_InternFromString("module");
+  if (group == NULL || origin == NULL || module == NULL) {
+    Py_XDECREF(group);
+    Py_XDECREF(origin);
+    Py_XDECREF(module);
+    return NULL;
+  }
+  dlspy_branch_clear(st);
+  st->branch.branch_var = Py_NewRef(args[0]);
+  st->branch.carriers = Py_NewRef(args[1]);
+  st->branch.carry_enter = Py_NewRef(args[2]);
+  st->branch.carry_exit = Py_NewRef(args[3]);
+  st->branch.s_group = group;
+  st->branch.s_origin = origin;
+  st->branch.s_module = module;
+  Py_RETURN_NONE;
+}
+
+void dlspy_branch_clear(dlspy_state *st) {
+  Py_CLEAR(st->branch.branch_var);
+  Py_CLEAR(st->branch.carriers);
+  Py_CLEAR(st->branch.carry_enter);
+  Py_CLEAR(st->branch.carry_exit);
+  Py_CLEAR(st->branch.s_group);
+  Py_CLEAR(st->branch.s_origin);
+  Py_CLEAR(st->branch.s_module);
+}
+
+static PyObject *branch_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
+  PyObject *owner, *given = Py_None;
+  if ((kw != NULL && PyDict_GET_SIZE(kw) != 0) || !PyArg_UnpackTuple(args, "_Branch", 1, 2, &owner, &given))
+    return NULL;
+  BranchObject *b = (BranchObject *)tp->tp_alloc(tp, 0);
+  if (b == NULL)
+    return NULL;
+  b->owner = Py_NewRef(owner);
+  b->given = given == Py_None ? NULL : Py_NewRef(given);
+  return (PyObject *)b;
+}
+
+/* Whether a carrier's module is in sys.modules (-1: an error). */
+static int carrying(dlspy_state *st) {
+  PyObject *modules = PyImport_GetModuleDict(), *carriers = st->branch.carriers;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(carriers); i++) {
+    PyObject *name = PyObject_GetAttr(PyList_GET_ITEM(carriers, i), st->branch.s_module);
+    int in = name != NULL ? PyDict_Contains(modules, name) : -1;
+    Py_XDECREF(name);
+    if (in != 0)
+      return in;
+  }
+  return 0;
+}
+
+/* The block's end: the frameworks restored (_carry.exit), then the branch variable and use_stream's reset. The first
+ * failure is raised once the rest ran (as a `finally`). */
+static int branch_close(dlspy_state *st, BranchObject *b) {
+  PyObject *stream_tok = b->stream_tok, *branch_tok = b->branch_tok, *carried = b->carried;
+  b->stream_tok = b->branch_tok = b->carried = NULL;
+  int rc = 0;
+  if (carried != NULL) {
+    PyObject *origin = PyObject_GetAttr(b->owner, st->branch.s_origin);
+    PyObject *r = origin != NULL ? PyObject_CallFunctionObjArgs(st->branch.carry_exit, carried, b->stream, origin,
+                                                                NULL)
+                                 : NULL;
+    rc = r != NULL ? 0 : -1;
+    Py_XDECREF(r);
+    Py_XDECREF(origin);
+    Py_DECREF(carried);
+  }
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (PyContextVar_Reset(st->branch.branch_var, branch_tok) != 0 || PyContextVar_Reset(st->stream_var, stream_tok) != 0)
+    rc = -1;
+  if (et != NULL) { /* the carry's failure goes on; a reset's is dropped */
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+  }
+  Py_DECREF(branch_tok);
+  Py_DECREF(stream_tok);
+  return rc;
+}
+
+static PyObject *branch_enter(BranchObject *b, PyObject *unused) {
+  dlspy_state *st = dlspy_state_of(Py_TYPE(b));
+  if (st->branch.branch_var == NULL)
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch(): the package did not set up branches (import dlstream)");
+  if (b->stream_tok != NULL)
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch(): this branch block is already open (make one per block)");
+  PyObject *core = PyObject_GetAttr(b->owner, st->branch.s_group);
+  if (core == NULL)
+    return NULL;
+  if (!PyObject_TypeCheck(core, st->GroupType)) {
+    Py_DECREF(core);
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch(): the stream_parallel block has ended or not begun");
+  }
+  PyObject *cur = NULL;
+  if (PyContextVar_Get(st->branch.branch_var, NULL, &cur) != 0) {
+    Py_DECREF(core);
+    return NULL;
+  }
+  Py_XDECREF(cur); /* compared by identity only */
+  if (cur == b->owner) {
+    Py_DECREF(core);
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch() inside a branch of the same group: open a nested "
+                        "dlstream.stream_parallel() in the branch first");
+  }
+  PyObject *s = b->given == NULL ? dlspy_group_branch(core) : dlspy_group_add(core, b->given);
+  Py_DECREF(core);
+  if (s == NULL)
+    return NULL;
+  Py_XSETREF(b->stream, s);
+  st->stream_var_set = true; /* as _stream_var_set: calls read the variable from now on */
+  b->stream_tok = PyContextVar_Set(st->stream_var, s);
+  if (b->stream_tok == NULL)
+    return NULL;
+  b->branch_tok = PyContextVar_Set(st->branch.branch_var, b->owner);
+  if (b->branch_tok == NULL) {
+    (void)PyContextVar_Reset(st->stream_var, b->stream_tok);
+    Py_CLEAR(b->stream_tok);
+    return NULL;
+  }
+  int in = carrying(st);
+  if (in > 0) {
+    PyObject *origin = PyObject_GetAttr(b->owner, st->branch.s_origin);
+    b->carried = origin != NULL ? PyObject_CallFunctionObjArgs(st->branch.carry_enter, s, origin, NULL) : NULL;
+    Py_XDECREF(origin);
+    if (b->carried == Py_None)
+      Py_CLEAR(b->carried);
+    else if (b->carried == NULL)
+      in = -1;
+  }
+  if (in < 0) {
+    (void)branch_close(st, b);
+    return NULL;
+  }
+  return Py_NewRef(s);
+}
+
+static PyObject *branch_exit(BranchObject *b, PyObject *const *args, Py_ssize_t nargs) {
+  if (b->stream_tok == NULL)
+    Py_RETURN_NONE;
+  if (branch_close(dlspy_state_of(Py_TYPE(b)), b) != 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *branch_get_stream(BranchObject *b, void *c) { return Py_NewRef(b->stream ? b->stream : Py_None); }
+
+static void branch_dealloc(BranchObject *b) {
+  PyTypeObject *tp = Py_TYPE(b);
+  if (b->stream_tok != NULL) /* abandoned open (never exited): the variables stay as the program left them */
+    Py_CLEAR(b->stream_tok);
+  Py_CLEAR(b->branch_tok);
+  Py_CLEAR(b->carried);
+  Py_CLEAR(b->stream);
+  Py_CLEAR(b->given);
+  Py_CLEAR(b->owner);
+  tp->tp_free(b);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef branch_methods[] = {
+    {"__enter__", (PyCFunction)branch_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nOpens the branch: its Stream, which the block's launches and the frameworks in play "
+     "use."},
+    {"__exit__", (PyCFunction)(void (*)(void))branch_exit, METH_FASTCALL,
+     "__exit__($self, /, *exc)\n--\n\nCloses the branch: the frameworks and the block's stream are restored."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef branch_getset[] = {
+    {"stream", (getter)branch_get_stream, NULL, "The branch's Stream once entered (None before).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot branch_slots[] = {
+    {Py_tp_new, branch_tp_new},
+    {Py_tp_dealloc, branch_dealloc},
+    {Py_tp_methods, branch_methods},
+    {Py_tp_getset, branch_getset},
+    {Py_tp_doc, "_Branch(block, stream=None, /)\n--\n\n``with g.branch() as s:``: launches in the block default to the "
+                "branch stream ``s``, and so do the ops of the frameworks the program imported (dlstream/_carry.py)."},
+    {0, NULL},
+};
+
+PyType_Spec dlspy_branch_spec = {
+    .name = "dlstream._Branch",
+    .basicsize = sizeof(BranchObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = branch_slots,
+};
+
+PyMethodDef dlspy_branch_methods[] = {
+    {"_set_branch_hooks", (PyCFunction)(void (*)(void))dlspy_mod_set_branch_hooks, METH_FASTCALL,
+     "_set_branch_hooks($module, branch_var, carriers, carry_enter, carry_exit, /)\n--\n\nThe package hands the "
+     "branch blocks what they read: the branch variable, _carry's list of carriers and its enter and exit."},
+    {NULL, NULL, 0, NULL},
+};
