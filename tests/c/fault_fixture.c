@@ -301,6 +301,25 @@ static void run_once(const fx_scenario *sc, DLDevice d, uint64_t arm, fx_result 
             (unsigned long long)blocked);
 }
 
+/* DLSTREAM_FAULT_STRIDE: sweep every k-th point (1, the default: every point). */
+static uint64_t sweep_stride(void) {
+  const char *v = getenv("DLSTREAM_FAULT_STRIDE");
+  char *end = NULL;
+  unsigned long long k = v != NULL ? strtoull(v, &end, 10) : 1;
+  cr_assert(v == NULL || (end != v && *end == '\0' && k >= 1 && k <= 1000),
+            "DLSTREAM_FAULT_STRIDE=%s: a whole number from 1 to 1000", v);
+  return k;
+}
+
+/* A scenario's name hashed (FNV-1a): where its strided sweep begins, so that scenarios of many points are not all
+ * failed at the same positions. */
+static uint64_t name_hash(const char *name) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char *c = name; *c != '\0'; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  return h;
+}
+
 fx_tally fx_sweep(const fx_scenario *sc, DLDevice d) {
   fx_tally t = {0};
   const char *bname = d.device_type == kDLCPU ? "cpu" : "gpu";
@@ -316,8 +335,10 @@ fx_tally fx_sweep(const fx_scenario *sc, DLDevice d) {
   cr_assert_eq(r.st, DLS_OK, "fault injection [%s] %s: the clean run failed: %s %s%s", bname, sc->name, g_fx.step,
                g_fx.msg, g_fx.wrong);
   cr_assert_eq(r.problem[0], '\0', "fault injection [%s] %s: the clean run: %s", bname, sc->name, r.problem);
-  t.points = r.points;
-  for (uint64_t n = 1; n <= t.points; n++) {
+  t.of = r.points;
+  uint64_t stride = sweep_stride(), first = 1 + name_hash(sc->name) % stride;
+  for (uint64_t n = first; n <= t.of; n += stride) {
+    t.points++;
     run_once(sc, d, n, &r);
     if (r.injected == 1 && r.st != DLS_OK)
       t.failed++;
@@ -336,8 +357,8 @@ fx_tally fx_sweep(const fx_scenario *sc, DLDevice d) {
             dls_status_name(r.st), r.problem);
     t.survived = t.survived > 0 ? t.survived - 1 : 0;
   }
-  printf("fault injection [%s] %s: %llu points (%llu reported, %llu absorbed), %llu survived\n", bname, sc->name,
-         (unsigned long long)t.points, (unsigned long long)t.failed, (unsigned long long)t.absorbed,
-         (unsigned long long)t.survived);
+  printf("fault injection [%s] %s: %llu of %llu points (%llu reported, %llu absorbed), %llu survived\n", bname,
+         sc->name, (unsigned long long)t.points, (unsigned long long)t.of, (unsigned long long)t.failed,
+         (unsigned long long)t.absorbed, (unsigned long long)t.survived);
   return t;
 }

@@ -166,7 +166,8 @@ int fx_k_add(const dls_launch_config_t *cfg, void *const *args, int nargs);
 
 /* The outcome of a sweep of one scenario. */
 typedef struct fx_tally {
-  uint64_t points;   /* points of the clean run */
+  uint64_t points;   /* points swept: every point of the clean run, or every stride-th (DLSTREAM_FAULT_STRIDE) */
+  uint64_t of;       /* points of the clean run */
   uint64_t failed;   /* runs whose injected failure a call reported */
   uint64_t absorbed; /* runs whose injected failure the runtime absorbed (the calls succeeded) */
   uint64_t survived; /* runs that passed every check */
@@ -176,7 +177,9 @@ typedef struct fx_tally {
 
 /* Sweeps a scenario on device d: a clean run counts its points K, then each
  * of points 1..K fails in turn, then a clean run again. Each problem found is
- * logged with the scenario, the point and what went wrong. */
+ * logged with the scenario, the point and what went wrong. DLSTREAM_FAULT_STRIDE=k
+ * (scripts/gpu-check sanitize, where a tool runs each point ~50x slower) fails
+ * every k-th point only, from an offset that differs between scenarios. */
 fx_tally fx_sweep(const fx_scenario *sc, DLDevice d);
 
 /* The scenarios: fault_objects.c and fault_ordering.c. */
