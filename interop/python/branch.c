@@ -4,6 +4,7 @@
  * Group.add), use_stream's variable and the branch variable set and reset, and the frameworks carried (dlstream/
  * _carry.py), which are called only when a carrier's module is in sys.modules. dlstream/_parallel.py hands over what
  * the block reads (_set_branch_hooks) and keeps the rest of stream_parallel. */
+#include "args.h"
 #include "errors.h"
 
 typedef struct BranchObject {
@@ -18,8 +19,8 @@ typedef struct BranchObject {
 
 static PyObject *dlspy_mod_set_branch_hooks(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
   dlspy_state *st = dlspy_state_of_module(m);
-  if (nargs != 4 || !PyList_Check(args[1]))
-    return dlspy_type_error(st, "_set_branch_hooks(branch_var, carriers (a list), carry_enter, carry_exit)");
+  if (nargs != 5 || !PyList_Check(args[2]))
+    return dlspy_type_error(st, "_set_branch_hooks(group_var, branch_var, carriers (a list), carry_enter, carry_exit)");
   PyObject *group = PyUnicode_InternFromString("_group"), *origin = PyUnicode_InternFromString("origin");
   PyObject *module = PyUnicode_InternFromString("module");
   if (group == NULL || origin == NULL || module == NULL) {
@@ -29,10 +30,11 @@ static PyObject *dlspy_mod_set_branch_hooks(PyObject *m, PyObject *const *args, 
     return NULL;
   }
   dlspy_branch_clear(st);
-  st->branch.branch_var = Py_NewRef(args[0]);
-  st->branch.carriers = Py_NewRef(args[1]);
-  st->branch.carry_enter = Py_NewRef(args[2]);
-  st->branch.carry_exit = Py_NewRef(args[3]);
+  st->branch.group_var = Py_NewRef(args[0]);
+  st->branch.branch_var = Py_NewRef(args[1]);
+  st->branch.carriers = Py_NewRef(args[2]);
+  st->branch.carry_enter = Py_NewRef(args[3]);
+  st->branch.carry_exit = Py_NewRef(args[4]);
   st->branch.s_group = group;
   st->branch.s_origin = origin;
   st->branch.s_module = module;
@@ -40,6 +42,7 @@ static PyObject *dlspy_mod_set_branch_hooks(PyObject *m, PyObject *const *args, 
 }
 
 void dlspy_branch_clear(dlspy_state *st) {
+  Py_CLEAR(st->branch.group_var);
   Py_CLEAR(st->branch.branch_var);
   Py_CLEAR(st->branch.carriers);
   Py_CLEAR(st->branch.carry_enter);
@@ -49,16 +52,42 @@ void dlspy_branch_clear(dlspy_state *st) {
   Py_CLEAR(st->branch.s_module);
 }
 
+/* A branch block of `owner` (steals it) on the caller's `given` stream (None: a pooled one). */
+static PyObject *branch_new(PyTypeObject *tp, PyObject *owner, PyObject *given) {
+  BranchObject *b = (BranchObject *)tp->tp_alloc(tp, 0);
+  if (b == NULL) {
+    Py_DECREF(owner);
+    return NULL;
+  }
+  b->owner = owner;
+  b->given = given == NULL || given == Py_None ? NULL : Py_NewRef(given);
+  return (PyObject *)b;
+}
+
 static PyObject *branch_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
   PyObject *owner, *given = Py_None;
   if ((kw != NULL && PyDict_GET_SIZE(kw) != 0) || !PyArg_UnpackTuple(args, "_Branch", 1, 2, &owner, &given))
     return NULL;
-  BranchObject *b = (BranchObject *)tp->tp_alloc(tp, 0);
-  if (b == NULL)
+  return branch_new(tp, Py_NewRef(owner), given);
+}
+
+/* dlstream.branch(stream=None): a branch block of the innermost open stream_parallel block of this context. */
+static PyObject *mod_branch(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  dlspy_state *st = dlspy_state_of_module(m);
+  static const char *const names[] = {"stream", NULL};
+  PyObject *a[1];
+  if (dlspy_parse_kw(st, "branch", args, nargs, kwnames, names, 1, a) != 0)
     return NULL;
-  b->owner = Py_NewRef(owner);
-  b->given = given == Py_None ? NULL : Py_NewRef(given);
-  return (PyObject *)b;
+  if (st->branch.group_var == NULL)
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch(): the package did not set up branches (import dlstream)");
+  PyObject *g = NULL;
+  if (PyContextVar_Get(st->branch.group_var, NULL, &g) != 0)
+    return NULL;
+  if (g == NULL || g == Py_None) {
+    Py_XDECREF(g);
+    return dlspy_raisef(st, DLS_ERR_STATE, "dlstream.branch() outside a dlstream.stream_parallel() block");
+  }
+  return branch_new(st->branch.type, g, a[0]);
 }
 
 /* Whether a carrier's module is in sys.modules (-1: an error). */
@@ -214,8 +243,11 @@ PyType_Spec dlspy_branch_spec = {
 };
 
 PyMethodDef dlspy_branch_methods[] = {
+    {"branch", (PyCFunction)(void (*)(void))mod_branch, METH_FASTCALL | METH_KEYWORDS,
+     "branch(stream=None)\n--\n\n``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` "
+     "block, on a pooled stream or on the caller's ``stream``."},
     {"_set_branch_hooks", (PyCFunction)(void (*)(void))dlspy_mod_set_branch_hooks, METH_FASTCALL,
-     "_set_branch_hooks($module, branch_var, carriers, carry_enter, carry_exit, /)\n--\n\nThe package hands the "
-     "branch blocks what they read: the branch variable, _carry's list of carriers and its enter and exit."},
+     "_set_branch_hooks($module, group_var, branch_var, carriers, carry_enter, carry_exit, /)\n--\n\nThe package "
+     "hands the branch blocks what they read: the group and branch variables, _carry's carriers, its enter and exit."},
     {NULL, NULL, 0, NULL},
 };

@@ -122,7 +122,7 @@ typedef struct dlspy_state {
   PyObject *s_torch, *s_cuda;
   struct {                                /* stream_parallel's branch blocks (branch.c), strong references */
     PyTypeObject *type;
-    PyObject *branch_var, *carriers, *carry_enter, *carry_exit, *s_group, *s_origin, *s_module;
+    PyObject *group_var, *branch_var, *carriers, *carry_enter, *carry_exit, *s_group, *s_origin, *s_module;
   } branch;
 } dlspy_state;
 

@@ -218,6 +218,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->providers);
   Py_VISIT(st->cupy_provider);
   Py_VISIT(st->branch.type);
+  Py_VISIT(st->branch.group_var);
   Py_VISIT(st->branch.branch_var);
   Py_VISIT(st->branch.carriers);
   Py_VISIT(st->branch.carry_enter);

@@ -16,7 +16,8 @@ _group_var: contextvars.ContextVar[stream_parallel | None] = contextvars.Context
                                                                                     default=None)
 _branch_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.branch", default=None)
 _stream_var = _dlstream._stream_var
-_group_get = _group_var.get  # read by every dlstream.branch(): bound once
+_group_set = _group_var.set  # bound once: read by every group
+_group_reset = _group_var.reset
 
 
 def _framework_current_stream(device: _DeviceLike) -> Stream | None:
@@ -56,7 +57,7 @@ def _launch_stream(device: _DeviceLike) -> Stream:
 # C (interop/python/branch.c): an empty branch is mostly its block's cost. It reads the group of ``block._group``
 # (None: ended or not begun), its origin of ``block.origin``, and what the hooks below hand it.
 _Branch = _dlstream._Branch
-_dlstream._set_branch_hooks(_branch_var, _carry._CARRIERS, _carry.enter, _carry.exit)
+_dlstream._set_branch_hooks(_group_var, _branch_var, _carry._CARRIERS, _carry.enter, _carry.exit)
 
 
 class stream_parallel:
@@ -89,10 +90,12 @@ class stream_parallel:
     def __enter__(self) -> stream_parallel:
         if self._group is not None:
             raise StateError("stream_parallel: this block is already open (make a new stream_parallel per block)")
-        origin = self.origin if self.origin is not None else _launch_stream(self._device)
+        origin = self.origin
+        if origin is None:
+            origin = _launch_stream(self._device)
         self._group = Group(origin)
         self.origin = origin
-        self._token = _group_var.set(self)
+        self._token = _group_set(self)
         return self
 
     def branch(self, stream: _StreamLike | None = None) -> _Branch:
@@ -106,19 +109,15 @@ class stream_parallel:
         return self._group.branches if self._group is not None else 0
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _group_var.reset(self._token)
-        self._token = None
+        token, self._token = self._token, None
+        if token is not None:
+            _group_reset(token)
         group, self._group = self._group, None
         if group is not None:
             self._ended = group.branches
             group.end()  # joins even when the block raised: the origin never runs ahead of its branches
 
 
-def branch(stream: _StreamLike | None = None) -> _Branch:
-    """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled
-    stream or on the caller's ``stream``."""
-    g = _group_get()
-    if g is None:
-        raise StateError("dlstream.branch() outside a dlstream.stream_parallel() block")
-    return _Branch(g, stream)
+# ``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled stream or on
+# the caller's ``stream`` (C: it reads the group variable above, as _Branch does).
+branch = _dlstream.branch
