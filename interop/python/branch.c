@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dlstream._dlstream._Branch: the block of one branch of a stream_parallel group (`with dlstream.branch():`), in C
  * because an empty branch is mostly the cost of its block: the branch's Stream from the group (Group.branch or
- * Group.add), use_stream's variable and the branch variable set and reset, and the frameworks carried (dlstream/
- * _carry.py), which are called only when a carrier's module is in sys.modules. dlstream/_parallel.py hands over what
- * the block reads (_set_branch_hooks) and keeps the rest of stream_parallel. */
+ * Group.add), use_stream's variable and the branch variable set and reset, and the frameworks carried (carry.c). dlstream/_parallel.py hands over what
+ * the block reads (_set_branch_hooks) and keeps the rest of stream_parallel; carry.c carries the frameworks. */
 #include "args.h"
 #include "errors.h"
 
@@ -17,39 +16,29 @@ typedef struct BranchObject {
   PyObject *carried;    /* what _carry.enter returned, or NULL */
 } BranchObject;
 
-static PyObject *dlspy_mod_set_branch_hooks(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *set_branch_hooks(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
   dlspy_state *st = dlspy_state_of_module(m);
-  if (nargs != 5 || !PyList_Check(args[2]))
-    return dlspy_type_error(st, "_set_branch_hooks(group_var, branch_var, carriers (a list), carry_enter, carry_exit)");
+  if (nargs != 2)
+    return dlspy_type_error(st, "_set_branch_hooks(group_var, branch_var)");
   PyObject *group = PyUnicode_InternFromString("_group"), *origin = PyUnicode_InternFromString("origin");
-  PyObject *module = PyUnicode_InternFromString("module");
-  if (group == NULL || origin == NULL || module == NULL) {
+  if (group == NULL || origin == NULL) {
     Py_XDECREF(group);
     Py_XDECREF(origin);
-    Py_XDECREF(module);
     return NULL;
   }
   dlspy_branch_clear(st);
   st->branch.group_var = Py_NewRef(args[0]);
   st->branch.branch_var = Py_NewRef(args[1]);
-  st->branch.carriers = Py_NewRef(args[2]);
-  st->branch.carry_enter = Py_NewRef(args[3]);
-  st->branch.carry_exit = Py_NewRef(args[4]);
   st->branch.s_group = group;
   st->branch.s_origin = origin;
-  st->branch.s_module = module;
   Py_RETURN_NONE;
 }
 
 void dlspy_branch_clear(dlspy_state *st) {
   Py_CLEAR(st->branch.group_var);
   Py_CLEAR(st->branch.branch_var);
-  Py_CLEAR(st->branch.carriers);
-  Py_CLEAR(st->branch.carry_enter);
-  Py_CLEAR(st->branch.carry_exit);
   Py_CLEAR(st->branch.s_group);
   Py_CLEAR(st->branch.s_origin);
-  Py_CLEAR(st->branch.s_module);
 }
 
 /* A branch block of `owner` (steals it) on the caller's `given` stream (None: a pooled one). */
@@ -90,19 +79,6 @@ static PyObject *mod_branch(PyObject *m, PyObject *const *args, Py_ssize_t nargs
   return branch_new(st->branch.type, g, a[0]);
 }
 
-/* Whether a carrier's module is in sys.modules (-1: an error). */
-static int carrying(dlspy_state *st) {
-  PyObject *modules = PyImport_GetModuleDict(), *carriers = st->branch.carriers;
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(carriers); i++) {
-    PyObject *name = PyObject_GetAttr(PyList_GET_ITEM(carriers, i), st->branch.s_module);
-    int in = name != NULL ? PyDict_Contains(modules, name) : -1;
-    Py_XDECREF(name);
-    if (in != 0)
-      return in;
-  }
-  return 0;
-}
-
 /* The block's end: the frameworks restored (_carry.exit), then the branch variable and use_stream's reset. The first
  * failure is raised once the rest ran (as a `finally`). */
 static int branch_close(dlspy_state *st, BranchObject *b) {
@@ -111,11 +87,7 @@ static int branch_close(dlspy_state *st, BranchObject *b) {
   int rc = 0;
   if (carried != NULL) {
     PyObject *origin = PyObject_GetAttr(b->owner, st->branch.s_origin);
-    PyObject *r = origin != NULL ? PyObject_CallFunctionObjArgs(st->branch.carry_exit, carried, b->stream, origin,
-                                                                NULL)
-                                 : NULL;
-    rc = r != NULL ? 0 : -1;
-    Py_XDECREF(r);
+    rc = origin != NULL ? dlspy_carry_exit(st, carried, b->stream, origin) : -1;
     Py_XDECREF(origin);
     Py_DECREF(carried);
   }
@@ -171,20 +143,15 @@ static PyObject *branch_enter(BranchObject *b, PyObject *unused) {
     Py_CLEAR(b->stream_tok);
     return NULL;
   }
-  int in = carrying(st);
-  if (in > 0) {
-    PyObject *origin = PyObject_GetAttr(b->owner, st->branch.s_origin);
-    b->carried = origin != NULL ? PyObject_CallFunctionObjArgs(st->branch.carry_enter, s, origin, NULL) : NULL;
-    Py_XDECREF(origin);
-    if (b->carried == Py_None)
-      Py_CLEAR(b->carried);
-    else if (b->carried == NULL)
-      in = -1;
-  }
-  if (in < 0) {
+  PyObject *origin = PyObject_GetAttr(b->owner, st->branch.s_origin);
+  b->carried = origin != NULL ? dlspy_carry_enter(st, s, origin) : NULL; /* None: nothing carried */
+  Py_XDECREF(origin);
+  if (b->carried == NULL) {
     (void)branch_close(st, b);
     return NULL;
   }
+  if (b->carried == Py_None)
+    Py_CLEAR(b->carried);
   return Py_NewRef(s);
 }
 
@@ -246,8 +213,8 @@ PyMethodDef dlspy_branch_methods[] = {
     {"branch", (PyCFunction)(void (*)(void))mod_branch, METH_FASTCALL | METH_KEYWORDS,
      "branch(stream=None)\n--\n\n``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` "
      "block, on a pooled stream or on the caller's ``stream``."},
-    {"_set_branch_hooks", (PyCFunction)(void (*)(void))dlspy_mod_set_branch_hooks, METH_FASTCALL,
-     "_set_branch_hooks($module, group_var, branch_var, carriers, carry_enter, carry_exit, /)\n--\n\nThe package "
-     "hands the branch blocks what they read: the group and branch variables, _carry's carriers, its enter and exit."},
+    {"_set_branch_hooks", (PyCFunction)(void (*)(void))set_branch_hooks, METH_FASTCALL,
+     "_set_branch_hooks($module, group_var, branch_var, /)\n--\n\nThe package hands the branch blocks the group and "
+     "branch variables they read (dlstream/_parallel.py)."},
     {NULL, NULL, 0, NULL},
 };

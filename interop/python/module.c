@@ -184,7 +184,7 @@ static int module_exec(PyObject *m) {
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_ipc_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_builtin_table_methods) != 0 ||
-      PyModule_AddFunctions(m, dlspy_branch_methods) != 0 || dlspy_ipc_init(st) != 0 ||
+      PyModule_AddFunctions(m, dlspy_branch_methods) != 0 || PyModule_AddFunctions(m, dlspy_carry_methods) != 0 || dlspy_ipc_init(st) != 0 ||
       dlspy_exchange_init(st) != 0)
     return -1;
 
@@ -220,9 +220,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
   Py_VISIT(st->branch.type);
   Py_VISIT(st->branch.group_var);
   Py_VISIT(st->branch.branch_var);
-  Py_VISIT(st->branch.carriers);
-  Py_VISIT(st->branch.carry_enter);
-  Py_VISIT(st->branch.carry_exit);
+  Py_VISIT(st->carry.carriers);
+  Py_VISIT(st->carry.tie);
   Py_VISIT(st->torch.module);
   Py_VISIT(st->torch.is_initialized);
   Py_VISIT(st->torch.is_capturing);
@@ -248,6 +247,7 @@ static int module_clear(PyObject *m) {
   dlspy_torch_clear(st);
   Py_CLEAR(st->cupy_provider);
   dlspy_branch_clear(st);
+  dlspy_carry_clear(st);
   Py_CLEAR(st->branch.type);
   Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);

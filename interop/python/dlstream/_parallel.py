@@ -57,7 +57,7 @@ def _launch_stream(device: _DeviceLike) -> Stream:
 # C (interop/python/branch.c): an empty branch is mostly its block's cost. It reads the group of ``block._group``
 # (None: ended or not begun), its origin of ``block.origin``, and what the hooks below hand it.
 _Branch = _dlstream._Branch
-_dlstream._set_branch_hooks(_group_var, _branch_var, _carry._CARRIERS, _carry.enter, _carry.exit)
+_dlstream._set_branch_hooks(_group_var, _branch_var)
 
 
 class stream_parallel:
