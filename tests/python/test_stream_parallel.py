@@ -299,3 +299,46 @@ def test_branch_outside_a_group_and_bad_arguments():
                 pass
         assert outside_blocks()
     origin.close()
+
+
+def fake_torch(raw_stream):
+    """A stand-in for torch as dlstream/_carry.py's torch carrier reads it: CUDA initialized, the current stream 0x2000
+    as a torch Stream, and (raw_stream not None) torch._C's raw current stream, which answers without making one."""
+    from types import SimpleNamespace
+    log = []
+
+    class StreamContext:
+        def __init__(self, ext):
+            self.ext = ext
+
+        def __enter__(self):
+            log.append(("enter", self.ext))
+
+        def __exit__(self, *exc):
+            log.append(("exit", self.ext))
+
+    def current_stream(index):
+        log.append(("current_stream", index))
+        return SimpleNamespace(cuda_stream=0x2000)
+
+    cuda = SimpleNamespace(is_initialized=lambda: True, current_stream=current_stream, stream=StreamContext,
+                           ExternalStream=lambda ptr, device: ("external", ptr, device))
+    c = SimpleNamespace() if raw_stream is None else SimpleNamespace(_cuda_getCurrentRawStream=lambda i: raw_stream)
+    return SimpleNamespace(cuda=cuda, version=SimpleNamespace(hip=None), _C=c), log
+
+
+def test_the_torch_carrier_reads_the_raw_current_stream_where_torch_has_it():
+    from types import SimpleNamespace
+    block = SimpleNamespace(device="cuda:1", ptr=0x5000)  # what the carrier reads of the block's Stream
+    torch, log = fake_torch(0x3000)
+    carrier = dlstream._carry._Torch()
+    token = carrier.enter(torch, block)
+    assert token[1] == 0x3000 and log == [("enter", ("external", 0x5000, 1))]  # no torch Stream made
+    carrier.exit(token)
+    assert log[-1] == ("exit", ("external", 0x5000, 1))
+    torch, log = fake_torch(None)  # a torch without it: its current_stream(index)
+    token = carrier.enter(torch, block)
+    assert token[1] == 0x2000 and log == [("current_stream", 1), ("enter", ("external", 0x5000, 1))]
+    carrier.exit(token)
+    torch, log = fake_torch(0x5000)  # torch's current stream is the block's already: nothing to carry
+    assert carrier.enter(torch, block) is None and log == []

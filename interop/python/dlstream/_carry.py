@@ -37,8 +37,9 @@ class _Torch:
         index = _index(stream.device, kind)
         if index is None or not cuda.is_initialized():
             return None  # not its device, or torch never used CUDA: it has no current stream to carry
-        prev = cuda.current_stream(index)
-        if prev.cuda_stream == stream.ptr:
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the pointer, without a torch Stream object
+        prev = raw(index) if raw is not None else cuda.current_stream(index).cuda_stream
+        if prev == stream.ptr:
             return None  # carried already (a block inside a block of the same stream)
         key = (index, stream.ptr)
         ext = self._external.get(key)
@@ -46,7 +47,7 @@ class _Torch:
             ext = self._external[key] = cuda.ExternalStream(stream.ptr, device=index)
         ctx = cuda.stream(ext)
         ctx.__enter__()
-        return ctx, prev.cuda_stream
+        return ctx, prev
 
     def exit(self, token: tuple[Any, int]) -> None:
         token[0].__exit__(None, None, None)
