@@ -64,17 +64,29 @@ static int tie(dlspy_state *st, PyObject *waiter, PyObject *target, PyObject *fp
 static PyObject *token_ptr(PyObject *token) { return PySequence_GetItem(token, 1); }
 
 int dlspy_carry_exit(dlspy_state *st, PyObject *carried, PyObject *stream, PyObject *origin) {
-  if (carried == Py_None || !PyList_Check(carried))
+  if (carried == Py_None)
     return 0;
+  if (!PyList_Check(carried)) {
+    dlspy_type_error(st, "_carry_exit(carried=%R): expected what _carry_enter returned (a list or None)", carried);
+    return -1;
+  }
   PyObject *et = NULL, *ev = NULL, *tb = NULL; /* the first failure, raised once every framework is restored */
   for (Py_ssize_t i = PyList_GET_SIZE(carried) - 1; i >= 0; i--) {
-    PyObject *pair = PyList_GET_ITEM(carried, i); /* (carrier, token), made by dlspy_carry_enter */
-    PyObject *token = PyTuple_GET_ITEM(pair, 1);
-    PyObject *r = PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(pair, 0), st->carry.s_exit, token, NULL);
-    PyObject *fptr = r != NULL ? token_ptr(token) : NULL;
-    int rc = fptr != NULL ? tie(st, fptr, stream, fptr, stream, origin) : -1; /* the join: its later work after */
-    Py_XDECREF(r);
-    Py_XDECREF(fptr);
+    if (i >= PyList_GET_SIZE(carried)) /* a carrier's exit shortened the list */
+      continue;
+    PyObject *pair = Py_NewRef(PyList_GET_ITEM(carried, i)); /* (carrier, token), made by dlspy_carry_enter */
+    int rc = -1;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+      dlspy_type_error(st, "_carry_exit(carried=...): item %zd is %R, not a (carrier, token) pair", i, pair);
+    } else {
+      PyObject *token = PyTuple_GET_ITEM(pair, 1);
+      PyObject *r = PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(pair, 0), st->carry.s_exit, token, NULL);
+      PyObject *fptr = r != NULL ? token_ptr(token) : NULL;
+      rc = fptr != NULL ? tie(st, fptr, stream, fptr, stream, origin) : -1; /* the join: its later work after */
+      Py_XDECREF(r);
+      Py_XDECREF(fptr);
+    }
+    Py_DECREF(pair);
     if (rc != 0 && et == NULL)
       PyErr_Fetch(&et, &ev, &tb);
     else if (rc != 0)

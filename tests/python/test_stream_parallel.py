@@ -342,3 +342,13 @@ def test_the_torch_carrier_reads_the_raw_current_stream_where_torch_has_it():
     carrier.exit(token)
     torch, log = fake_torch(0x5000)  # torch's current stream is the block's already: nothing to carry
     assert carrier.enter(torch, block) is None and log == []
+
+
+def test_the_carry_refuses_what_its_enter_did_not_return():
+    s = dlstream.Stream(CPU)
+    for bad in ([1], [(1,)], "carried", 3):
+        with pytest.raises(TypeError, match="_carry_exit"):
+            dlstream._carry.exit(bad, s, None)
+    dlstream._carry.exit(None, s, None)
+    dlstream._carry.exit([], s, None)
+    s.close()
