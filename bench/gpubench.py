@@ -97,6 +97,52 @@ SMOKE_HELP = "a smoke run (CI: scripts/bench-smoke): a few repetitions of a few 
              "script has one; what needs a GPU here is skipped and said so"
 
 
+def measure(fn, calls, reps, sync=None):
+    """Median over `reps` of the mean host time of `calls` calls, in microseconds."""
+    for _ in range(max(200, calls // 10)):
+        fn()
+    if sync:
+        sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        if sync:
+            sync()  # drain outside the timed loop so queues never fill
+        out.append((t1 - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def measure_paired(fa, fb, calls, reps, sync):
+    """(median of a, median of b, median of the paired differences a - b), interleaved, in µs per call."""
+    ta, tb = measure_interleaved([fa, fb], calls, reps, sync)
+    return statistics.median(ta), statistics.median(tb), statistics.median(a - b for a, b in zip(ta, tb))
+
+
+def slope(xs, ys):
+    """The least-squares slope of ys over xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def measure_loop(fn, calls, reps, sync=None):
+    """Like measure, but fn(calls) runs its own loop (saves a Python call per iteration)."""
+    return host_us(sync or (lambda: None), fn, calls, reps, warm=lambda: fn(max(200, calls // 10)))
+
+
+def measure_loop_few(fn, calls, reps):
+    """measure_loop for slow calls: one warm-up call, `reps` repetitions of `calls` calls."""
+    fn(1)
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(calls)
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
 def add_smoke(parser):
     """The --smoke option every benchmark script has."""
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
