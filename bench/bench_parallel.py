@@ -9,12 +9,14 @@ per torch tensor of a launch on another stream (record on and off, interleaved).
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
           queued before any runs: how concurrently the GPU runs what was queued.
 
-  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--smoke]
+  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--cpu] [--smoke]
 
 --connections sets CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues) before CUDA starts; the driver's default
 is 8, and K streams beyond it share queues, which serializes their event waits and records. Without CUDA or
 torch it prints "skipped: <reason>" and exits 0. --smoke (CI): K = 2 and a few calls; without torch's CUDA,
-dlstream's side on the CPU backend and the same tables, torch's columns and the device times skipped."""
+dlstream's side on the CPU backend and the same tables, torch's columns and the device times skipped. --cpu: that
+run on the CPU backend with the full counts (the host cost of groups without a GPU), where CUDA is present too, with
+rows for empty groups (`with branch(): pass`) beside the by-hand fork/join of dlstream Streams (Stream.wait)."""
 import argparse
 import json
 import os
@@ -62,13 +64,16 @@ def main():
     p.add_argument("--json")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
+    p.add_argument("--cpu", action="store_true", help="dlstream's side on the CPU backend, the full counts")
     gpubench.add_smoke(p)
     args = gpubench.smoke(p.parse_args())
+    if args.cpu:
+        return run_cpu(args)
     if args.connections:
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.connections)
     found = gpubench.torch_and_dlstream()
     if found is None:
-        return smoke_cpu(args) if args.smoke else 0
+        return run_cpu(args) if args.smoke else 0
     torch, dlstream = found
     conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "driver default (8)")
     dev = "cuda:0"
@@ -207,26 +212,55 @@ def speedups(r):
     return r
 
 
-def smoke_cpu(args):
-    """--smoke without torch's CUDA: dlstream's side on the CPU backend (K = 2, a few calls), the torch columns
-    and the device times skipped, the same tables."""
+def empty_groups(dlstream, cur):
+    """Groups of 4 branches that queue nothing (`with branch(): pass`), as stream_parallel and by hand: 4 streams
+    that wait for `cur` and `cur` waiting for each (what a group queues: its fork and its joins), made once."""
+    side = [dlstream.Stream(cur.device) for _ in range(4)]
+
+    def groups(n):
+        for _ in range(n):
+            with dlstream.stream_parallel(cur):
+                for _ in range(4):
+                    with dlstream.branch():
+                        pass
+
+    def by_hand(n):
+        for _ in range(n):
+            for s in side:
+                s.wait(cur)
+            for s in side:
+                cur.wait(s)
+
+    return groups, by_hand, side
+
+
+def run_cpu(args):
+    """dlstream's side on the CPU backend, the torch columns and the device times skipped, the same tables: with
+    --smoke (CI, where torch's CUDA is missing) K = 2 and a few calls; with --cpu every K and the full counts."""
     import dlstream
-    print("smoke: no torch with CUDA: dlstream's side on the CPU backend; skipped: torch's idiom and the device "
-          "times (CUDA events)")
+    what = "--cpu" if args.cpu else "smoke: no torch with CUDA"
+    print(f"{what}: dlstream's side on the CPU backend; skipped: torch's idiom and the device times (CUDA events)")
     dev = "cpu"
     cur = dlstream.Stream(dev)
     run_serial_dls, run_group_dls, groups, serial4 = dls_side(dlstream, cur, dev)
+    empty, by_hand, side = empty_groups(dlstream, cur)
     sync = cur.synchronize
+    n = 20 if args.smoke else 2000
     rows = [speedups({"k": k, "serial_dls_ms": gpubench.wall_ms(sync, lambda: run_serial_dls(k), args.reps),
                       "group_dls_ms": gpubench.wall_ms(sync, lambda: run_group_dls(k), args.reps),
                       "serial_torch_ms": None, "torch_idiom_ms": None, "dev_serial_dls_ms": None,
                       "dev_group_dls_ms": None, "dev_serial_torch_ms": None, "dev_torch_idiom_ms": None})
-            for k in KS[:1]]
-    overhead = {"dlstream_group_of_4_empty_us": gpubench.host_us(sync, groups, 20, args.reps),
-                "dlstream_4_empty_serial_us": gpubench.host_us(sync, serial4, 20, args.reps),
+            for k in (KS[:1] if args.smoke else KS)]
+    overhead = {"dlstream_group_of_4_empty_us": gpubench.host_us(sync, groups, n, args.reps),
+                "dlstream_4_empty_serial_us": gpubench.host_us(sync, serial4, n, args.reps),
                 "torch_idiom_group_of_4_us": None}
+    pass_us, hand_us = gpubench.measure_interleaved([empty, by_hand], n, max(args.reps, 3), sync)
+    overhead["dlstream_group_of_4_branches_pass_us"] = statistics.median(pass_us)
+    overhead["dlstream_by_hand_fork_join_of_4_us"] = statistics.median(hand_us)
+    for s in side:
+        s.close()
     cur.close()
-    report(args, "CPU backend (smoke)", "n/a", rows, overhead)
+    report(args, "CPU backend" + (" (smoke)" if args.smoke else ""), "n/a", rows, overhead)
     return 0
 
 

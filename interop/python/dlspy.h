@@ -120,6 +120,13 @@ typedef struct dlspy_state {
     PyObject *module, *is_initialized, *is_capturing, *current_stream;
   } torch;
   PyObject *s_torch, *s_cuda;
+  struct {                                /* stream_parallel's branch blocks (branch.c), strong references */
+    PyTypeObject *type;
+    PyObject *group_var, *branch_var, *s_group, *s_origin;
+  } branch;
+  struct {                                /* the frameworks blocks carry (carry.c, dlstream/_carry.py) */
+    PyObject *carriers, *tie, *s_module, *s_enter, *s_exit;
+  } carry;
 } dlspy_state;
 
 /* The module's definition (dlspy.c; module.c fills in its contents at import). */
@@ -228,6 +235,19 @@ enum {
 /* A Stream object naming a group's branch (never destroys it). */
 PyObject *dlspy_stream_new_branch(dlspy_state *st, dls_stream_t branch);
 extern PyType_Spec dlspy_group_spec;
+/* Group.branch() and Group.add(stream) of a Group object (group.c), for the branch blocks (branch.c). */
+PyObject *dlspy_group_branch(PyObject *group);
+PyObject *dlspy_group_add(PyObject *group, PyObject *stream);
+/* The branch block (branch.c): its type, _set_branch_hooks, and dropping what the hooks hold. */
+extern PyType_Spec dlspy_branch_spec;
+extern PyMethodDef dlspy_branch_methods[];
+void dlspy_branch_clear(dlspy_state *st);
+/* The frameworks' carry (carry.c): _set_carry, _carry_enter, _carry_exit; enter returns what exit restores (None:
+ * nothing carried; NULL: an error, nothing left carried); exit raises the first failure once all are restored. */
+extern PyMethodDef dlspy_carry_methods[];
+void dlspy_carry_clear(dlspy_state *st);
+PyObject *dlspy_carry_enter(dlspy_state *st, PyObject *stream, PyObject *origin);
+int dlspy_carry_exit(dlspy_state *st, PyObject *carried, PyObject *stream, PyObject *origin);
 /* Graph capture: Graph (graph.c), capture (capture.c). */
 extern PyType_Spec dlspy_graph_spec;
 extern PyType_Spec dlspy_capture_spec;

@@ -100,6 +100,9 @@ static PyObject *group_add(GroupObject *g, PyObject *stream) {
   return s;
 }
 
+PyObject *dlspy_group_branch(PyObject *group) { return group_branch((GroupObject *)group, NULL); }
+PyObject *dlspy_group_add(PyObject *group, PyObject *stream) { return group_add((GroupObject *)group, stream); }
+
 static PyObject *group_end(GroupObject *g, PyObject *unused) {
   dlspy_state *st = dlspy_state_of(Py_TYPE(g));
   if (g->handle.id == 0)

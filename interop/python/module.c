@@ -179,11 +179,12 @@ static int module_exec(PyObject *m) {
       add_type(m, &dlspy_tensor_spec, &st->TensorType) != 0 || add_type(m, &dlspy_module_spec, &st->ModuleType) != 0 ||
       add_type(m, &dlspy_function_spec, &st->FunctionType) != 0 || add_type(m, &dlspy_latch_spec, &st->LatchType) != 0 ||
       add_type(m, &dlspy_group_spec, &st->GroupType) != 0 || add_type(m, &dlspy_graph_spec, &st->GraphType) != 0 ||
-      add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0)
+      add_type(m, &dlspy_capture_spec, &st->CaptureType) != 0 || add_type(m, &dlspy_branch_spec, &st->branch.type) != 0)
     return -1;
   if (PyModule_AddFunctions(m, dlspy_graph_functions) != 0 || PyModule_AddFunctions(m, dlspy_compile_methods) != 0 ||
       PyModule_AddFunctions(m, dlspy_xla_methods) != 0 || PyModule_AddFunctions(m, dlspy_ipc_methods) != 0 ||
-      PyModule_AddFunctions(m, dlspy_builtin_table_methods) != 0 || dlspy_ipc_init(st) != 0 ||
+      PyModule_AddFunctions(m, dlspy_builtin_table_methods) != 0 ||
+      PyModule_AddFunctions(m, dlspy_branch_methods) != 0 || PyModule_AddFunctions(m, dlspy_carry_methods) != 0 || dlspy_ipc_init(st) != 0 ||
       dlspy_exchange_init(st) != 0)
     return -1;
 
@@ -216,6 +217,11 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->exc[i]);
   Py_VISIT(st->providers);
   Py_VISIT(st->cupy_provider);
+  Py_VISIT(st->branch.type);
+  Py_VISIT(st->branch.group_var);
+  Py_VISIT(st->branch.branch_var);
+  Py_VISIT(st->carry.carriers);
+  Py_VISIT(st->carry.tie);
   Py_VISIT(st->torch.module);
   Py_VISIT(st->torch.is_initialized);
   Py_VISIT(st->torch.is_capturing);
@@ -240,6 +246,9 @@ static int module_clear(PyObject *m) {
   dlspy_cupy_clear(st);
   dlspy_torch_clear(st);
   Py_CLEAR(st->cupy_provider);
+  dlspy_branch_clear(st);
+  dlspy_carry_clear(st);
+  Py_CLEAR(st->branch.type);
   Py_CLEAR(st->providers);
   Py_CLEAR(st->StreamType);
   Py_CLEAR(st->EventType);

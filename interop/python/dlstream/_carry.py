@@ -10,9 +10,9 @@ eager) still carries it, but ties nothing at its edges: a capture is never tied 
 ordered where it is replayed)."""
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+from . import _dlstream
 from ._dlstream import StateError, Stream, capture_status
 
 
@@ -37,8 +37,9 @@ class _Torch:
         index = _index(stream.device, kind)
         if index is None or not cuda.is_initialized():
             return None  # not its device, or torch never used CUDA: it has no current stream to carry
-        prev = cuda.current_stream(index)
-        if prev.cuda_stream == stream.ptr:
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the pointer, without a torch Stream object
+        prev = raw(index) if raw is not None else cuda.current_stream(index).cuda_stream
+        if prev == stream.ptr:
             return None  # carried already (a block inside a block of the same stream)
         key = (index, stream.ptr)
         ext = self._external.get(key)
@@ -46,7 +47,7 @@ class _Torch:
             ext = self._external[key] = cuda.ExternalStream(stream.ptr, device=index)
         ctx = cuda.stream(ext)
         ctx.__enter__()
-        return ctx, prev.cuda_stream
+        return ctx, prev
 
     def exit(self, token: tuple[Any, int]) -> None:
         token[0].__exit__(None, None, None)
@@ -96,47 +97,12 @@ def _tie(waiter: Stream | int, target: Stream | int, device: str) -> None:
 _CARRIERS: list[Any] = [_Torch(), _CuPy()]
 
 
-def enter(stream: Stream, origin: Stream | None) -> list | None:
-    """Makes ``stream`` the current stream of every framework in play; ``stream`` first waits for each one's
-    current stream unless that is ``origin`` (a branch's group forked from it) or ``stream`` itself. Returns what
-    ``exit`` restores (None: nothing)."""
-    carried = None
-    modules = sys.modules
-    for carrier in _CARRIERS:
-        mod = modules.get(carrier.module)
-        if mod is None:
-            continue
-        token = carrier.enter(mod, stream)
-        if token is None:
-            continue
-        ptr = token[1]
-        if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
-            try:
-                _tie(stream, ptr, stream.device)  # the fork: the framework's work so far first (0: the legacy
-                # default stream)
-            except BaseException:
-                carrier.exit(token)
-                exit(carried, stream, origin)
-                raise
-        if carried is None:
-            carried = []
-        carried.append((carrier, token))
-    return carried
-
-
-def exit(carried: list | None, stream: Stream, origin: Stream | None) -> None:
-    """Restores what ``enter`` changed, last first; each framework's stream then waits for ``stream`` unless it is
-    ``origin`` (the group's end joins it) or ``stream`` itself. The first failure is raised once all are restored."""
-    if not carried:
-        return
-    error = None
-    for carrier, token in reversed(carried):
-        try:
-            carrier.exit(token)
-            ptr = token[1]
-            if ptr != stream.ptr and (origin is None or ptr != origin.ptr):
-                _tie(ptr, stream, stream.device)  # the join: the framework's later work after it
-        except BaseException as e:  # noqa: BLE001 - every framework is restored; the first failure goes on
-            error = error or e
-    if error is not None:
-        raise error
+# enter(stream, origin) makes ``stream`` the current stream of every framework in play; ``stream`` first waits for
+# each one's current stream unless that is ``origin`` (a branch's group forked from it) or ``stream`` itself; it
+# returns what exit(carried, stream, origin) restores (None: nothing). exit restores last first; each framework's
+# stream then waits for ``stream`` unless it is ``origin`` (the group's end joins it) or ``stream`` itself; the first
+# failure is raised once all are restored. Both are C (interop/python/carry.c): they loop over _CARRIERS, calling
+# a carrier only when its module is in sys.modules, and call _tie where a framework's stream is tied.
+_dlstream._set_carry(_CARRIERS, _tie)
+enter = _dlstream._carry_enter
+exit = _dlstream._carry_exit  # noqa: A001 - the module's enter/exit pair

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 _group_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.stream_parallel",
                                                                                     default=None)
 _branch_var: contextvars.ContextVar[stream_parallel | None] = contextvars.ContextVar("dlstream.branch", default=None)
+_stream_var = _dlstream._stream_var
+_group_set = _group_var.set  # bound once: read by every group
+_group_reset = _group_var.reset
 
 
 def _framework_current_stream(device: _DeviceLike) -> Stream | None:
@@ -38,56 +41,23 @@ def _framework_current_stream(device: _DeviceLike) -> Stream | None:
 def _launch_stream(device: _DeviceLike) -> Stream:
     """The stream a launch with no stream= and no tensor argument would pick: use_stream, then a framework's
     current stream, then the legacy default stream."""
-    cur = _dlstream._stream_var.get(None)
+    cur = _stream_var.get(None)
     if cur is not None:
         return cur
-    s = _framework_current_stream(device)
-    if s is not None:
-        return s
-    return Stream.legacy(device if device is not None else _dlstream.default_device())
+    modules = sys.modules
+    if "torch" in modules or "cupy" in modules:
+        s = _framework_current_stream(device)
+        if s is not None:
+            return s
+    return Stream.legacy(device)  # None: the default device
 
 
-class _Branch:
-    """``with g.branch() as s:`` — launches in the block default to the branch stream ``s``, and so do the ops of the
-    frameworks the program imported (torch's and CuPy's current stream is ``s`` in the block: ``_carry``)."""
-
-    __slots__ = ("_group", "_given", "stream", "_tokens", "_carried")
-
-    def __init__(self, group: stream_parallel, stream: _StreamLike | None = None) -> None:
-        self._group = group
-        self._given = stream
-        self.stream: Stream | None = None
-        self._tokens: tuple[contextvars.Token[Stream | None], contextvars.Token[stream_parallel | None]] | None = None
-        self._carried: list | None = None
-
-    def __enter__(self) -> Stream:
-        g = self._group
-        if g._group is None:
-            raise StateError("dlstream.branch(): the stream_parallel block has ended or not begun")
-        if _branch_var.get() is g:
-            raise StateError("dlstream.branch() inside a branch of the same group: open a nested "
-                             "dlstream.stream_parallel() in the branch first")
-        self.stream = g._group.branch() if self._given is None else g._group.add(self._given)
-        self._tokens = (_dlstream._stream_var_set(self.stream), _branch_var.set(g))
-        try:
-            self._carried = _carry.enter(self.stream, g.origin)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.stream
-
-    def __exit__(self, *exc: object) -> None:
-        if self._tokens is None:
-            return
-        carried, self._carried = self._carried, None
-        stream_tok, branch_tok = self._tokens
-        self._tokens = None
-        try:
-            if self.stream is not None:
-                _carry.exit(carried, self.stream, self._group.origin)
-        finally:
-            _branch_var.reset(branch_tok)
-            _dlstream._stream_var.reset(stream_tok)
+# ``with g.branch() as s:`` — launches in the block default to the branch stream ``s``, and so do the ops of the
+# frameworks the program imported (torch's and CuPy's current stream is ``s`` in the block: ``_carry``). The block is
+# C (interop/python/branch.c): an empty branch is mostly its block's cost. It reads the group of ``block._group``
+# (None: ended or not begun), its origin of ``block.origin``, and what the hooks below hand it.
+_Branch = _dlstream._Branch
+_dlstream._set_branch_hooks(_group_var, _branch_var)
 
 
 class stream_parallel:
@@ -120,10 +90,12 @@ class stream_parallel:
     def __enter__(self) -> stream_parallel:
         if self._group is not None:
             raise StateError("stream_parallel: this block is already open (make a new stream_parallel per block)")
-        origin = self.origin if self.origin is not None else _launch_stream(self._device)
+        origin = self.origin
+        if origin is None:
+            origin = _launch_stream(self._device)
         self._group = Group(origin)
         self.origin = origin
-        self._token = _group_var.set(self)
+        self._token = _group_set(self)
         return self
 
     def branch(self, stream: _StreamLike | None = None) -> _Branch:
@@ -137,19 +109,15 @@ class stream_parallel:
         return self._group.branches if self._group is not None else 0
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _group_var.reset(self._token)
-        self._token = None
+        token, self._token = self._token, None
+        if token is not None:
+            _group_reset(token)
         group, self._group = self._group, None
         if group is not None:
             self._ended = group.branches
             group.end()  # joins even when the block raised: the origin never runs ahead of its branches
 
 
-def branch(stream: _StreamLike | None = None) -> _Branch:
-    """``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled
-    stream or on the caller's ``stream``."""
-    g = _group_var.get()
-    if g is None:
-        raise StateError("dlstream.branch() outside a dlstream.stream_parallel() block")
-    return _Branch(g, stream)
+# ``with dlstream.branch():`` — a new branch of the innermost open ``stream_parallel`` block, on a pooled stream or on
+# the caller's ``stream`` (C: it reads the group variable above, as _Branch does).
+branch = _dlstream.branch
