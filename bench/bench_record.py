@@ -3,7 +3,9 @@
 stream), on dlstream's CPU backend, in one run beside its anchor: a launch on NumPy arrays (foreign memory: each is a
 use of its record, looked up by address range, ordered and noted) against the very same launch with the record off
 (dlstream._dlstream._test_foreign(False): nothing looked up, nothing noted), interleaved repetitions, medians; the
-cost per tensor is the difference over the tensors of the call. The host time of a call is what is measured (the
+cost per tensor is the difference over the tensors of the call. The same arrays on the same stream call after call
+is the record's quick way (docs/hazard-rule.md, "Uses noted as they are ordered": the stream is already each record's
+only writer). The host time of a call is what is measured (the
 work is queued on a CPU stream, drained outside the timing). On an H200 the same figure for torch tensors comes from
 bench/bench_parallel.py (record_ns_per_tensor).
 

@@ -122,6 +122,8 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
  * buffer whose state another use changed in between is noted as a declared use (never dropping an ordering). */
 #define DLS__EXT_ACCESS_DECLARED 4 /* a mode bit of dls__ext_uses_note: work that was not ordered first */
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+/* A use dls__ext_use_order ordered whose work was not queued after all (before its buffer is let go of). */
+void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch);
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                 int n);
 

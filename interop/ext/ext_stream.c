@@ -85,6 +85,8 @@ dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32
   return dls__buffer_order(b, s, mode, out_epoch);
 }
 
+void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch) { dls__buffer_unordered(b, epoch); }
+
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                 int n) {
   return dls__buffers_note(s, bufs, modes, epochs, n);

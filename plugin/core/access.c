@@ -226,7 +226,9 @@ static DLS__NOINLINE void note_declared(dls__buffer *b, uint64_t cap, int me, in
 /* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
 static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
   b->notes++;
-  if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED)) {
+  /* A use noted as it was ordered may not be marked yet (its work not queued): no one takes the writer's place. */
+  if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED) ||
+      DLS__UNLIKELY(atomic_load_explicit(&b->inflight, memory_order_relaxed) != 0)) {
     note_declared(b, cap, me, mode);
     return;
   }
@@ -332,40 +334,41 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
   return st;
 }
 
+/* One buffer's part of dls__access_begin, locked: its waits, and the party the use is (*out_party), with the entry
+ * noting it will need made now. Leaves b->mu locked, whatever it returns. */
+static DLS__HOT_INLINE dls_status_t begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode, int *out_party) {
+  *out_party = ALLOC;
+  /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
+  if (DLS__LIKELY(b->nuses == 0 && b->cap_id == cap && dls__same_stream(b->stream, s)))
+    return DLS_OK;
+  if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != cap) && !owner_replayed(&b->owner))
+    return dls__fail(DLS_ERR_STATE,
+                     "the memory was allocated in capture %llu and is its graph's: outside that capture it holds a "
+                     "replay's output, so it may be used only once the graph has been replayed (it has not, or the "
+                     "capture was discarded); nothing was queued",
+                     (unsigned long long)b->cap_id);
+  int me = party_of(b, s, cap);
+  DLS__TRY(order_use(b, s, cap, me, mode));
+  /* The entry a use needs is made before the work is queued, so noting the use afterwards needs no memory. An eager
+   * use by the allocation stream of owned memory others use records its mark (dls__access_end), made now. */
+  if (me == NONE)
+    DLS__TRY(use_entry(b, s, cap, &me));
+  else if (me == ALLOC && cap == 0 && !b->borrowed)
+    DLS__TRY(dls__stream_mark(b->stream, &(void *){NULL})); /* its own (`s` may be another handle of its stream) */
+  *out_party = me;
+  return DLS_OK;
+}
+
 /* The rest of dls__access_begin, where some buffer is not the stream's own
  * alone: the capture state, and each buffer's waits and use entry. */
 static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s) {
   (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
-    dls__buffer *b = x->a[i].b;
-    /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
-    if (DLS__LIKELY(b->nuses == 0 && b->cap_id == x->cap && dls__same_stream(b->stream, s))) {
-      x->a[i].party = ALLOC;
-      continue;
-    }
-    if (DLS__UNLIKELY(b->cap_id != 0 && b->cap_id != x->cap) && !owner_replayed(&b->owner)) {
-      unlock_all(x, x->n);
-      return dls__fail(DLS_ERR_STATE,
-                       "the memory was allocated in capture %llu and is its graph's: outside that capture it holds "
-                       "a replay's output, so it may be used only once the graph has been replayed (it has not, "
-                       "or the capture was discarded); nothing was queued",
-                       (unsigned long long)b->cap_id);
-    }
-    int me = party_of(b, s, x->cap);
-    dls_status_t st = order_use(b, s, x->cap, me, x->a[i].mode);
-    /* The entry a use needs is made before the work is queued, so noting
-     * the use afterwards needs no memory. An eager use by the allocation
-     * stream of owned memory others use records its mark (dls__access_end),
-     * made now. */
-    if (st == DLS_OK && me == NONE)
-      st = use_entry(b, s, x->cap, &me);
-    else if (st == DLS_OK && me == ALLOC && x->cap == 0 && !b->borrowed)
-      st = dls__stream_mark(b->stream, &(void *){NULL}); /* its own (`s` may be another handle of its stream) */
+    dls_status_t st = begin_one(x->a[i].b, s, x->cap, x->a[i].mode, &x->a[i].party);
     if (st != DLS_OK) {
       unlock_all(x, x->n);
       return st;
     }
-    x->a[i].party = me;
   }
   return DLS_OK;
 }
@@ -471,17 +474,135 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
   return dls__access_end(&x, true);
 }
 
-dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
-  dls__accesses x; /* not zeroed: its entries are written as they are added */
-  x.n = 0;
-  dls__access_add(&x, b, mode);
-  DLS__TRY(dls__access_begin(&x, s));
-  *out_epoch = b->notes;
-  return dls__access_end(&x, false);
+/* The epoch of a use ordered by dls__buffer_order, for dls__buffers_note: the buffer's count of notes, and two flags. */
+#define EPOCH_NOTES 0x3fffffffu
+#define EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
+#define EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
+
+/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
+ * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
+ * the "no stream" producer, whose work is none); no export. (b->mu held) */
+static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
+  if (me < 0 || me >= SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
+    return false;
+  const dls__use *u = &b->uses[me];
+  uint64_t others = b->eager_uses & ~bit_of(me); /* the other eager entries (not ALLOC's bit) */
+  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
+  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
 }
+
+dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
+  if (DLS__LIKELY(b->record)) {
+    /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the
+     * capture state read here only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
+     * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes
+     * as one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
+    uint64_t cap = 0;
+    (void)dls__stream_capture(s, &cap);
+    dls__spin_lock(&b->mu);
+    int me = party_of(b, s, 0);
+    if (cap == 0 && noted_at_once(b, me, mode)) {
+      note_use(b, 0, me, mode);
+      /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while
+       * in flight (the entry keeps its role), and so does the event. */
+      atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
+      atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+      dls__spin_unlock(&b->mu);
+      *out_epoch = EPOCH_NOTED;
+      return DLS_OK;
+    }
+    dls__spin_unlock(&b->mu);
+  }
+  /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
+  dls__capture_pin();
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  dls__spin_lock(&b->mu);
+  int me;
+  dls_status_t st = begin_one(b, s, cap, mode, &me);
+  /* acquire: a use whose count went back to 0 (release) recorded the mark this use's waits saw */
+  *out_epoch = (b->notes & EPOCH_NOTES) |
+               (atomic_load_explicit(&b->inflight, memory_order_acquire) != 0 ? EPOCH_UNSURE : 0);
+  dls__spin_unlock(&b->mu);
+  dls__capture_unpin();
+  return st;
+}
+
+/* The uses of `n` buffers on `s` noted as they were ordered, once their work was queued: the mark each one's entry
+ * waits on (`s`'s own, or another handle's of its stream) recorded after it, once for all that share it, then each
+ * let go of. Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the
+ * record's status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
+static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n) {
+  dls__capture_pin(); /* the capture state read, and the records made, in one pin */
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  dls_status_t st = cap == 0 ? DLS_OK : DLS_ERR_STATE;
+  bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed);
+  void *last = NULL;
+  for (int i = 0; i < n && st == DLS_OK; i++) {
+    void *ev = atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed);
+    if (ev != last && !DLS__UNLIKELY(broken))
+      st = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native);
+    last = ev;
+  }
+  dls__capture_unpin();
+  for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
+    atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
+  return st;
+}
+
+void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
+  if (epoch == EPOCH_NOTED) /* nothing was queued: the mark as it is covers it */
+    atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
+}
+
+static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                 int n);
 
 dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                int n) {
+  /* Those noted as they were ordered (noted[], let go of once their mark is recorded), and the others (rest[]): a use
+   * noted so that was used in more ways since (DLS__ACCESS_DECLARED) is in both, noted again as a declared use. */
+  enum { MAX = DLS_MAX_ARGS + 2 };
+  dls__buffer *noted[MAX], *rest[2 * MAX]; /* rest: each, and each noted one again */
+  int rest_modes[2 * MAX];
+  uint32_t rest_epochs[2 * MAX];
+  int nn = 0, nr = 0;
+  bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
+  if (n > MAX)
+    n = MAX;
+  for (int i = 0; i < n; i++) {
+    bool at_once = epochs[i] == EPOCH_NOTED, declared = (modes[i] & DLS__ACCESS_DECLARED) != 0;
+    if (at_once)
+      noted[nn++] = bufs[i];
+    mark |= at_once && !declared;
+    if (!at_once || declared) {
+      rest[nr] = bufs[i];
+      rest_modes[nr] = modes[i];
+      rest_epochs[nr++] = at_once ? EPOCH_UNSURE : epochs[i];
+    }
+  }
+  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn) == DLS_OK)
+    return DLS_OK; /* the common case: each noted as it was ordered, its mark recorded now */
+  if (mark && nr > 0 && noted_mark(s, noted, nn) == DLS_OK)
+    return note_ordered(s, rest, rest_modes, rest_epochs, nr);
+  /* None noted as ordered, or their mark could not be recorded (`s` captures now, the record failed): those noted
+   * in the capture `s` is in now, or recorded again (a failed record leaves its use stale), as declared uses: a
+   * party more. Let go of once noted. */
+  for (int i = 0; i < nn && mark; i++) {
+    rest[nr] = noted[i];
+    rest_modes[nr] = DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED;
+    rest_epochs[nr++] = EPOCH_UNSURE;
+  }
+  dls_status_t st = nr > 0 ? note_ordered(s, rest, rest_modes, rest_epochs, nr) : DLS_OK;
+  for (int i = 0; i < nn; i++)
+    atomic_fetch_sub_explicit(&noted[i]->inflight, 1, memory_order_release);
+  return st;
+}
+
+/* dls__buffers_note for uses ordered (not noted) by dls__buffer_order. */
+static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                 int n) {
   dls__accesses x; /* not zeroed: its entries are written as they are added */
   x.n = 0;
   x.s = s;
@@ -522,7 +643,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
       return st;
     }
     x.a[i].party = me;
-    if (b->notes != epoch[i]) /* another use was noted since this one was ordered: a party more, no more */
+    if ((b->notes & EPOCH_NOTES) != epoch[i]) /* another use was noted since it was ordered: a party more, no more */
       x.a[i].mode |= DLS__ACCESS_DECLARED;
   }
   return dls__access_end(&x, true);

@@ -43,6 +43,9 @@ struct dls__buffer {
   uint64_t exporting;   /* the parties holding a live export: they may write at any time */
   uint32_t notes;       /* counts the notes of uses (access.c): a use ordered earlier is noted as ordered only
                            while no other use was noted since */
+  _Atomic int inflight; /* uses of a record noted as they were ordered (dls__buffer_order), their work not yet marked
+                           (dls__buffers_note): meanwhile every note is a declared use's (access.c) */
+  _Atomic(void *) noted_event; /* while `inflight`: the event their stream's entry waits on, which they record */
   dls__use uses_inline[DLS__USES_INLINE];
   _Atomic int refs;     /* handle + tensors + exports + aliases (+ a registry lookup, exported.c) */
   _Atomic bool exported; /* in the registry of exported memory (exported.c) until its last reference goes */
@@ -105,13 +108,18 @@ DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
 DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 /* A use of `mode` on `s` by work that dlstream queues later through raw pointers (the extension's uses of foreign
  * memory): `s` waits as dls__access_begin makes it, and nothing is noted yet; *out_epoch says the state it was
- * ordered against, for dls__buffers_note. */
+ * ordered against, for dls__buffers_note. Where `b` is a record no other stream writes (a write: nor reads), as when the
+ * same memory is used again on the same stream, the use waits for nothing and is noted at once, as in flight: its
+ * epoch says so, and dls__buffers_note then only records the stream's mark (docs/hazard-rule.md). */
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
  * noted as a declared use (a party more). A buffer named twice is noted once with both modes. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
                                              const uint32_t *epochs, int n);
+/* A use ordered by dls__buffer_order whose work was not queued after all: a use noted as it was ordered is let go of
+ * (its note stays: a party more); one only ordered needs nothing. */
+DLS__INTERNAL void dls__buffer_unordered(dls__buffer *b, uint32_t epoch);
 /* An export to `consumer`: ordered as a write by it, and from then on, until
  * dls__buffer_export_end, every other stream's use waits for whatever the
  * consumer queued so far (it may write at any time). */

@@ -34,6 +34,8 @@ static inline dls__buffer *buffer_new(dls__device *dev, void *ptr, size_t size, 
   b->eager_uses = 0;
   b->exporting = 0;
   b->notes = 0;
+  atomic_init(&b->inflight, 0);
+  atomic_init(&b->noted_event, NULL);
   b->alloc_marked = false;
   b->alloc_exports = 0;
   b->uses = b->uses_inline;

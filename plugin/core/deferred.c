@@ -108,7 +108,7 @@ size_t dls_deferred_poll(void) {
     return 0;
   /* Polling is dlstream's own initiative: never while a capture forbids it, nor inside a pin (capture.h), which
    * must not run release callbacks. */
-  if (dls__pins_held > 0 || !dls__capture_polling_allowed())
+  if (dls__pins.held > 0 || !dls__capture_polling_allowed())
     return atomic_load(&dls__deferred_count);
   dls__deferred *ready = NULL;
   pthread_mutex_lock(&g_deferred_mu);

@@ -63,6 +63,16 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   if (size == 0 || DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
     return DLS_OK;
   uintptr_t hi = end_of(lo, size);
+  /* The common case: one record, that holds the range (what the walk below finds). */
+  _Atomic int *refs;
+  dls__buffer *one = dls__ranges_sole(&dls__foreign_ranges, dev->device, lo, size, &refs);
+  if (DLS__LIKELY(one != NULL) && one->record && (add || atomic_load_explicit(refs, memory_order_relaxed) != 2)) {
+    out->rec[0] = one;
+    out->n = 1;
+    return DLS_OK;
+  }
+  if (one != NULL)
+    dls__buffer_unref(one); /* an import, or a record that may go: the walk below */
   dls__range r[DLS__FOREIGN_MAX];
   int n;
   bool holds; /* by a record or an import: only a record's counts here */

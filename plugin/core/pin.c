@@ -37,10 +37,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_key;
 static _Atomic int g_changing;
 static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
-_Thread_local int dls__pins_held;
-static _Thread_local pin_slot *t_slot;  /* NULL until the thread's first pin */
-static _Thread_local bool t_counted;    /* the outer pin is counted (not taken inside a change) */
-static _Thread_local int t_changes;     /* changes this thread is in (they nest) */
+_Thread_local dls__pin_thread dls__pins;
 
 static void slot_give_back(void *slot) {
   if (slot != &g_crowd)
@@ -92,29 +89,30 @@ static inline void pin_drop(pin_slot *s) {
     atomic_fetch_sub_explicit(&s->held, 1, memory_order_release);
 }
 
-void dls__capture_pin_first(void) {
-  if (t_changes > 0)
+void dls__capture_pin_first(dls__pin_thread *t) {
+  if (t->changes > 0)
     return; /* the thread's own change holds everything still */
-  pin_slot *s = t_slot;
+  pin_slot *s = t->slot;
   if (DLS__UNLIKELY(s == NULL))
-    s = t_slot = slot_take();
+    s = t->slot = slot_take();
   while (DLS__UNLIKELY(!pin_try(s))) {
     pin_drop(s);
     pthread_mutex_lock(&g_change_mu); /* waits the change out */
     pthread_mutex_unlock(&g_change_mu);
   }
-  t_counted = true;
+  t->counted = true;
 }
 
-void dls__capture_unpin_last(void) {
-  if (!t_counted)
+void dls__capture_unpin_last(dls__pin_thread *t) {
+  if (!t->counted)
     return;
-  t_counted = false;
-  pin_drop(t_slot);
+  t->counted = false;
+  pin_drop(t->slot);
 }
 
 void dls__capture_change_begin(void) {
-  if (t_changes++ > 0)
+  dls__pin_thread *t = &dls__pins;
+  if (t->changes++ > 0)
     return;
   pthread_once(&g_once, pins_start);
   pthread_mutex_lock(&g_change_mu);
@@ -125,7 +123,7 @@ void dls__capture_change_begin(void) {
 #endif
   /* A pin of this very thread's (a capture begun or a stream destroyed from inside pinned work, which pins never
    * allow: see pin.h) is not waited for: nothing could release it. */
-  long own = t_counted ? 1 : 0;
+  long own = t->counted ? 1 : 0;
   for (;;) {
     long held = atomic_load_explicit(&g_crowd.held, memory_order_seq_cst);
     int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
@@ -138,7 +136,7 @@ void dls__capture_change_begin(void) {
 }
 
 void dls__capture_change_end(void) {
-  if (--t_changes > 0)
+  if (--dls__pins.changes > 0)
     return;
   atomic_store_explicit(&g_changing, 0, memory_order_release);
   pthread_mutex_unlock(&g_change_mu);

@@ -15,16 +15,25 @@
  * across a user's callback, Python code or a host wait (a change held up by one could wait for it forever): only
  * the decision and the calls that carry it out. Captures dlstream did not begin (torch.cuda.graph) change outside
  * any pin: that race is the caller's. */
-DLS__INTERNAL extern _Thread_local int dls__pins_held;
-DLS__INTERNAL void dls__capture_pin_first(void);
-DLS__INTERNAL void dls__capture_unpin_last(void);
+/* The thread's pins, in one thread-local (one lookup of the thread's storage per pin, not one per field). */
+typedef struct dls__pin_thread {
+  int held;            /* pins held (they nest) */
+  bool counted;        /* the outer pin is counted (not taken inside a change) */
+  int changes;         /* changes this thread is in (they nest) */
+  struct pin_slot *slot; /* NULL until the thread's first pin */
+} dls__pin_thread;
+DLS__INTERNAL extern _Thread_local dls__pin_thread dls__pins;
+DLS__INTERNAL void dls__capture_pin_first(dls__pin_thread *t);
+DLS__INTERNAL void dls__capture_unpin_last(dls__pin_thread *t);
 static DLS__HOT_INLINE void dls__capture_pin(void) {
-  if (dls__pins_held++ == 0)
-    dls__capture_pin_first();
+  dls__pin_thread *t = &dls__pins;
+  if (t->held++ == 0)
+    dls__capture_pin_first(t);
 }
 static DLS__HOT_INLINE void dls__capture_unpin(void) {
-  if (--dls__pins_held == 0)
-    dls__capture_unpin_last();
+  dls__pin_thread *t = &dls__pins;
+  if (--t->held == 0)
+    dls__capture_unpin_last(t);
 }
 /* A change of the capture state (a capture's begin, end or discard): from change_begin to change_end no pin is
  * held by another thread. Changes nest on their thread and exclude each other. Inside one, pins are free. */

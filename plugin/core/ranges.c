@@ -161,6 +161,26 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
   return found;
 }
 
+void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs) {
+  if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
+    return NULL;
+  uintptr_t hi = end_of(lo, size);
+  void *found = NULL;
+  dls__spin_lock(&r->mu);
+  /* Entries from lower_bound(hi) on start at or past hi: the last one below it is the only candidate, when no entry
+   * before it reaches past lo. */
+  size_t i = lower_bound(r, hi);
+  if (i > 0 && (i == 1 || r->reach[i - 2] <= lo)) {
+    const dls__range *e = &r->entries[i - 1];
+    if (e->lo <= lo && e->hi >= hi && same_memory(e->home, home) && try_ref(e->refs)) {
+      found = e->owner;
+      *out_refs = e->refs;
+    }
+  }
+  dls__spin_unlock(&r->mu);
+  return found;
+}
+
 void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out, int max,
                              int *out_n, bool *out_holds) {
   *out_n = 0;

@@ -49,6 +49,10 @@ DLS__INTERNAL void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, u
 /* The owner of an entry on `home` whose bytes hold all of [lo, lo + size), or failing that the owner of the lowest
  * entry overlapping it; a reference taken (the caller drops it). NULL when none matches, or size is 0. */
 DLS__INTERNAL void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size);
+/* The common case of dls__ranges_overlapping, walking no further: when the one entry [lo, lo + size) overlaps on
+ * `home` holds all of it, its owner with a reference taken (*out_refs: its count); NULL otherwise (none, several,
+ * one that holds part: the caller asks dls__ranges_overlapping). */
+DLS__INTERNAL void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs);
 /* Every entry on `home` overlapping [lo, lo + size), each owner with a reference taken, at most `max` (*out_n: how
  * many overlap, which may be more than `max`: then none is taken); *out_holds: one of them holds all of the range. */
 DLS__INTERNAL void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out,

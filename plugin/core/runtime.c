@@ -7,6 +7,7 @@
 _Atomic int dls__state = 0;
 _Atomic bool dls__hazards_off;
 _Atomic bool dls__foreign_off;
+_Atomic bool dls__noted_broken;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
@@ -37,6 +38,8 @@ dls_status_t dls__enter_slow(const char *call) {
       atomic_store(&dls__hazards_off, off != NULL && off[0] == '1');
       off = getenv("DLSTREAM_TEST_NO_FOREIGN");
       atomic_store(&dls__foreign_off, off != NULL && off[0] == '1');
+      off = getenv("DLSTREAM_TEST_BREAK_NOTED");
+      atomic_store(&dls__noted_broken, off != NULL && off[0] == '1');
       atomic_store_explicit(&dls__state, 1, memory_order_release);
     }
     pthread_mutex_unlock(&g_init_mu);

@@ -26,6 +26,9 @@ DLS__INTERNAL extern _Atomic bool dls__hazards_off;
 /* DLSTREAM_TEST_NO_FOREIGN=1 (read at start-up; tests turn it): no record of foreign memory is made or joined
  * (foreign.h), the negative control of the tests of foreign memory. */
 DLS__INTERNAL extern _Atomic bool dls__foreign_off;
+/* DLSTREAM_TEST_BREAK_NOTED=1 (read at start-up): a use noted as it was ordered (access.c) skips the record of its
+ * stream's mark after its work, the ordering that way must not skip: the negative control of its tests. */
+DLS__INTERNAL extern _Atomic bool dls__noted_broken;
 #define DLS__ENTER(call)                                                 \
   do {                                                                   \
     if (DLS__UNLIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) != 1)) \

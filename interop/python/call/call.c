@@ -234,6 +234,8 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
         dlspy_managed_release(p->managed, p->release_kind == DLSPY_POST_MANAGED_V);
       break;
     case DLSPY_POST_USE: /* noted by end_uses */
+      if (!ok)
+        dls__ext_use_unordered(p->buf, p->epoch);
       dls__buffer_unref(p->buf);
       break;
     case DLSPY_POST_HOLD:
