@@ -24,36 +24,11 @@
 #include "core/release.h"
 #include "core/wait.h"
 
-/* The allocation stream, as a party. */
-#define ALLOC (-1)
-/* No party yet. */
-#define NONE (-2)
-
-/* A party's bit in the hazard state (buffer.h): ALLOC's is bit 0, entry k's
- * bit 1 + k; the entries from SPILL_FROM on share bit 63. A spilled party is
- * never sure of its own role, so it waits for the writer, and a wait for the
- * spill bit waits for each spilled party of the capture: conservative, never
- * wrong. The spill bit, once set, stays. */
-#define SPILL_FROM 62
-#define SPILL ((uint64_t)1 << 63)
-static inline uint64_t bit_of(int k) { return k < SPILL_FROM ? (uint64_t)1 << (k + 1) : SPILL; }
-
-/* The parties of capture `cap` (0: eager work). b->mu held. */
-static inline uint64_t parties_in(const dls__buffer *b, uint64_t cap) {
-  uint64_t in = b->cap_id == cap ? 1 : 0;
-  if (DLS__LIKELY(cap == 0))
-    return in | b->eager_uses;
-  for (int k = 0; k < b->nuses; k++)
-    if (b->uses[k].cap_id == cap)
-      in |= bit_of(k);
-  return in;
-}
-
 /* The use entry of `s` in capture `in_cap` (0: eager), added with a pooled
  * event when missing. A use in a capture gets its own entry: re-recording an
  * eager use's event in a capture would lose the eager work it marks. b->mu
  * held. */
-static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, int *out) {
+dls_status_t dls__use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, int *out) {
   for (int i = 0; i < b->nuses; i++) {
     if (dls__same_stream(b->uses[i].stream, s) && b->uses[i].cap_id == in_cap) {
       *out = i;
@@ -88,7 +63,7 @@ static dls_status_t use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, i
   dls__stream_ref(s);
   /* A new party has no role; a spilled one shares the bit of others that may have one. */
   if (in_cap == 0)
-    b->eager_uses |= bit_of(b->nuses);
+    b->eager_uses |= dls__party_bit(b->nuses);
   *out = b->nuses++;
   return DLS_OK;
 }
@@ -118,16 +93,6 @@ static inline bool owner_replayed(const dls__graph_owner *o) {
   return o->launches != NULL && __atomic_load_n(o->launches, __ATOMIC_ACQUIRE) > 0;
 }
 
-/* Who stream `s` in capture `cap` is to the buffer: ALLOC, an entry, or NONE. */
-static DLS__HOT_INLINE int party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
-  if (cap == b->cap_id && dls__same_stream(b->stream, s))
-    return ALLOC;
-  for (int i = 0; i < b->nuses; i++)
-    if (b->uses[i].cap_id == cap && dls__same_stream(b->uses[i].stream, s))
-      return i;
-  return NONE;
-}
-
 /* Whether a crossing from the allocation stream may wait on its mark: it
  * was recorded after the stream's latest use of owned memory, and no export
  * lets the stream write it unseen since. A producer of borrowed memory
@@ -139,7 +104,7 @@ static bool alloc_mark_valid(const dls__buffer *b) {
 
 /* Makes `s` (in capture `cap`) wait for party `k`'s work (b->mu held). */
 static dls_status_t wait_for(dls__buffer *b, dls__stream *s, uint64_t cap, int k) {
-  if (k == ALLOC) {
+  if (k == DLS__PARTY_ALLOC) {
     dls__stream *a = b->stream;
     if (a->native == (void *)UINTPTR_MAX || dls__same_stream(a, s))
       return DLS_OK; /* memory no stream produced (latch flags) */
@@ -162,7 +127,7 @@ static dls_status_t wait_for(dls__buffer *b, dls__stream *s, uint64_t cap, int k
 /* Whether party bit `mine` (0: none yet) waited for every writer of the capture whose parties are `in`: it read
  * since their write, or it is their only writer. A spilled party is never sure (b->mu held). */
 static inline bool synced(const dls__buffer *b, uint64_t in, uint64_t mine) {
-  return mine != 0 && mine != SPILL && ((b->readers & mine) != 0 || (b->writers & in) == mine);
+  return mine != 0 && mine != DLS__SPILL && ((b->readers & mine) != 0 || (b->writers & in) == mine);
 }
 
 /* The waits a use of `mode` on `s` (party `me` of capture `cap`) needs (b->mu held). */
@@ -186,21 +151,21 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
   }
   /* The writer, unless `s` already waited for it (it reads since, or is the capture's only writer); the readers,
    * for a write; a consumer holding an export, always: each a party of the use's capture other than `s` itself. */
-  uint64_t mine = me == NONE ? 0 : bit_of(me);
-  uint64_t in = parties_in(b, cap);
+  uint64_t mine = me == DLS__PARTY_NONE ? 0 : dls__party_bit(me);
+  uint64_t in = dls__parties_in(b, cap);
   uint64_t need = b->exporting;
   if (!synced(b, in, mine))
     need |= b->writers;
   if (mode & DLS_ACCESS_WRITE)
     need |= b->readers;
-  need &= in & ~(mine & ~SPILL);
+  need &= in & ~(mine & ~DLS__SPILL);
   for (; need != 0; need &= need - 1) {
     int k = __builtin_ctzll(need) - 1;
-    if (DLS__LIKELY(k < SPILL_FROM)) {
+    if (DLS__LIKELY(k < DLS__SPILL_FROM)) {
       DLS__TRY(wait_for(b, s, cap, k));
       continue;
     }
-    for (k = SPILL_FROM; k < b->nuses; k++) /* wait_for skips `s` itself */
+    for (k = DLS__SPILL_FROM; k < b->nuses; k++) /* wait_for skips `s` itself */
       if (b->uses[k].cap_id == cap)
         DLS__TRY(wait_for(b, s, cap, k));
   }
@@ -211,8 +176,8 @@ static DLS__HOT_INLINE dls_status_t order_use(dls__buffer *b, dls__stream *s, ui
  * party more, never one less. A write (or a read by a party that did not wait for the writer) is one more writer,
  * beside the writers no wait has covered; the readers since become writers too, as they did not wait for it. A
  * read by a party that waited for the writer is one more reader. (b->mu held) */
-static DLS__NOINLINE void note_declared(dls__buffer *b, uint64_t cap, int me, int mode) {
-  uint64_t in = parties_in(b, cap), mine = bit_of(me);
+DLS__NOINLINE void dls__note_declared(dls__buffer *b, uint64_t cap, int me, int mode) {
+  uint64_t in = dls__parties_in(b, cap), mine = dls__party_bit(me);
   if (!(mode & DLS_ACCESS_WRITE) && synced(b, in, mine)) {
     b->readers |= mine;
   } else if (mode & DLS_ACCESS_WRITE) {
@@ -223,38 +188,21 @@ static DLS__NOINLINE void note_declared(dls__buffer *b, uint64_t cap, int me, in
   }
 }
 
-/* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
-static DLS__HOT_INLINE void note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
-  b->notes++;
-  /* A use noted as it was ordered may not be marked yet (its work not queued): no one takes the writer's place. */
-  if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED) ||
-      DLS__UNLIKELY(atomic_load_explicit(&b->inflight, memory_order_relaxed) != 0)) {
-    note_declared(b, cap, me, mode);
-    return;
-  }
-  if (mode & DLS_ACCESS_WRITE) {
-    uint64_t in = parties_in(b, cap) & ~SPILL; /* the spill bit stays: its other parties may have roles */
-    b->writers = (b->writers & ~in) | bit_of(me);
-    b->readers &= ~in;
-  } else {
-    b->readers |= bit_of(me);
-  }
-}
-
 /* A record of foreign memory (foreign.c) outlives its uses, and each new stream that uses it would add an entry that
  * holds that stream (a pooled branch stream then never goes back to its pool): once a use is noted, the eager entries
  * with no role any more (no writer, no reader, no export: no later use waits for them, the last writer waited for
- * their work) leave, the bits of the others moved down with them. Their streams go into `out` (at most SPILL_FROM),
- * for the caller to drop once the lock is let go; how many. Spilled records are left as they are. (b->mu held) */
+ * their work) leave, the bits of the others moved down with them. Their streams go into `out` (at most
+ * DLS__SPILL_FROM), for the caller to drop once the lock is let go; how many. Spilled records are left as they are.
+ * (b->mu held) */
 static DLS__NOINLINE int forget_roleless(dls__buffer *b, dls__stream **out) {
   uint64_t role = b->writers | b->readers | b->exporting;
-  if (b->nuses >= SPILL_FROM)
+  if (b->nuses >= DLS__SPILL_FROM)
     return 0;
   uint64_t writers = b->writers & 1, readers = b->readers & 1, exporting = b->exporting & 1, eager = 0;
   int n = 0, j = 0;
   for (int k = 0; k < b->nuses; k++) {
     dls__use *u = &b->uses[k];
-    uint64_t from = bit_of(k), to = bit_of(j);
+    uint64_t from = dls__party_bit(k), to = dls__party_bit(j);
     if (u->cap_id == 0 && u->exports == 0 && !(role & from)) {
       out[n++] = u->stream;
       continue;
@@ -288,11 +236,6 @@ static void sort_by_address(dls__access *a, int n) {
   }
 }
 
-static void unlock_all(dls__accesses *x, int n) {
-  for (int i = 0; i < n; i++)
-    dls__spin_unlock(&x->a[i].b->mu);
-}
-
 static dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s);
 static dls_status_t access_end_parties(dls__accesses *x, bool queued);
 
@@ -323,7 +266,7 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
     dls__buffer *b = x->a[i].b;
     dls__spin_lock(&b->mu);
     own = own && b->nuses == 0 && b->cap_id == 0 && dls__same_stream(b->stream, s);
-    x->a[i].party = ALLOC; /* read after the end by dls__buffer_export_begin */
+    x->a[i].party = DLS__PARTY_ALLOC; /* read after the end by dls__buffer_export_begin */
   }
   x->own = own;
   if (DLS__LIKELY(own))
@@ -336,8 +279,9 @@ dls_status_t dls__access_begin(dls__accesses *x, dls__stream *s) {
 
 /* One buffer's part of dls__access_begin, locked: its waits, and the party the use is (*out_party), with the entry
  * noting it will need made now. Leaves b->mu locked, whatever it returns. */
-static DLS__HOT_INLINE dls_status_t begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode, int *out_party) {
-  *out_party = ALLOC;
+DLS__HOT_INLINE dls_status_t dls__access_begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
+                                                    int *out_party) {
+  *out_party = DLS__PARTY_ALLOC;
   /* The allocation stream is the only party, and the use is on it (nothing to wait for). */
   if (DLS__LIKELY(b->nuses == 0 && b->cap_id == cap && dls__same_stream(b->stream, s)))
     return DLS_OK;
@@ -347,13 +291,13 @@ static DLS__HOT_INLINE dls_status_t begin_one(dls__buffer *b, dls__stream *s, ui
                      "replay's output, so it may be used only once the graph has been replayed (it has not, or the "
                      "capture was discarded); nothing was queued",
                      (unsigned long long)b->cap_id);
-  int me = party_of(b, s, cap);
+  int me = dls__party_of(b, s, cap);
   DLS__TRY(order_use(b, s, cap, me, mode));
   /* The entry a use needs is made before the work is queued, so noting the use afterwards needs no memory. An eager
    * use by the allocation stream of owned memory others use records its mark (dls__access_end), made now. */
-  if (me == NONE)
-    DLS__TRY(use_entry(b, s, cap, &me));
-  else if (me == ALLOC && cap == 0 && !b->borrowed)
+  if (me == DLS__PARTY_NONE)
+    DLS__TRY(dls__use_entry(b, s, cap, &me));
+  else if (me == DLS__PARTY_ALLOC && cap == 0 && !b->borrowed)
     DLS__TRY(dls__stream_mark(b->stream, &(void *){NULL})); /* its own (`s` may be another handle of its stream) */
   *out_party = me;
   return DLS_OK;
@@ -364,9 +308,9 @@ static DLS__HOT_INLINE dls_status_t begin_one(dls__buffer *b, dls__stream *s, ui
 static DLS__NOINLINE dls_status_t access_begin_parties(dls__accesses *x, dls__stream *s) {
   (void)dls__stream_capture(s, &x->cap);
   for (int i = 0; i < x->n; i++) {
-    dls_status_t st = begin_one(x->a[i].b, s, x->cap, x->a[i].mode, &x->a[i].party);
+    dls_status_t st = dls__access_begin_one(x->a[i].b, s, x->cap, x->a[i].mode, &x->a[i].party);
     if (st != DLS_OK) {
-      unlock_all(x, x->n);
+      dls__unlock_all(x, x->n);
       return st;
     }
   }
@@ -379,7 +323,7 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
      * is the only party, and so its writer (its bit is cleared only by
      * another party's write): another stream's use waits for it, read or
      * write, whatever it did since. */
-    unlock_all(x, x->n);
+    dls__unlock_all(x, x->n);
     dls__capture_unpin();
     return DLS_OK;
   }
@@ -391,7 +335,7 @@ dls_status_t dls__access_end(dls__accesses *x, bool queued) {
 /* The rest of dls__access_end: each use's record and role. */
 static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queued) {
   if (DLS__UNLIKELY(!queued)) {
-    unlock_all(x, x->n);
+    dls__unlock_all(x, x->n);
     return DLS_OK;
   }
   dls_status_t first = DLS_OK;
@@ -402,11 +346,11 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
   for (int i = 0; i < x->n; i++) {
     dls__buffer *b = x->a[i].b;
     int me = x->a[i].party;
-    if (DLS__LIKELY(me == ALLOC && b->nuses == 0)) {
+    if (DLS__LIKELY(me == DLS__PARTY_ALLOC && b->nuses == 0)) {
       dls__spin_unlock(&b->mu); /* the allocation stream, the only party and its writer: nothing to note */
       continue;
     }
-    if (me == ALLOC) {
+    if (me == DLS__PARTY_ALLOC) {
       /* Others use the memory: the allocation stream's eager use of owned
        * memory is marked like theirs, so that a crossing from it waits on
        * the mark (a failed record: on a record made then, as before). */
@@ -434,8 +378,8 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
       if (st != DLS_OK && first == DLS_OK)
         first = st;
     }
-    note_use(b, x->cap, me, x->a[i].mode);
-    dls__stream *gone[SPILL_FROM];
+    dls__note_use(b, x->cap, me, x->a[i].mode);
+    dls__stream *gone[DLS__SPILL_FROM];
     int ngone = DLS__UNLIKELY(b->record) && (b->eager_uses & ~(b->writers | b->readers | b->exporting)) != 0
                     ? forget_roleless(b, gone)
                     : 0;
@@ -459,8 +403,8 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
     dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
     (void)dls__stream_capture(s, &x.cap);
     dls__spin_lock(&b->mu);
-    int me = party_of(b, s, x.cap);
-    dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
+    int me = dls__party_of(b, s, x.cap);
+    dls_status_t st = me == DLS__PARTY_NONE ? dls__use_entry(b, s, x.cap, &me) : DLS_OK;
     if (st != DLS_OK) {
       dls__spin_unlock(&b->mu);
       dls__capture_unpin();
@@ -474,187 +418,12 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
   return dls__access_end(&x, true);
 }
 
-/* The epoch of a use ordered by dls__buffer_order, for dls__buffers_note: the buffer's count of notes, and two flags. */
-#define EPOCH_NOTES 0x3fffffffu
-#define EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
-#define EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
-
-/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
- * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
- * the "no stream" producer, whose work is none); no export. (b->mu held) */
-static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
-  if (me < 0 || me >= SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
-    return false;
-  const dls__use *u = &b->uses[me];
-  uint64_t others = b->eager_uses & ~bit_of(me); /* the other eager entries (not ALLOC's bit) */
-  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
-  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
-}
-
-dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
-  if (DLS__LIKELY(b->record)) {
-    /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the
-     * capture state read here only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
-     * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes
-     * as one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
-    uint64_t cap = 0;
-    (void)dls__stream_capture(s, &cap);
-    dls__spin_lock(&b->mu);
-    int me = party_of(b, s, 0);
-    if (cap == 0 && noted_at_once(b, me, mode)) {
-      note_use(b, 0, me, mode);
-      /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while
-       * in flight (the entry keeps its role), and so does the event. */
-      atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
-      atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-      dls__spin_unlock(&b->mu);
-      *out_epoch = EPOCH_NOTED;
-      return DLS_OK;
-    }
-    dls__spin_unlock(&b->mu);
-  }
-  /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
-  dls__capture_pin();
-  uint64_t cap = 0;
-  (void)dls__stream_capture(s, &cap);
-  dls__spin_lock(&b->mu);
-  int me;
-  dls_status_t st = begin_one(b, s, cap, mode, &me);
-  /* acquire: a use whose count went back to 0 (release) recorded the mark this use's waits saw */
-  *out_epoch = (b->notes & EPOCH_NOTES) |
-               (atomic_load_explicit(&b->inflight, memory_order_acquire) != 0 ? EPOCH_UNSURE : 0);
-  dls__spin_unlock(&b->mu);
-  dls__capture_unpin();
-  return st;
-}
-
-/* The uses of `n` buffers on `s` noted as they were ordered, once their work was queued: the mark each one's entry
- * waits on (`s`'s own, or another handle's of its stream) recorded after it, once for all that share it, then each
- * let go of. Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the
- * record's status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
-static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n) {
-  dls__capture_pin(); /* the capture state read, and the records made, in one pin */
-  uint64_t cap = 0;
-  (void)dls__stream_capture(s, &cap);
-  dls_status_t st = cap == 0 ? DLS_OK : DLS_ERR_STATE;
-  bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed);
-  void *last = NULL;
-  for (int i = 0; i < n && st == DLS_OK; i++) {
-    void *ev = atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed);
-    if (ev != last && !DLS__UNLIKELY(broken))
-      st = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native);
-    last = ev;
-  }
-  dls__capture_unpin();
-  for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
-    atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
-  return st;
-}
-
-void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
-  if (epoch == EPOCH_NOTED) /* nothing was queued: the mark as it is covers it */
-    atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
-}
-
-static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                 int n);
-
-dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                               int n) {
-  /* Those noted as they were ordered (noted[], let go of once their mark is recorded), and the others (rest[]): a use
-   * noted so that was used in more ways since (DLS__ACCESS_DECLARED) is in both, noted again as a declared use. */
-  enum { MAX = DLS_MAX_ARGS + 2 };
-  dls__buffer *noted[MAX], *rest[2 * MAX]; /* rest: each, and each noted one again */
-  int rest_modes[2 * MAX];
-  uint32_t rest_epochs[2 * MAX];
-  int nn = 0, nr = 0;
-  bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
-  if (n > MAX)
-    n = MAX;
-  for (int i = 0; i < n; i++) {
-    bool at_once = epochs[i] == EPOCH_NOTED, declared = (modes[i] & DLS__ACCESS_DECLARED) != 0;
-    if (at_once)
-      noted[nn++] = bufs[i];
-    mark |= at_once && !declared;
-    if (!at_once || declared) {
-      rest[nr] = bufs[i];
-      rest_modes[nr] = modes[i];
-      rest_epochs[nr++] = at_once ? EPOCH_UNSURE : epochs[i];
-    }
-  }
-  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn) == DLS_OK)
-    return DLS_OK; /* the common case: each noted as it was ordered, its mark recorded now */
-  if (mark && nr > 0 && noted_mark(s, noted, nn) == DLS_OK)
-    return note_ordered(s, rest, rest_modes, rest_epochs, nr);
-  /* None noted as ordered, or their mark could not be recorded (`s` captures now, the record failed): those noted
-   * in the capture `s` is in now, or recorded again (a failed record leaves its use stale), as declared uses: a
-   * party more. Let go of once noted. */
-  for (int i = 0; i < nn && mark; i++) {
-    rest[nr] = noted[i];
-    rest_modes[nr] = DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED;
-    rest_epochs[nr++] = EPOCH_UNSURE;
-  }
-  dls_status_t st = nr > 0 ? note_ordered(s, rest, rest_modes, rest_epochs, nr) : DLS_OK;
-  for (int i = 0; i < nn; i++)
-    atomic_fetch_sub_explicit(&noted[i]->inflight, 1, memory_order_release);
-  return st;
-}
-
-/* dls__buffers_note for uses ordered (not noted) by dls__buffer_order. */
-static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                 int n) {
-  dls__accesses x; /* not zeroed: its entries are written as they are added */
-  x.n = 0;
-  x.s = s;
-  x.own = false;
-  uint32_t epoch[DLS_MAX_ARGS + 2];
-  for (int i = 0; i < n && x.n < DLS_MAX_ARGS + 2; i++) {
-    int k = x.n;
-    dls__access_add(&x, bufs[i], modes[i]);
-    if (x.n > k)
-      epoch[k] = epochs[i];
-    else
-      for (k = 0; x.a[k].b != bufs[i]; k++)
-        ;
-    if (epochs[i] != epoch[k]) /* the same buffer ordered twice with other notes between: not sure of its role */
-      x.a[k].mode |= DLS__ACCESS_DECLARED;
-  }
-  dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
-  (void)dls__stream_capture(s, &x.cap);
-  for (int i = 1; i < x.n; i++) { /* address order, as every piece of work locks its buffers */
-    dls__access v = x.a[i];
-    uint32_t e = epoch[i];
-    int j = i;
-    for (; j > 0 && (uintptr_t)x.a[j - 1].b > (uintptr_t)v.b; j--) {
-      x.a[j] = x.a[j - 1];
-      epoch[j] = epoch[j - 1];
-    }
-    x.a[j] = v;
-    epoch[j] = e;
-  }
-  for (int i = 0; i < x.n; i++) {
-    dls__buffer *b = x.a[i].b;
-    dls__spin_lock(&b->mu);
-    int me = party_of(b, s, x.cap);
-    dls_status_t st = me == NONE ? use_entry(b, s, x.cap, &me) : DLS_OK;
-    if (st != DLS_OK) {
-      unlock_all(&x, i + 1);
-      dls__capture_unpin();
-      return st;
-    }
-    x.a[i].party = me;
-    if ((b->notes & EPOCH_NOTES) != epoch[i]) /* another use was noted since it was ordered: a party more, no more */
-      x.a[i].mode |= DLS__ACCESS_DECLARED;
-  }
-  return dls__access_end(&x, true);
-}
-
 dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
   uint64_t cap = 0;
   (void)dls__stream_capture(s, &cap);
   dls__spin_lock(&b->mu);
   int k;
-  dls_status_t st = use_entry(b, s, cap, &k); /* its entry, made when missing */
+  dls_status_t st = dls__use_entry(b, s, cap, &k); /* its entry, made when missing */
   if (st == DLS_OK) {
     dls__use *u = &b->uses[k];
     /* A failed record leaves the use stale: the release records it again
@@ -674,11 +443,11 @@ dls_status_t dls__buffer_export_begin(dls__buffer *b, dls__stream *consumer) {
   DLS__TRY(dls__access_begin(&x, consumer));
   dls_status_t st = dls__access_end(&x, true);
   dls__spin_lock(&b->mu);
-  if (x.a[0].party != ALLOC)
+  if (x.a[0].party != DLS__PARTY_ALLOC)
     b->uses[x.a[0].party].exports++;
   else
     b->alloc_exports++;
-  b->exporting |= bit_of(x.a[0].party);
+  b->exporting |= dls__party_bit(x.a[0].party);
   dls__spin_unlock(&b->mu);
   return st;
 }
@@ -687,21 +456,21 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
   uint64_t cap = 0;
   (void)dls__stream_capture(consumer, &cap);
   dls__spin_lock(&b->mu);
-  int me = party_of(b, consumer, cap);
-  for (int k = 0; k < b->nuses && me == NONE; k++) /* the consumer's capture may be over: its eager entry */
+  int me = dls__party_of(b, consumer, cap);
+  for (int k = 0; k < b->nuses && me == DLS__PARTY_NONE; k++) /* the consumer's capture may be over: its eager entry */
     if (b->uses[k].exports > 0 && dls__same_stream(b->uses[k].stream, consumer))
       me = k;
-  if (me == NONE && b->alloc_exports > 0 && dls__same_stream(b->stream, consumer))
-    me = ALLOC;
-  if (me == ALLOC && b->alloc_exports > 0) {
+  if (me == DLS__PARTY_NONE && b->alloc_exports > 0 && dls__same_stream(b->stream, consumer))
+    me = DLS__PARTY_ALLOC;
+  if (me == DLS__PARTY_ALLOC && b->alloc_exports > 0) {
     /* As below, for the allocation stream; what it queued while it held
      * the export was not seen, so a crossing from it waits on a record
      * made then, not on its mark. */
     if (--b->alloc_exports == 0)
       b->exporting &= ~(uint64_t)1;
     b->alloc_marked = false;
-    bool ordered = cap == b->cap_id && order_use(b, consumer, cap, ALLOC, DLS_ACCESS_WRITE) == DLS_OK;
-    note_use(b, b->cap_id, ALLOC, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
+    bool ordered = cap == b->cap_id && order_use(b, consumer, cap, DLS__PARTY_ALLOC, DLS_ACCESS_WRITE) == DLS_OK;
+    dls__note_use(b, b->cap_id, DLS__PARTY_ALLOC, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
   } else if (me >= 0 && b->uses[me].exports > 0) {
     /* What the consumer queued while it held the export: its last write.
      * Other streams may have used the buffer meanwhile (they waited for the
@@ -709,8 +478,8 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
      * turn; where it cannot (its capture state changed), it is one more
      * writer and the others keep their roles. */
     dls__use *u = &b->uses[me];
-    if (--u->exports == 0 && me < SPILL_FROM) /* a spilled party's bit stays (others may hold exports) */
-      b->exporting &= ~bit_of(me);
+    if (--u->exports == 0 && me < DLS__SPILL_FROM) /* a spilled party's bit stays (others may hold exports) */
+      b->exporting &= ~dls__party_bit(me);
     dls__device *d = consumer->dev;
     bool ordered = cap == u->cap_id && order_use(b, consumer, cap, me, DLS_ACCESS_WRITE) == DLS_OK;
     /* A record made in another capture state than the use's would move its
@@ -718,7 +487,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
      * use is left stale, recorded again (or refused) before any wait on it. */
     u->stale = cap != u->cap_id || d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
-    note_use(b, u->cap_id, me, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
+    dls__note_use(b, u->cap_id, me, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
   }
   dls__spin_unlock(&b->mu);
 }
@@ -744,7 +513,7 @@ int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap) {
    * may be another's: conservative.) */
   int mode = 0;
   dls__spin_lock(&b->mu);
-  uint64_t in = parties_in(b, cap) & ~(uint64_t)1;
+  uint64_t in = dls__parties_in(b, cap) & ~(uint64_t)1;
   if (b->writers & in)
     mode |= DLS_ACCESS_WRITE;
   if (b->readers & in)

@@ -108,9 +108,10 @@ DLS__INTERNAL dls_status_t dls__access_end(dls__accesses *x, bool queued);
 DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool order);
 /* A use of `mode` on `s` by work that dlstream queues later through raw pointers (the extension's uses of foreign
  * memory): `s` waits as dls__access_begin makes it, and nothing is noted yet; *out_epoch says the state it was
- * ordered against, for dls__buffers_note. Where `b` is a record no other stream writes (a write: nor reads), as when the
- * same memory is used again on the same stream, the use waits for nothing and is noted at once, as in flight: its
- * epoch says so, and dls__buffers_note then only records the stream's mark (docs/hazard-rule.md). */
+ * ordered against, for dls__buffers_note. Where `b` is a record no other stream writes (a write: nor reads), as
+ * when the same memory is used again on the same stream, the use waits for nothing and is noted at once, as in
+ * flight: its epoch says so, and dls__buffers_note then only records the stream's mark (docs/hazard-rule.md,
+ * access_ordered.c). */
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
@@ -142,5 +143,77 @@ DLS__INTERNAL dls_status_t dls__buffer_hold_for_capture(dls__buffer *b, uint64_t
 /* How the work of capture `cap` (over) used the buffer, for the hazard rule: DLS_ACCESS_WRITE set when some
  * of it wrote, DLS_ACCESS_READ when some read (since its last write); 0 when none was queued. */
 DLS__INTERNAL int dls__buffer_capture_mode(dls__buffer *b, uint64_t cap);
+
+/* ---- the rule's parties, for its two files: access.c (the rule) and access_ordered.c (uses of work queued through
+ * raw pointers, ordered first and noted once the work is queued) ---- */
+
+/* The allocation stream, as a party. */
+#define DLS__PARTY_ALLOC (-1)
+/* No party yet. */
+#define DLS__PARTY_NONE (-2)
+
+/* A party's bit in the hazard state (buffer.h): DLS__PARTY_ALLOC's is bit 0, entry k's
+ * bit 1 + k; the entries from DLS__SPILL_FROM on share bit 63. A spilled party is
+ * never sure of its own role, so it waits for the writer, and a wait for the
+ * spill bit waits for each spilled party of the capture: conservative, never
+ * wrong. The spill bit, once set, stays. */
+#define DLS__SPILL_FROM 62
+#define DLS__SPILL ((uint64_t)1 << 63)
+static inline uint64_t dls__party_bit(int k) { return k < DLS__SPILL_FROM ? (uint64_t)1 << (k + 1) : DLS__SPILL; }
+
+/* The parties of capture `cap` (0: eager work). b->mu held. */
+static inline uint64_t dls__parties_in(const dls__buffer *b, uint64_t cap) {
+  uint64_t in = b->cap_id == cap ? 1 : 0;
+  if (DLS__LIKELY(cap == 0))
+    return in | b->eager_uses;
+  for (int k = 0; k < b->nuses; k++)
+    if (b->uses[k].cap_id == cap)
+      in |= dls__party_bit(k);
+  return in;
+}
+
+/* Who stream `s` in capture `cap` is to the buffer: DLS__PARTY_ALLOC, an entry, or DLS__PARTY_NONE. */
+static DLS__HOT_INLINE int dls__party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
+  if (cap == b->cap_id && dls__same_stream(b->stream, s))
+    return DLS__PARTY_ALLOC;
+  for (int i = 0; i < b->nuses; i++)
+    if (b->uses[i].cap_id == cap && dls__same_stream(b->uses[i].stream, s))
+      return i;
+  return DLS__PARTY_NONE;
+}
+
+/* What a use dlstream did not order leaves: a party more, never one less (access.c). (b->mu held) */
+DLS__INTERNAL void dls__note_declared(dls__buffer *b, uint64_t cap, int me, int mode);
+
+/* What a use of `mode` by party `me` of capture `cap` leaves (b->mu held). */
+static DLS__HOT_INLINE void dls__note_use(dls__buffer *b, uint64_t cap, int me, int mode) {
+  b->notes++;
+  /* A use noted as it was ordered may not be marked yet (its work not queued): no one takes the writer's place. */
+  if (DLS__UNLIKELY(mode & DLS__ACCESS_DECLARED) ||
+      DLS__UNLIKELY(atomic_load_explicit(&b->inflight, memory_order_relaxed) != 0)) {
+    dls__note_declared(b, cap, me, mode);
+    return;
+  }
+  if (mode & DLS_ACCESS_WRITE) {
+    uint64_t in = dls__parties_in(b, cap) & ~DLS__SPILL; /* the spill bit stays: its other parties may have roles */
+    b->writers = (b->writers & ~in) | dls__party_bit(me);
+    b->readers &= ~in;
+  } else {
+    b->readers |= dls__party_bit(me);
+  }
+}
+
+/* Lets go of the locks of the first `n` buffers of `x`. */
+static inline void dls__unlock_all(dls__accesses *x, int n) {
+  for (int i = 0; i < n; i++)
+    dls__spin_unlock(&x->a[i].b->mu);
+}
+
+/* The use entry of `s` in capture `in_cap` (0: eager), added with a pooled event when missing. (b->mu held) */
+DLS__INTERNAL dls_status_t dls__use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, int *out);
+/* One buffer's part of dls__access_begin: its waits, and the party the use is (*out_party), with the entry noting
+ * it will need made now. (b->mu held, and left held whatever it returns) */
+DLS__INTERNAL dls_status_t dls__access_begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
+                                                 int *out_party);
 
 #endif /* DLSTREAM_CORE_ACCESS_H */

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The hazard rule (access.c) for work queued through raw pointers (the extension's uses of foreign memory): each
+ * use ordered before the work is queued (dls__buffer_order), all of a call's noted in one pass once it is
+ * (dls__buffers_note). A use of a record on the stream that is already its only writer is noted as it is ordered,
+ * in flight until its stream's mark is recorded after the work (docs/hazard-rule.md, "Uses noted as they are
+ * ordered"). */
+#include "core/access.h"
+#include "core/runtime.h"
+
+/* The epoch of a use ordered by dls__buffer_order, for dls__buffers_note: the buffer's count of notes, and two
+ * flags. */
+#define EPOCH_NOTES 0x3fffffffu
+#define EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
+#define EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
+
+/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
+ * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
+ * the "no stream" producer, whose work is none); no export. (b->mu held) */
+static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
+  if (me < 0 || me >= DLS__SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
+    return false;
+  const dls__use *u = &b->uses[me];
+  uint64_t others = b->eager_uses & ~dls__party_bit(me); /* the other eager entries (not DLS__PARTY_ALLOC's bit) */
+  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
+  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
+}
+
+dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
+  if (DLS__LIKELY(b->record)) {
+    /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the
+     * capture state read here only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
+     * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes
+     * as one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
+    uint64_t cap = 0;
+    (void)dls__stream_capture(s, &cap);
+    dls__spin_lock(&b->mu);
+    int me = dls__party_of(b, s, 0);
+    if (cap == 0 && noted_at_once(b, me, mode)) {
+      dls__note_use(b, 0, me, mode);
+      /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while
+       * in flight (the entry keeps its role), and so does the event. */
+      atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
+      atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+      dls__spin_unlock(&b->mu);
+      *out_epoch = EPOCH_NOTED;
+      return DLS_OK;
+    }
+    dls__spin_unlock(&b->mu);
+  }
+  /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
+  dls__capture_pin();
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  dls__spin_lock(&b->mu);
+  int me;
+  dls_status_t st = dls__access_begin_one(b, s, cap, mode, &me);
+  /* acquire: a use whose count went back to 0 (release) recorded the mark this use's waits saw */
+  *out_epoch = (b->notes & EPOCH_NOTES) |
+               (atomic_load_explicit(&b->inflight, memory_order_acquire) != 0 ? EPOCH_UNSURE : 0);
+  dls__spin_unlock(&b->mu);
+  dls__capture_unpin();
+  return st;
+}
+
+/* The uses of `n` buffers on `s` noted as they were ordered, once their work was queued: the mark each one's entry
+ * waits on (`s`'s own, or another handle's of its stream) recorded after it, once for all that share it, then each
+ * let go of. Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the
+ * record's status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
+static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n) {
+  dls__capture_pin(); /* the capture state read, and the records made, in one pin */
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  dls_status_t st = cap == 0 ? DLS_OK : DLS_ERR_STATE;
+  bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed);
+  void *last = NULL;
+  for (int i = 0; i < n && st == DLS_OK; i++) {
+    void *ev = atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed);
+    if (ev != last && !DLS__UNLIKELY(broken))
+      st = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native);
+    last = ev;
+  }
+  dls__capture_unpin();
+  for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
+    atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
+  return st;
+}
+
+void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
+  if (epoch == EPOCH_NOTED) /* nothing was queued: the mark as it is covers it */
+    atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
+}
+
+static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                 int n);
+
+dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                               int n) {
+  /* Those noted as they were ordered (noted[], let go of once their mark is recorded), and the others (rest[]): a use
+   * noted so that was used in more ways since (DLS__ACCESS_DECLARED) is in both, noted again as a declared use. */
+  enum { MAX = DLS_MAX_ARGS + 2 };
+  dls__buffer *noted[MAX], *rest[2 * MAX]; /* rest: each, and each noted one again */
+  int rest_modes[2 * MAX];
+  uint32_t rest_epochs[2 * MAX];
+  int nn = 0, nr = 0;
+  bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
+  if (n > MAX)
+    n = MAX;
+  for (int i = 0; i < n; i++) {
+    bool at_once = epochs[i] == EPOCH_NOTED, declared = (modes[i] & DLS__ACCESS_DECLARED) != 0;
+    if (at_once)
+      noted[nn++] = bufs[i];
+    mark |= at_once && !declared;
+    if (!at_once || declared) {
+      rest[nr] = bufs[i];
+      rest_modes[nr] = modes[i];
+      rest_epochs[nr++] = at_once ? EPOCH_UNSURE : epochs[i];
+    }
+  }
+  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn) == DLS_OK)
+    return DLS_OK; /* the common case: each noted as it was ordered, its mark recorded now */
+  if (mark && nr > 0 && noted_mark(s, noted, nn) == DLS_OK)
+    return note_ordered(s, rest, rest_modes, rest_epochs, nr);
+  /* None noted as ordered, or their mark could not be recorded (`s` captures now, the record failed): those noted
+   * in the capture `s` is in now, or recorded again (a failed record leaves its use stale), as declared uses: a
+   * party more. Let go of once noted. */
+  for (int i = 0; i < nn && mark; i++) {
+    rest[nr] = noted[i];
+    rest_modes[nr] = DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED;
+    rest_epochs[nr++] = EPOCH_UNSURE;
+  }
+  dls_status_t st = nr > 0 ? note_ordered(s, rest, rest_modes, rest_epochs, nr) : DLS_OK;
+  for (int i = 0; i < nn; i++)
+    atomic_fetch_sub_explicit(&noted[i]->inflight, 1, memory_order_release);
+  return st;
+}
+
+/* dls__buffers_note for uses ordered (not noted) by dls__buffer_order. */
+static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                 int n) {
+  dls__accesses x; /* not zeroed: its entries are written as they are added */
+  x.n = 0;
+  x.s = s;
+  x.own = false;
+  uint32_t epoch[DLS_MAX_ARGS + 2];
+  for (int i = 0; i < n && x.n < DLS_MAX_ARGS + 2; i++) {
+    int k = x.n;
+    dls__access_add(&x, bufs[i], modes[i]);
+    if (x.n > k)
+      epoch[k] = epochs[i];
+    else
+      for (k = 0; x.a[k].b != bufs[i]; k++)
+        ;
+    if (epochs[i] != epoch[k]) /* the same buffer ordered twice with other notes between: not sure of its role */
+      x.a[k].mode |= DLS__ACCESS_DECLARED;
+  }
+  dls__capture_pin(); /* as dls__access_begin's, until dls__access_end */
+  (void)dls__stream_capture(s, &x.cap);
+  for (int i = 1; i < x.n; i++) { /* address order, as every piece of work locks its buffers */
+    dls__access v = x.a[i];
+    uint32_t e = epoch[i];
+    int j = i;
+    for (; j > 0 && (uintptr_t)x.a[j - 1].b > (uintptr_t)v.b; j--) {
+      x.a[j] = x.a[j - 1];
+      epoch[j] = epoch[j - 1];
+    }
+    x.a[j] = v;
+    epoch[j] = e;
+  }
+  for (int i = 0; i < x.n; i++) {
+    dls__buffer *b = x.a[i].b;
+    dls__spin_lock(&b->mu);
+    int me = dls__party_of(b, s, x.cap);
+    dls_status_t st = me == DLS__PARTY_NONE ? dls__use_entry(b, s, x.cap, &me) : DLS_OK;
+    if (st != DLS_OK) {
+      dls__unlock_all(&x, i + 1);
+      dls__capture_unpin();
+      return st;
+    }
+    x.a[i].party = me;
+    if ((b->notes & EPOCH_NOTES) != epoch[i]) /* another use was noted since it was ordered: a party more, no more */
+      x.a[i].mode |= DLS__ACCESS_DECLARED;
+  }
+  return dls__access_end(&x, true);
+}
