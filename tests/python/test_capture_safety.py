@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, TORCH_CUDA, needs_torch_cuda, settle, torch
+from conftest import CPU, TORCH_CUDA, needs_cuda, needs_torch_cuda, settle, torch
 
 
 def still_usable():
@@ -185,4 +185,56 @@ def test_a_worker_thread_that_synchronizes_leaves_a_torch_capture_valid():
     g.replay()
     torch.cuda.synchronize()
     assert (x == 2).all()
+    s.close()
+
+
+@needs_cuda
+@pytest.mark.parametrize("mode", ["relaxed", "global"])
+def test_host_arrays_staged_while_another_thread_begins_and_ends_captures(mode, no_leaks):
+    """Issue 31's capture against allocation, from Python: calls that stage a NumPy array on a stream (a temporary on
+    the device, copies in and back, a host wait) while another thread begins and ends captures of that stream. Each
+    call either runs wholly eagerly (the array holds its value) or fails with a dlstream error and leaves the array
+    as it was; the capturing thread only ever sees dlstream errors (a capture a host wait invalidated is discarded);
+    no capture is left open and nothing leaks. Before the pins, a capture could take half of a call's work."""
+    s = dlstream.Stream("cuda:0")
+    stop = threading.Event()
+    unexpected = []
+    captures = [0]
+
+    def capturer():
+        while not stop.is_set():
+            try:
+                with dlstream.capture(s, mode=mode) as cap:
+                    pass
+                captures[0] += 1
+                cap.close()
+            except dlstream.Error:
+                pass  # refused or discarded (the staging thread's host wait invalidated it): said, and left clean
+            except BaseException as e:  # noqa: BLE001 - reported below
+                unexpected.append(e)
+                return
+
+    t = threading.Thread(target=capturer)
+    t.start()
+    eager = failed = 0
+    try:
+        for i in range(300):
+            a = np.full(256, -1.0, np.float32)
+            try:
+                dlstream.fill(a, float(i), stream=s)
+                eager += 1
+                assert (a == float(i)).all(), f"call {i} ran eagerly but the array holds {a[:4]}..."
+            except dlstream.Error:
+                failed += 1
+                assert (a == -1.0).all(), f"call {i} failed but wrote the array: {a[:4]}..."
+    finally:
+        stop.set()
+        t.join()
+    assert not unexpected, unexpected
+    print(f"\n{mode}: {eager} calls ran eagerly, {failed} were refused, {captures[0]} captures ended")
+    assert eager > 0
+    assert dlstream.capture_status(s) == "none"
+    a = np.zeros(256, np.float32)
+    dlstream.fill(a, 5.0, stream=s)  # the stream runs eagerly again
+    assert (a == 5.0).all()
     s.close()
