@@ -387,18 +387,14 @@ static inline bool dls__gpu_special_stream(const dls__gpu *g, const void *stream
          (g->k.stream_legacy_alias != NULL && stream == g->k.stream_legacy_alias);
 }
 
-/* DLS__GPU_CALL for a call on `stream` that names its own context: on a created stream of a vendor whose stream
- * calls run in the stream's context, and while no capture needs the relaxed mode, it is made as it is, without
- * the context check (about 10 ns each on an H100, twice per crossing of the hazard rule); a refusal is made again
- * the usual way (a failed record or wait queues nothing). */
-#define DLS__GPU_STREAM_CALL(g, dev, stream, call, ...)                                                       \
-  do {                                                                                                       \
-    if (DLS__LIKELY((g)->k.stream_names_context && !dls__gpu_special_stream((g), (stream)) &&               \
-                    atomic_load_explicit(&dls__gpu_captures_open, memory_order_acquire) == 0) &&            \
-        DLS__LIKELY((call) == DLS__GPU_OK))                                                                 \
-      return DLS_OK;                                                                                         \
-    DLS__GPU_CALL((g), (dev), (call), __VA_ARGS__);                                                         \
-  } while (0)
+/* Whether a call on `stream` may be made as it is, without the context check: a created stream of a vendor whose
+ * stream calls run in the stream's context names its own context, while no capture needs the relaxed mode (the
+ * check costs about 10 ns on an H100, twice per crossing of the hazard rule). A refusal of a call made so is made
+ * again the usual way (DLS__GPU_CALL; a failed record or wait queues nothing), kept out of the caller's frame. */
+static DLS__HOT_INLINE bool dls__gpu_stream_direct(const dls__gpu *g, const void *stream) {
+  return g->k.stream_names_context && !dls__gpu_special_stream(g, stream) &&
+         atomic_load_explicit(&dls__gpu_captures_open, memory_order_acquire) == 0;
+}
 
 /* Frees what the device holds without a pool (shutdown; gpu_memory.c). */
 DLS__INTERNAL void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d);
