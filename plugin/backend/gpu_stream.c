@@ -142,8 +142,9 @@ dls_status_t dls__gpu_stream_query(const dls__backend *be, int dev, void *stream
   return dls__gpu_query(g, dev, g->calls.stream_query, g->names.stream_query, "stream", stream, out_idle);
 }
 
-/* A wait the driver refused made directly (or one not made so), made again in the device's context. */
-static DLS__NOINLINE DLS__COLD dls_status_t wait_in_context(dls__gpu *g, int dev, void *stream, void *event) {
+/* A wait made in the device's context: one the driver refused made directly, and every wait of a vendor whose
+ * streams do not name their context (HIP: not cold there). */
+static DLS__NOINLINE dls_status_t wait_in_context(dls__gpu *g, int dev, void *stream, void *event) {
   DLS__GPU_CALL(g, dev, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
                 g->names.stream_wait_event, stream, event);
   return DLS_OK;
@@ -203,8 +204,9 @@ dls_status_t dls__gpu_event_check(const dls__backend *be, int dev, void *event) 
   return dls__fail_prefix(DLS_ERR_INVALID_ARGUMENT, "event %p is not a usable %s event", event, g->name);
 }
 
-/* A record the driver refused made directly (or one not made so), made again in the device's context. */
-static DLS__NOINLINE DLS__COLD dls_status_t record_in_context(dls__gpu *g, int dev, void *event, void *stream) {
+/* A record made in the device's context: one the driver refused made directly, and every record of a vendor whose
+ * streams do not name their context (HIP: not cold there). */
+static DLS__NOINLINE dls_status_t record_in_context(dls__gpu *g, int dev, void *event, void *stream) {
   DLS__GPU_CALL(g, dev, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)", g->names.event_record, event,
                 stream);
   return DLS_OK;
