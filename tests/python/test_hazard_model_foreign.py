@@ -165,6 +165,7 @@ class ForeignPrograms(Programs):
             if self.GPU:  # allocated on the block's stream by torch's allocator, used later anywhere
                 self._private(self._alias(torch.full((N,), float(v), device="cuda"), np.full(N, float(v), np.float32)),
                               branch)
+                COUNTS["block torch_new"] += 1
             return
         x, y = self._pick(i), self._pick(j)
         if x is None:
@@ -370,6 +371,7 @@ a = M.new_numpy(1, False)
 M.hold(1)
 M.fill(a, 1, 3)
 M.fill(a, 0, 7)
+ran(0)
 M.release(1)
 """
 
