@@ -348,6 +348,12 @@ def test_programs_with_torch_ops_in_blocks_on_the_gpu():
     x.mul_(2.0).add_(1.0)
     torch.full((N,), 1.0, device="cuda")
     torch.from_dlpack(dlstream.empty(N, "float32", device="cuda:0")).cpu()
+    # dlstream's built-ins likewise (a kernel's first launch loads it): each call the programs make, once.
+    y = torch.zeros(N, device="cuda")
+    dlstream.fill(y, 1.0)
+    dlstream.axpy(1.0, x, y)
+    dlstream.copy(y, x)
+    dlstream.copy(y[1:], x[:-1])
     torch.cuda.synchronize()
     COUNTS.clear()
     TorchBranchPrograms.TestCase("runTest").runTest()

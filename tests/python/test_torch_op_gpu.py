@@ -179,7 +179,7 @@ def test_the_operator_runs_on_torchs_current_stream(ops, under_side):
     assert torch.equal(y, torch.full_like(y, 2.0))
 
 
-def _operator_in_use_stream(ops, carried):
+def _operator_in_use_stream(ops, carried, alive):
     """With a dlstream stream s held by a latch, ``ops.axpy_`` inside ``use_stream(s)``; returns (what y read once
     torch's own stream was synchronized while s was still held, whether torch's stream was waiting for s after the
     block). ``carried`` False takes torch out of the frameworks a block carries (the negative control)."""
@@ -190,6 +190,7 @@ def _operator_in_use_stream(ops, carried):
     cur = torch.cuda.current_stream()
     x = torch.ones(N, device="cuda")
     y = torch.zeros(N, device="cuda")
+    alive += [x, y]  # alive until the test ends: the next call's tensors get memory with no record of this one's uses
     torch.cuda.synchronize()
     latch = dlstream.Latch(DEV)
     latch.wait(s, timeout=TIMEOUT)
@@ -215,8 +216,9 @@ def test_inside_use_stream_the_operator_runs_on_the_blocks_stream(ops):
     the block runs on s, as torch's own ops there do, and torch's stream waits for s at the block's exit: with s
     held, torch's stream is not idle after the block. The negative control, torch not carried, runs the operator on
     torch's own stream: it is done while s is still held."""
-    assert _operator_in_use_stream(ops, True) == (None, True)
-    assert _operator_in_use_stream(ops, False) == (1.0, False), "negative control: the operator on torch's stream"
+    alive = []
+    assert _operator_in_use_stream(ops, True, alive) == (None, True)
+    assert _operator_in_use_stream(ops, False, alive) == (1.0, False), "control: the operator on torch's stream"
 
 
 def test_a_kernel_without_a_signature_is_refused():
