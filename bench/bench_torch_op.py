@@ -9,8 +9,9 @@ Eager: the axpy built-in as a dlstream.torch operator against torch's own y.add_
 and alone. The probe (bench/torch_op_probe.c, compiled here with cc) registers boxed C implementations through
 torch's stable C shim: what an implementation in C instead of Python would save. Compiled (fullgraph=True): a graph
 of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.2 x), default mode and
-mode="reduce-overhead"; and the same graph against its 10 calls eager, beside that pair for a no-op operator of
-torch's own (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs
+mode="reduce-overhead"; and the same graph against its 10 calls eager, with Inductor's generated call() alone between
+them (eager -> call(): per operator; call() -> compiled: torch's per graph), beside the same rows for a no-op operator
+of torch's own and (CUDA) torch's add_ (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs
 the eager rows, the compiled-against-eager rows and the probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
 dispatcher rows compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
 import ctypes
@@ -208,16 +209,19 @@ def compiled_vs_eager_rows(torch, dlstream, dt, dev, notes):
         for i in range(K):
             t[K + i].add_(t[i], alpha=A)
 
+    graphs = [("dlstream axpy_", graph(op)), ("torch's own no-op custom operator (define + impl)", graph(noop))]
+    if dev != "cpu":  # on the CPU, Inductor's add_ is a C++ kernel on OpenMP threads: not the host cost of a call
+        graphs.append(("torch's own add_", add_graph))
     rows = []
-    for what, eager in (("dlstream axpy_", graph(op)), ("torch's own no-op custom operator (define + impl)",
-                                                        graph(noop)), ("torch's own add_", add_graph)):
+    for what, eager in graphs:
         compiled = torch.compile(eager, fullgraph=True)
         call, source = generated(torch, compiled, args)
         anchor = f"eager: {K} x {what}"
         rows.append((anchor, None, loop(eager, *args)))
         if call is not None:
             rows.append((f"Inductor's generated call() alone, the same {K} x {what}", anchor, call_loop(call, args)))
-            notes.append(f"compiled {K} x {what}: the generated call() {code_counts(source)}")
+            if eager is not add_graph:
+                notes.append(f"compiled {K} x {what}: the generated call() {code_counts(source)}")
         rows.append((f"compiled (fullgraph=True): the same {K} x {what}", anchor, loop(compiled, *args)))
     return rows, lib
 
@@ -250,8 +254,9 @@ def generated(torch, compiled, args):
 
 
 def code_counts(source):
-    """What the generated wrapper does besides calling the operators: copies and clones of the written inputs
-    (Inductor's reinplacing failed if there are any), allocations, kernels of its own, layout assertions."""
+    """What the generated wrapper of a graph of operators does besides calling them: copies and clones of the
+    written inputs (Inductor's reinplacing failed if there are any), allocations, kernels of its own, layout
+    assertions (Inductor's size_asserts)."""
     body = source[source.index("def call"):] if "def call" in source else source
     counts = {"operator calls": body.count("torch.ops."), "kernel launches": body.count(".run("),
               "clones/copies": body.count("clone") + body.count("copy_"), "allocations": body.count("empty_strided"),
