@@ -12,18 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (dlstream.torch's CPU tests need it)")
 
-from conftest import CPU  # noqa: E402
-from torchop_kernels import Ops  # noqa: E402
+from test_torch_op import ops  # noqa: E402, F401 - the CPU operators, made once for this module
 
 N = 1024
 K = 4
-
-
-@pytest.fixture(scope="module")
-def ops():
-    o = Ops("dls_test_inductor", CPU)
-    yield o
-    o.remove()
 
 
 def pairs(ops):
