@@ -11,9 +11,10 @@ torch's stable C shim: what an implementation in C instead of Python would save.
 of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.2 x), default mode and
 mode="reduce-overhead"; and the same graph against its 10 calls eager, with Inductor's generated call() alone between
 them (eager -> call(): per operator; call() -> compiled: torch's per graph), beside the same rows for a no-op operator
-of torch's own and (CUDA) torch's add_ (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs
-the eager rows, the compiled-against-eager rows and the probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
-dispatcher rows compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
+of torch's own and (CUDA) torch's add_ (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else
+"skipped: <reason>", exit 0); --cpu runs the eager rows, the compiled-against-eager rows and the probe on torch's
+CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the dispatcher rows
+compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
 import ctypes
 import json
 import os
