@@ -219,7 +219,9 @@ def compiled_vs_eager_rows(torch, dlstream, dt, dev, notes):
         call, source = generated(torch, compiled, args)
         anchor = f"eager: {K} x {what}"
         rows.append((anchor, None, loop(eager, *args)))
-        if call is not None:
+        if call is None:
+            notes.append(f"compiled {K} x {what}: Inductor's generated module not found (no call() row)")
+        else:
             rows.append((f"Inductor's generated call() alone, the same {K} x {what}", anchor, call_loop(call, args)))
             if eager is not add_graph:
                 notes.append(f"compiled {K} x {what}: the generated call() {code_counts(source)}")
@@ -248,17 +250,20 @@ def generated(torch, compiled, args):
     if before is None:
         return None, None
     new = [m for m in PyCodeCache.modules if id(m) not in before and callable(getattr(m, "call", None))]
-    if len(new) != 1:
+    if not new:
         return None, None
-    with open(new[0].__file__) as f:
-        return new[0].call, f.read()
+    with open(new[-1].__file__) as f:
+        return new[-1].call, f.read()
 
 
 def code_counts(source):
     """What the generated wrapper of a graph of operators does besides calling them: copies and clones of the
     written inputs (Inductor's reinplacing failed if there are any), allocations, kernels of its own, layout
     assertions (Inductor's size_asserts)."""
-    body = source[source.index("def call"):] if "def call" in source else source
+    start = source.find("def call")
+    ends = [e for e in (source.find("\nrunner = ", start), source.find("\ndef benchmark_compiled_module", start))
+            if e > 0]
+    body = source[max(start, 0):min(ends, default=len(source))]
     counts = {"operator calls": body.count("torch.ops."), "kernel launches": body.count(".run("),
               "clones/copies": body.count("clone") + body.count("copy_"), "allocations": body.count("empty_strided"),
               "auto_functionalized left": body.count("auto_functionalized"),
