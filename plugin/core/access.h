@@ -115,9 +115,10 @@ DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, in
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
- * noted as a declared use (a party more). A buffer named twice is noted once with both modes. */
+ * noted as a declared use (a party more). A buffer named twice is noted once with both modes. *out_marked (NULL:
+ * not asked): `s`'s mark where it was recorded eagerly after the work, for dls__buffer_mark_by; else NULL. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
-                                             const uint32_t *epochs, int n);
+                                             const uint32_t *epochs, int n, void **out_marked);
 /* A use ordered by dls__buffer_order whose work was not queued after all: a use noted as it was ordered is let go of
  * (its note stays: a party more); one only ordered needs nothing. */
 DLS__INTERNAL void dls__buffer_unordered(dls__buffer *b, uint32_t epoch);
@@ -131,6 +132,10 @@ DLS__INTERNAL void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer)
  * could be made; a failed record leaves the use stale, recorded again by the
  * release (which waits on the host only if that fails too). */
 DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
+/* The same, where `recorded` (NULL: none) is `s`'s mark, recorded eagerly after the work to mark
+ * (dls__buffers_note's *out_marked): an eager use entry that waits on it is marked by that record, with no other
+ * made (a later record of the mark covers more work, never less). */
+DLS__INTERNAL dls_status_t dls__buffer_mark_by(dls__buffer *b, dls__stream *s, const void *recorded);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);

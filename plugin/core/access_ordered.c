@@ -64,22 +64,28 @@ dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_
 
 /* The uses of `n` buffers on `s` noted as they were ordered, once their work was queued: the mark each one's entry
  * waits on (`s`'s own, or another handle's of its stream) recorded after it, once for all that share it, then each
- * let go of. Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the
- * record's status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
-static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n) {
+ * let go of; *marked: `s`'s own mark when it was one of them (recorded eagerly after the work: dls__buffer_mark_by).
+ * Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the record's
+ * status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
+static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n, void **marked) {
   dls__capture_pin(); /* the capture state read, and the records made, in one pin */
   uint64_t cap = 0;
   (void)dls__stream_capture(s, &cap);
   dls_status_t st = cap == 0 ? DLS_OK : DLS_ERR_STATE;
   bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed);
-  void *last = NULL;
+  void *last = NULL, *own = atomic_load_explicit(&s->mark, memory_order_acquire);
+  bool own_recorded = false;
   for (int i = 0; i < n && st == DLS_OK; i++) {
     void *ev = atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed);
-    if (ev != last && !DLS__UNLIKELY(broken))
+    if (ev != last && !DLS__UNLIKELY(broken)) {
       st = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native);
+      own_recorded |= ev == own;
+    }
     last = ev;
   }
   dls__capture_unpin();
+  if (st == DLS_OK && own_recorded && own != NULL)
+    *marked = own;
   for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
     atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
   return st;
@@ -94,7 +100,11 @@ static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const
                                  int n);
 
 dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                               int n) {
+                               int n, void **out_marked) {
+  void *unused = NULL;
+  if (out_marked == NULL)
+    out_marked = &unused;
+  *out_marked = NULL;
   /* Those noted as they were ordered (noted[], let go of once their mark is recorded), and the others (rest[]): a use
    * noted so that was used in more ways since (DLS__ACCESS_DECLARED) is in both, noted again as a declared use. */
   enum { MAX = DLS_MAX_ARGS + 2 };
@@ -116,9 +126,9 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
       rest_epochs[nr++] = at_once ? EPOCH_UNSURE : epochs[i];
     }
   }
-  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn) == DLS_OK)
+  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn, out_marked) == DLS_OK)
     return DLS_OK; /* the common case: each noted as it was ordered, its mark recorded now */
-  if (mark && nr > 0 && noted_mark(s, noted, nn) == DLS_OK)
+  if (mark && nr > 0 && noted_mark(s, noted, nn, out_marked) == DLS_OK)
     return note_ordered(s, rest, rest_modes, rest_epochs, nr);
   /* None noted as ordered, or their mark could not be recorded (`s` captures now, the record failed): those noted
    * in the capture `s` is in now, or recorded again (a failed record leaves its use stale), as declared uses: a
