@@ -113,6 +113,10 @@ DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, in
  * flight: its epoch says so, and dls__buffers_note then only records the stream's mark (docs/hazard-rule.md,
  * access_ordered.c). */
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
+/* dls__buffer_order's quick way alone, for record `b` (eager work: `cap`, the capture state of `s` read by the caller,
+ * is 0): whether the use was noted at once (*out_epoch set); false, nothing done, where it must be ordered. */
+DLS__INTERNAL bool dls__buffer_order_noted(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
+                                           uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
  * noted as a declared use (a party more). A buffer named twice is noted once with both modes. *out_marked (NULL:

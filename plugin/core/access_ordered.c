@@ -25,27 +25,34 @@ static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
   return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
 }
 
+bool dls__buffer_order_noted(dls__buffer *b, dls__stream *s, uint64_t cap, int mode, uint32_t *out_epoch) {
+  /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the capture
+   * state read by the caller only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
+   * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes as
+   * one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
+  if (cap != 0)
+    return false;
+  dls__spin_lock(&b->mu);
+  int me = dls__party_of(b, s, 0);
+  bool noted = noted_at_once(b, me, mode);
+  if (noted) {
+    dls__note_use(b, 0, me, mode);
+    /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while in
+     * flight (the entry keeps its role), and so does the event. */
+    atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+    *out_epoch = EPOCH_NOTED;
+  }
+  dls__spin_unlock(&b->mu);
+  return noted;
+}
+
 dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
   if (DLS__LIKELY(b->record)) {
-    /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the
-     * capture state read here only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
-     * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes
-     * as one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
     uint64_t cap = 0;
     (void)dls__stream_capture(s, &cap);
-    dls__spin_lock(&b->mu);
-    int me = dls__party_of(b, s, 0);
-    if (cap == 0 && noted_at_once(b, me, mode)) {
-      dls__note_use(b, 0, me, mode);
-      /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while
-       * in flight (the entry keeps its role), and so does the event. */
-      atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
-      atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-      dls__spin_unlock(&b->mu);
-      *out_epoch = EPOCH_NOTED;
+    if (dls__buffer_order_noted(b, s, cap, mode, out_epoch))
       return DLS_OK;
-    }
-    dls__spin_unlock(&b->mu);
   }
   /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
   dls__capture_pin();

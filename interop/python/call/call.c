@@ -88,6 +88,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->tmp = NULL;
   p->buf = NULL;
   p->ordered = false;
+  p->unheld = false;
   p->epoch = 0;
   return 0;
 }
@@ -238,7 +239,8 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_USE: /* noted by end_uses */
       if (!ok)
         dls__ext_use_unordered(p->buf, p->epoch);
-      dls__buffer_unref(p->buf);
+      if (!p->unheld) /* else let go of by its note: untouched since */
+        dls__buffer_unref(p->buf);
       break;
     case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);
