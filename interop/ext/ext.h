@@ -175,12 +175,13 @@ dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes,
 /* A record of a merged use, once the use was ordered: out of the registry when nothing else holds it but the
  * registry and `held` references of the caller's. */
 void dls__ext_foreign_retire(dls__buffer *rec, int held);
-/* The quick way of a use of [lo, lo + nbytes) on `home` by eager work on `s` (of `mode`): where one record holds all
- * of its bytes and `s` is already its only writer (a write: its only reader too), the use is ordered and in flight
- * at once: *out the record, NOT held, with its epoch, for dls__ext_uses_note (or dls__ext_use_unordered), after which
- * the record must not be touched. false: nothing done (dls__ext_foreign_find and dls__ext_use_order). */
-bool dls__ext_foreign_use_noted(DLDevice home, const void *lo, size_t nbytes, dls__stream *s, int mode,
-                                dls__buffer **out, uint32_t *out_epoch);
+/* The quick way of a use of [lo, lo + size) on `home` by eager work on `s` (of `mode`), the core's own
+ * (plugin/core/foreign.h): where one record holds all of its bytes and `s` is already its only writer (a write: its
+ * only reader too), the use is ordered and in flight at once: *out the record, NOT held, with its epoch, for
+ * dls__ext_uses_note (or dls__ext_use_unordered), after which the record must not be touched. false: nothing done
+ * (dls__ext_foreign_find and dls__ext_use_order). */
+bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, dls__buffer **out,
+                            uint32_t *out_epoch);
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);
 /* Takes out the records whose uses have all completed (after a host wait). */

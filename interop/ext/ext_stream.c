@@ -6,7 +6,6 @@
 #include "core/buffer.h"
 #include "core/capture.h"
 #include "core/device.h"
-#include "core/foreign.h"
 #include "core/stream.h"
 #include "core/tables.h"
 #include "core/wait.h"
@@ -93,11 +92,6 @@ dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32
 }
 
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch) { dls__buffer_unordered(b, epoch); }
-
-bool dls__ext_foreign_use_noted(DLDevice home, const void *lo, size_t nbytes, dls__stream *s, int mode,
-                                dls__buffer **out, uint32_t *out_epoch) {
-  return dls__foreign_use_noted(home, (uintptr_t)lo, nbytes, s, mode, out, out_epoch);
-}
 
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                 int n, const void **out_marked) {

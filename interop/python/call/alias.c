@@ -38,7 +38,7 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
   dls__buffer *quick;
   uint32_t epoch;
   if (!framework && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) != 0 && c->nposts < DLSPY_MAX_POSTS &&
-      dls__ext_foreign_use_noted(home, lo, n, c->s, mode, &quick, &epoch)) {
+      dls__foreign_use_noted(home, (uintptr_t)lo, n, c->s, mode, &quick, &epoch)) {
     dlspy_post *p = &c->posts[c->nposts];
     (void)dlspy_add_post(c, DLSPY_POST_USE, NULL, NULL); /* room checked above */
     p->buf = quick;
