@@ -37,8 +37,14 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
 /* X(slot, neutral parameters, CUDA, HIP): every driver call the shared
  * methods make. The CUDA and HIP columns name the vendor's entry point (a
  * field of its loader's symbol table), an adapter in its loader, or 0 where
- * the vendor has none; each loader reads only its own column. */
+ * the vendor has none; each loader reads only its own column. The record, the wait and the capture question come
+ * first: their slots then share a cache line with the consts their hot paths read (dls__gpu_stream_direct), which
+ * a driver call between two of dlstream's calls may have evicted. */
 #define DLS__GPU_CALLS(X)                                                                                        \
+  X(event_record, (void *event, void *stream), cu.cuEventRecord, hip.hipEventRecord)                             \
+  X(stream_wait_event, (void *stream, void *event, unsigned flags), cu.cuStreamWaitEvent, hip.hipStreamWaitEvent) \
+  X(capture_info, (void *stream, unsigned *out_status, unsigned long long *out_id),                              \
+    dls__cuda_cuStreamGetCaptureInfo, hip.hipStreamGetCaptureInfo)                                               \
   X(ctx_get, (void **out_ctx), cu.cuCtxGetCurrent, dls__hip_hipGetDevice)                                        \
   X(ctx_set, (void *ctx), cu.cuCtxSetCurrent, dls__hip_hipSetDevice)                                             \
   X(device_attribute, (int *out_value, unsigned attribute, int device), cu.cuDeviceGetAttribute,                 \
@@ -50,13 +56,11 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
   X(stream_destroy, (void *stream), cu.cuStreamDestroy, hip.hipStreamDestroy)                                    \
   X(stream_synchronize, (void *stream), cu.cuStreamSynchronize, hip.hipStreamSynchronize)                        \
   X(stream_query, (void *stream), cu.cuStreamQuery, hip.hipStreamQuery)                                          \
-  X(stream_wait_event, (void *stream, void *event, unsigned flags), cu.cuStreamWaitEvent, hip.hipStreamWaitEvent) \
   X(stream_context, (void *stream, void **out_ctx), cu.cuStreamGetCtx, 0)                                        \
   X(stream_device, (void *stream, int *out_device), cu.cuStreamGetDevice, dls__hip_hipStreamGetDevice)                \
   X(host_func, (void *stream, dls__gpu_host_fn fn, void *user_data), cu.cuLaunchHostFunc, dls__hip_hipLaunchHostFunc) \
   X(event_create, (void **out_event, unsigned flags), cu.cuEventCreate, hip.hipEventCreateWithFlags)             \
   X(event_destroy, (void *event), cu.cuEventDestroy, hip.hipEventDestroy)                                        \
-  X(event_record, (void *event, void *stream), cu.cuEventRecord, hip.hipEventRecord)                             \
   X(event_query, (void *event), cu.cuEventQuery, hip.hipEventQuery)                                              \
   X(event_synchronize, (void *event), cu.cuEventSynchronize, hip.hipEventSynchronize)                            \
   X(event_elapsed, (float *out_ms, void *start, void *end), cu.cuEventElapsedTime, hip.hipEventElapsedTime)      \
@@ -95,8 +99,6 @@ typedef void (*dls__gpu_host_fn)(void *user_data);
     (void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,      \
      unsigned block_z, unsigned shared_mem_bytes, void *stream, void **params, void **extra),                    \
     cu.cuLaunchKernel, hip.hipModuleLaunchKernel)                                                                \
-  X(capture_info, (void *stream, unsigned *out_status, unsigned long long *out_id),                              \
-    dls__cuda_cuStreamGetCaptureInfo, hip.hipStreamGetCaptureInfo)                                               \
   X(capture_begin, (void *stream, unsigned mode), cu.cuStreamBeginCapture, hip.hipStreamBeginCapture)            \
   X(capture_end, (void *stream, void **out_graph), cu.cuStreamEndCapture, hip.hipStreamEndCapture)               \
   X(capture_mode_exchange, (unsigned *mode), cu.cuThreadExchangeStreamCaptureMode,                               \
@@ -387,18 +389,14 @@ static inline bool dls__gpu_special_stream(const dls__gpu *g, const void *stream
          (g->k.stream_legacy_alias != NULL && stream == g->k.stream_legacy_alias);
 }
 
-/* DLS__GPU_CALL for a call on `stream` that names its own context: on a created stream of a vendor whose stream
- * calls run in the stream's context, and while no capture needs the relaxed mode, it is made as it is, without
- * the context check (about 10 ns each on an H100, twice per crossing of the hazard rule); a refusal is made again
- * the usual way (a failed record or wait queues nothing). */
-#define DLS__GPU_STREAM_CALL(g, dev, stream, call, ...)                                                       \
-  do {                                                                                                       \
-    if (DLS__LIKELY((g)->k.stream_names_context && !dls__gpu_special_stream((g), (stream)) &&               \
-                    atomic_load_explicit(&dls__gpu_captures_open, memory_order_acquire) == 0) &&            \
-        DLS__LIKELY((call) == DLS__GPU_OK))                                                                 \
-      return DLS_OK;                                                                                         \
-    DLS__GPU_CALL((g), (dev), (call), __VA_ARGS__);                                                         \
-  } while (0)
+/* Whether a call on `stream` may be made as it is, without the context check: a created stream of a vendor whose
+ * stream calls run in the stream's context names its own context, while no capture needs the relaxed mode (the
+ * check costs about 10 ns on an H100, twice per crossing of the hazard rule). A refusal of a call made so is made
+ * again the usual way (DLS__GPU_CALL; a failed record or wait queues nothing), kept out of the caller's frame. */
+static DLS__HOT_INLINE bool dls__gpu_stream_direct(const dls__gpu *g, const void *stream) {
+  return g->k.stream_names_context && !dls__gpu_special_stream(g, stream) &&
+         atomic_load_explicit(&dls__gpu_captures_open, memory_order_acquire) == 0;
+}
 
 /* Frees what the device holds without a pool (shutdown; gpu_memory.c). */
 DLS__INTERNAL void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d);

@@ -42,24 +42,36 @@ static dls_status_t dls__gpu_mode_check(const dls__gpu *g, const char *call, int
                    "%s(mode=%d) on %s: expected %d (global), %d (thread-local) or %d (relaxed)", call, mode, g->name, DLS_CAPTURE_GLOBAL, DLS_CAPTURE_THREAD_LOCAL, DLS_CAPTURE_RELAXED);
 }
 
-dls_status_t dls__gpu_stream_capture_status(const dls__backend *be, int dev, void *stream, int *out_status,
-                                            uint64_t *out_id) {
-  dls__gpu *g = dls__gpu_of(be);
+/* The capture state the usual way: no capture in this runtime (nothing captures), the special streams, and a
+ * stream whose direct question was refused, asked in the device's context. */
+static DLS__NOINLINE DLS__COLD dls_status_t capture_status_in_context(dls__gpu *g, int dev, void *stream,
+                                                                      int *out_status, uint64_t *out_id) {
   *out_status = DLS__CAPTURE_NONE;
   *out_id = 0;
-  if (g->calls.capture_info == NULL) { /* no capture in this runtime: nothing captures */
+  if (g->calls.capture_info == NULL) {
     dls__gpu_device *d;
     return dls__gpu_device_get(g, dev, &d);
   }
   unsigned status = DLS__CAPTURE_NONE;
   unsigned long long id = 0;
+  DLS__GPU_CALL(g, dev, g->calls.capture_info(stream, &status, &id), "%s(stream=%p)", g->names.capture_info, stream);
+  *out_status = (int)status;
+  *out_id = status != DLS__CAPTURE_NONE ? (uint64_t)id | g->k.capture_id_tag : 0;
+  return DLS_OK;
+}
+
+dls_status_t dls__gpu_stream_capture_status(const dls__backend *be, int dev, void *stream, int *out_status,
+                                            uint64_t *out_id) {
+  dls__gpu *g = dls__gpu_of(be);
+  unsigned status = DLS__CAPTURE_NONE;
+  unsigned long long id = 0;
   /* A created stream names its context (and device) itself: it is asked as it is, without making the device
-   * current first (a context check each: this runs at every alloc, free and record on a wrapped stream). A
+   * current first (a context check each: this runs at every alloc, free, record and wait on a wrapped stream). A
    * refusal, such as a thread with no context where the driver wants one, is asked again the usual way; a
    * failed query is no stream work, so it cannot harm a capture. */
-  if (dls__gpu_special_stream(g, stream) || g->calls.capture_info(stream, &status, &id) != DLS__GPU_OK)
-    DLS__GPU_CALL(g, dev, g->calls.capture_info(stream, &status, &id), "%s(stream=%p)", g->names.capture_info,
-                  stream);
+  if (DLS__UNLIKELY(g->calls.capture_info == NULL || dls__gpu_special_stream(g, stream)) ||
+      DLS__UNLIKELY(g->calls.capture_info(stream, &status, &id) != DLS__GPU_OK))
+    return capture_status_in_context(g, dev, stream, out_status, out_id);
   *out_status = (int)status;
   /* Each vendor counts its own captures: the tag keeps CUDA's and HIP's ids apart. */
   *out_id = status != DLS__CAPTURE_NONE ? (uint64_t)id | g->k.capture_id_tag : 0;

@@ -142,11 +142,20 @@ dls_status_t dls__gpu_stream_query(const dls__backend *be, int dev, void *stream
   return dls__gpu_query(g, dev, g->calls.stream_query, g->names.stream_query, "stream", stream, out_idle);
 }
 
+/* A wait made in the device's context: one the driver refused made directly, and every wait of a vendor whose
+ * streams do not name their context (HIP: not cold there). */
+static DLS__NOINLINE dls_status_t wait_in_context(dls__gpu *g, int dev, void *stream, void *event) {
+  DLS__GPU_CALL(g, dev, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
+                g->names.stream_wait_event, stream, event);
+  return DLS_OK;
+}
+
 dls_status_t dls__gpu_stream_wait_event(const dls__backend *be, int dev, void *stream, void *event) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_STREAM_CALL(g, dev, stream, g->calls.stream_wait_event(stream, event, 0), "%s(stream=%p, event=%p)",
-                       g->names.stream_wait_event, stream, event);
-  return DLS_OK;
+  if (DLS__LIKELY(dls__gpu_stream_direct(g, stream)) &&
+      DLS__LIKELY(g->calls.stream_wait_event(stream, event, 0) == DLS__GPU_OK))
+    return DLS_OK;
+  return wait_in_context(g, dev, stream, event);
 }
 
 dls_status_t dls__gpu_stream_priority_range(const dls__backend *be, int dev, int *out_least, int *out_greatest) {
@@ -195,11 +204,19 @@ dls_status_t dls__gpu_event_check(const dls__backend *be, int dev, void *event) 
   return dls__fail_prefix(DLS_ERR_INVALID_ARGUMENT, "event %p is not a usable %s event", event, g->name);
 }
 
+/* A record made in the device's context: one the driver refused made directly, and every record of a vendor whose
+ * streams do not name their context (HIP: not cold there). */
+static DLS__NOINLINE dls_status_t record_in_context(dls__gpu *g, int dev, void *event, void *stream) {
+  DLS__GPU_CALL(g, dev, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)", g->names.event_record, event,
+                stream);
+  return DLS_OK;
+}
+
 dls_status_t dls__gpu_event_record(const dls__backend *be, int dev, void *event, void *stream) {
   dls__gpu *g = dls__gpu_of(be);
-  DLS__GPU_STREAM_CALL(g, dev, stream, g->calls.event_record(event, stream), "%s(event=%p, stream=%p)",
-                       g->names.event_record, event, stream);
-  return DLS_OK;
+  if (DLS__LIKELY(dls__gpu_stream_direct(g, stream)) && DLS__LIKELY(g->calls.event_record(event, stream) == DLS__GPU_OK))
+    return DLS_OK;
+  return record_in_context(g, dev, event, stream);
 }
 
 dls_status_t dls__gpu_event_query(const dls__backend *be, int dev, void *event, int *out_complete) {

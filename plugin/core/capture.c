@@ -89,9 +89,9 @@ static dls__capture *remember(dls__stream *s, uint64_t id, int mode, bool own) {
   return c;
 }
 
-int dls__stream_capture_query(dls__stream *s, uint64_t *out_id) {
-  int status;
-  if (DLS__UNLIKELY(driver_status(s, &status, out_id) != DLS_OK)) {
+/* dls__stream_capture_query past the driver's plain answer: its failure, or a capture underway (noted). */
+static DLS__NOINLINE int capture_query_more(dls__stream *s, dls_status_t st, int status, uint64_t *out_id) {
+  if (DLS__UNLIKELY(st != DLS_OK)) {
     /* The driver could not tell: a capture dlstream knows was begun on this
      * stream is still underway as far as it can tell (a stream that only
      * joined a capture is not known and counts as eager; the call itself
@@ -102,13 +102,19 @@ int dls__stream_capture_query(dls__stream *s, uint64_t *out_id) {
     pthread_mutex_unlock(&g_mu);
     return c != NULL ? DLS__CAPTURE_ACTIVE : DLS__CAPTURE_NONE;
   }
-  if (DLS__LIKELY(status != DLS__CAPTURE_ACTIVE))
-    return status;
   pthread_mutex_lock(&g_mu);
   if (known(*out_id) == NULL)
     (void)remember(s, *out_id, DLS_CAPTURE_GLOBAL, false);
   pthread_mutex_unlock(&g_mu);
   return status;
+}
+
+int dls__stream_capture_query(dls__stream *s, uint64_t *out_id) {
+  int status;
+  dls_status_t st = driver_status(s, &status, out_id);
+  if (DLS__LIKELY(st == DLS_OK && status != DLS__CAPTURE_ACTIVE))
+    return status;
+  return capture_query_more(s, st, status, out_id);
 }
 
 /* A foreign capture is over once its stream is no longer in it; while the

@@ -122,12 +122,19 @@ void dls__event_drop(void *obj) {
 }
 dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);
 
+/* A record refused: the stream's capture was invalidated (the driver was not asked), or the driver refused. */
+static DLS__NOINLINE DLS__COLD dls_status_t record_refused(const char *call, bool invalidated, dls_status_t st) {
+  if (invalidated)
+    return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
+  return dls__fail_prefix(st, "%s", call);
+}
+
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   static const char call[] = "dls_event_record";
   DLS__ENTER(call);
   DLS__GET_OF(event, e, event, call, "event");
   DLS__GET_OF(stream, s, stream, call, "stream");
-  if (e->dev != s->dev)
+  if (DLS__UNLIKELY(e->dev != s->dev))
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
   /* The capture noted is the one the record lands in (a pin): a record taken for eager but made in a capture
@@ -135,16 +142,15 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   dls__capture_pin();
   uint64_t cap = 0;
   bool invalidated = dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED;
-  dls_status_t st =
-      invalidated ? DLS_ERR_STATE : e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
-  if (st == DLS_OK) {
+  dls_status_t st = DLS_ERR_STATE;
+  if (DLS__LIKELY(!invalidated))
+    st = e->dev->be->event_record(e->dev->be, e->dev->id, native_of(e), s->native);
+  if (DLS__LIKELY(st == DLS_OK)) {
     atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
     atomic_store_explicit(&e->recorded, true, memory_order_release);
   }
   dls__capture_unpin();
-  if (invalidated)
-    return dls__fail(DLS_ERR_STATE, "%s: the stream's capture was invalidated; end it first", call);
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+  return DLS__LIKELY(st == DLS_OK) ? DLS_OK : record_refused(call, invalidated, st);
 }
 
 /* A record made in a capture is a node of the graph, not work that runs:
@@ -159,27 +165,19 @@ static dls_status_t refuse_captured(const char *call, dls__event *e) {
                    call, (unsigned long long)cap);
 }
 
-/* dls_stream_wait_event's check and wait, pinned. */
-static dls_status_t wait_pinned(const char *call, dls__stream *s, dls__event *e) {
-  if (!e->foreign) {
-    /* Both in one capture state, or the wait would tie a capture to eager work. */
-    uint64_t cap = 0, ecap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
-    (void)dls__stream_capture(s, &cap);
-    if (cap != ecap) {
-      char d[128];
-      if (ecap != 0)
-        return dls__fail(DLS_ERR_STATE,
-                         "%s: %s waits on an event recorded in capture %llu; only streams of that capture may wait "
-                         "on it (use a group to fork work inside a capture); nothing was queued",
-                         call, dls__stream_describe(s, cap, d, sizeof d), (unsigned long long)ecap);
-      return dls__fail(DLS_ERR_STATE,
-                       "%s: %s waits on an event recorded outside its capture; the wait would invalidate the "
-                       "capture, so nothing was queued",
-                       call, dls__stream_describe(s, cap, d, sizeof d));
-    }
-  }
-  dls_status_t st = s->dev->be->stream_wait_event(s->dev->be, s->dev->id, s->native, native_of(e));
-  return st == DLS_OK ? st : dls__fail_prefix(st, "%s", call);
+/* A wait refused before the driver is asked: the stream (in capture `cap`) and the event (recorded in capture
+ * `ecap`) are in different capture states. */
+static DLS__NOINLINE DLS__COLD dls_status_t wait_across(const char *call, dls__stream *s, uint64_t cap, uint64_t ecap) {
+  char d[128];
+  if (ecap != 0)
+    return dls__fail(DLS_ERR_STATE,
+                     "%s: %s waits on an event recorded in capture %llu; only streams of that capture may wait on it "
+                     "(use a group to fork work inside a capture); nothing was queued",
+                     call, dls__stream_describe(s, cap, d, sizeof d), (unsigned long long)ecap);
+  return dls__fail(DLS_ERR_STATE,
+                   "%s: %s waits on an event recorded outside its capture; the wait would invalidate the capture, so "
+                   "nothing was queued",
+                   call, dls__stream_describe(s, cap, d, sizeof d));
 }
 
 dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
@@ -188,17 +186,30 @@ dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
   DLS__GET_OF(stream, s, stream, call, "stream");
   DLS__GET_OF(event, e, event, call, "event");
   /* Another device of the same backend is fine: the driver orders across devices. */
-  if (e->dev->be != s->dev->be)
+  if (DLS__UNLIKELY(e->dev->be != s->dev->be))
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
                      call, s->dev->name, e->dev->name);
-  if (!e->foreign && !atomic_load_explicit(&e->recorded, memory_order_acquire))
-    return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
-  /* Checked and queued in one pin: a capture begun or ended in between would tie it to eager work. */
-  dls__capture_pin();
-  dls_status_t st = wait_pinned(call, s, e);
-  dls__capture_unpin();
-  return st;
+  const dls__backend *be = s->dev->be;
+  dls_status_t st;
+  if (e->foreign) {
+    /* Nothing is known of a foreign event's record, so nothing is read of the capture state: no pin. */
+    st = be->stream_wait_event(be, s->dev->id, s->native, native_of(e));
+  } else {
+    if (!atomic_load_explicit(&e->recorded, memory_order_acquire))
+      return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
+    /* Both in one capture state, or the wait would tie a capture to eager work: checked and queued in one pin (a
+     * capture begun or ended in between would do the same). */
+    dls__capture_pin();
+    uint64_t cap = 0, ecap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
+    (void)dls__stream_capture(s, &cap);
+    st = DLS__LIKELY(cap == ecap) ? be->stream_wait_event(be, s->dev->id, s->native, native_of(e))
+                                  : wait_across(call, s, cap, ecap);
+    dls__capture_unpin();
+    if (DLS__UNLIKELY(cap != ecap))
+      return st;
+  }
+  return DLS__LIKELY(st == DLS_OK) ? DLS_OK : dls__fail_prefix(st, "%s", call);
 }
 
 dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls_stream_wait_event(stream, event); }
