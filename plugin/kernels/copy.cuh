@@ -44,19 +44,20 @@ struct shifted_copy {
 };
 
 // `bytes` bytes whose addresses sit alike in their W bytes: the bytes up to d's first W-byte boundary, W-byte
-// words, then the bytes after the last word.
+// words (U a thread: as many bytes as DLS__MOVE_VECS vectors of 16, the core's grid), then the bytes after the last
+// word.
 template <typename W, int U>
 __device__ __forceinline__ void copy_aligned(unsigned char *d, const unsigned char *s, u64 bytes) {
   u64 head = (sizeof(W) - (uintptr_t)d % sizeof(W)) % sizeof(W);
   if (head > bytes)
     head = bytes;
   const u64 body = (bytes - head) / sizeof(W);
-  run<U>(body, word_copy<W>{reinterpret_cast<W *>(d + head), reinterpret_cast<const W *>(s + head)});
+  tiles<U>(body, word_copy<W>{reinterpret_cast<W *>(d + head), reinterpret_cast<const W *>(s + head)});
   run<4>(bytes - body * sizeof(W), byte_copy{d, s, leftovers{head, body * sizeof(W)}});
 }
 
 // `bytes` bytes whose addresses differ by 1 to 3 bytes modulo 4: aligned 4-byte stores, each from two aligned
-// source words. No source word reaches past the source's last byte (a word may start before its first one: the
+// source words, four a thread (eight would take more registers than a thread has at a full device). No source word reaches past the source's last byte (a word may start before its first one: the
 // word holding an unaligned address, inside its allocation).
 __device__ __forceinline__ void copy_shifted(unsigned char *d, const unsigned char *s, u64 bytes) {
   u64 head = (4 - (uintptr_t)d % 4) % 4;
@@ -69,8 +70,8 @@ __device__ __forceinline__ void copy_shifted(unsigned char *d, const unsigned ch
   u64 body = (bytes - head) / 4;
   if (body + 1 > room)
     body = room > 0 ? room - 1 : 0;
-  run<4>(body, shifted_copy{reinterpret_cast<unsigned *>(d + head), reinterpret_cast<const unsigned *>(base),
-                            8 * off});
+  tiles<2 * DLS__MOVE_VECS>(body, shifted_copy{reinterpret_cast<unsigned *>(d + head),
+                                                reinterpret_cast<const unsigned *>(base), 8 * off});
   run<4>(bytes - body * 4, byte_copy{d, s, leftovers{head, body * 4}});
 }
 
@@ -80,11 +81,11 @@ __device__ __forceinline__ void copy_bytes(void *dst, const void *src, u64 bytes
   const unsigned char *s = static_cast<const unsigned char *>(src);
   const uintptr_t rel = (uintptr_t)d - (uintptr_t)s;
   if (rel % 16 == 0)
-    copy_aligned<uint4, 2>(d, s, bytes);
+    copy_aligned<uint4, DLS__MOVE_VECS>(d, s, bytes);
   else if (rel % 8 == 0)
-    copy_aligned<unsigned long long, 2>(d, s, bytes);
+    copy_aligned<unsigned long long, 2 * DLS__MOVE_VECS>(d, s, bytes);
   else if (rel % 4 == 0)
-    copy_aligned<unsigned, 4>(d, s, bytes);
+    copy_aligned<unsigned, 4 * DLS__MOVE_VECS>(d, s, bytes);
   else
     copy_shifted(d, s, bytes);
 }
