@@ -117,8 +117,8 @@ typedef struct work {
 
 /* The grid of a call's work. A fast path (tiles of 16-byte vectors, `per` a thread) gets a block a tile, so that no
  * thread loops and a small call starts no idle blocks (torch's elementwise kernels size their grid so too). An
- * element-wise path gets a thread an element, at most as many as the device holds at once, so that each block makes
- * its view's layout once (kernels/copy.cuh). */
+ * element-wise path gets `per` elements a thread too, but at most as many threads as the device holds at once, so
+ * that each block makes its view's layout once (kernels/copy.cuh) and loops over the rest. */
 static dls_launch_config_t grid_for(dls__device *dev, work w) {
   if (w.items == 0)
     return dls_config_1d(1, 1); /* spin: one thread; an empty call is never launched */
@@ -130,12 +130,16 @@ static dls_launch_config_t grid_for(dls__device *dev, work w) {
   return dls_config_1d((uint32_t)(blocks < most ? blocks : most), BLOCK);
 }
 
-/* The work of a strided copy: 16-byte vectors of a contiguous view, else its elements. */
+/* The work of a strided copy: 16-byte vectors of a contiguous view, else its elements (kernels/copy.cuh: twice as
+ * many a thread along one merged dimension). */
 static work copy_work(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src, uint32_t elem_size) {
   uint64_t count = dls__view_count(ndim, shape);
   if (dls__view_contiguous(ndim, shape, dst, src))
     return (work){dls__items(count * elem_size, DLS__VEC_BYTES), DLS__MOVE_VECS, false};
-  return (work){count, 1, true};
+  dls__layout l;
+  if (count > 0)
+    dls__layout_make(ndim, shape, dst, src, &l);
+  return (work){count, count > 0 && l.ndim == 1 ? 2 * DLS__ELEM_ITEMS : DLS__ELEM_ITEMS, true};
 }
 
 /* The work of built-in k's call (its arguments checked): what its kernel's fast path moves. */

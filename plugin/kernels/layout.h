@@ -88,6 +88,11 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
 #define DLS__FILL_VECS 8u
 #define DLS__MOVE_VECS 2u
 
+/* Elements a thread of a strided copy moves (of one word each: kernels/copy.cuh's copy_words), loaded together: this
+ * many over several merged dimensions (more would take more registers than a thread has at a full device), twice as
+ * many along one. */
+#define DLS__ELEM_ITEMS 2u
+
 /* Elements of a conversion's item on its fast path: 16 bytes of the narrower side (the wider side: 2 or 4 vectors of
  * 16 bytes). Items a thread moves: 2, or 1 where the wider side of an item is 64 bytes (a 1-byte integer to float32,
  * float64 to or from a 16-bit float: two would take more registers than the 32 a thread has at a full device). Macros:
