@@ -28,8 +28,9 @@ static_assert(sizeof(dls_copy_desc_t) == 8 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_cop
 static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_convert_desc_t layout");
 
 // The memory-bound kernels: any block size up to 1024 threads, and on sm_80 and sm_90 (2048 threads a
-// multiprocessor) at most 32 registers a thread, so that every thread slot of the device can hold one: the core's
-// grid fills the device once (core/builtin.c). The other targets hold fewer threads a multiprocessor (1536, 1024):
+// multiprocessor) at most 32 registers a thread, so that every thread slot of the device can hold one: a grid sized
+// to the work runs in as few waves as it can, and a strided view's grid, capped at what the device holds, is
+// resident whole (core/builtin.c). The other targets hold fewer threads a multiprocessor (1536, 1024):
 // the bound is one block of 1024 there.
 #if defined(__HIP_PLATFORM_AMD__)
 #define DLS_K_BOUNDS __launch_bounds__(1024)
