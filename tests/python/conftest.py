@@ -235,12 +235,17 @@ class Closes:
         return "Closes()"
 
 
-def passes(probe, spins=100000):
-    """Whether probe() (an event's or a stream's query) turns true within `spins` yields, while a latch still holds
-    some stream: what overlap looks like (bounded; never a sleep)."""
+def passes(probe, spins=100000, seconds=10.0):
+    """Whether probe() (an event's or a stream's query) turns true within `spins` yields and `seconds`, while a
+    latch still holds some stream: what overlap looks like (bounded; never a sleep). The time bound keeps a held
+    probe (a negative control) well inside the latches' 20-30 s timeouts on a loaded machine, where one yield can
+    take milliseconds."""
+    end = time.monotonic() + seconds
     for _ in range(spins):
         if probe():
             return True
+        if time.monotonic() > end:
+            return False
         os.sched_yield()
     return False
 
@@ -259,11 +264,15 @@ def live():
 
 @pytest.fixture
 def no_leaks():
-    """Asserts that a test leaves no handle and no deferred release behind."""
+    """Asserts that a test leaves no handle and no deferred release behind. The caches of stream wrappers (the
+    module's, and the XLA CUDA handler's, kept for XLA's streams from a worker's first jit call on) are emptied on
+    both sides: what they keep is reused, not leaked."""
     dlstream._dlstream._clear_caches()
+    dlstream._dlstream._xla_release()
     before = live()
     yield
     dlstream._dlstream._clear_caches()
+    dlstream._dlstream._xla_release()
     after = live()
     assert after == before, f"handles leaked: before {before}, after {after}"
     assert dlstream._dlstream._deferred_pending() == 0

@@ -54,6 +54,7 @@ def torch_branches(carry, given=None):
     try:
         side = torch.cuda.Stream()
         x1, x2 = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda")
+        side.wait_stream(torch.cuda.current_stream())  # torch's idiom: the zeros, queued on torch's stream, come first
         latch = dlstream.Latch(DEV)
         with torch.cuda.stream(side):
             with dlstream.stream_parallel():

@@ -263,6 +263,8 @@ def test_tvm_ffi_on_cuda(no_leaks):
 TORCH_HELD = r"""
 import torch, dlstream
 dev = "cuda:0"
+# torch's kernels load at their first launch, which can wait for an idle device (a held latch never is): warm up.
+(torch.zeros(1 << 20, device=dev) + 1).sum().item()
 w = dlstream.Stream(dev)
 t = dlstream.empty(1 << 20, "float32", device=dev, stream=w)
 dlstream.fill(t, 0.0, stream=w)

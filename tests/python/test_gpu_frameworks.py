@@ -216,15 +216,16 @@ def test_numba_cai_producer_stream_is_honoured():
     nothing here reads on the legacy stream until the latch is open."""
     ns = numba_cuda.stream()
     tmp = numba_cuda.device_array(1024, np.float32, stream=ns)
+    five = numba_cuda.to_device(np.full(1024, 5.0, np.float32))
     numba_cuda.synchronize()
     assert tmp.__cuda_array_interface__["version"] >= 3
     for honoured in (True, False):
         tmp.copy_to_device(np.zeros(1024, np.float32))
         numba_cuda.synchronize()
         arg = OnlyCai(tmp, stream=_numba_stream_ptr(ns)) if honoured else OnlyCai(tmp, stream=None)
-        s_held, early, late = copy_behind_producer(_numba_stream_ptr(ns),
-                                                   lambda: dlstream.fill(OnlyCai(tmp, stream=None), 5.0, stream=dlstream.Stream.wrap(
-                                                       _numba_stream_ptr(ns), device=DEV)),  # work queued on ns
+        # numba's own write (a device-to-device copy queued on ns), not dlstream's: a dlstream call on tmp would be
+        # in dlstream's record of foreign memory, which orders the copy below even without the stream.
+        s_held, early, late = copy_behind_producer(_numba_stream_ptr(ns), lambda: tmp.copy_to_device(five, stream=ns),
                                                    lambda: arg, expect_held=honoured)
         if honoured:
             assert s_held and (late == 5).all(), "s waits for numba's stream"

@@ -301,6 +301,7 @@ NEGATIVE = """
 import sys
 sys.path.insert(0, {tests!r})
 import {module} as m
+from test_hazard_model import program_globals
 from hypothesis import settings, HealthCheck
 from hypothesis import Phase
 {setup}
@@ -317,7 +318,7 @@ def found(text, how):
 # First the program written for this mechanism (the same in every hypothesis version)...
 try:
     M = m.{machine}()
-    exec({program!r}, {{"M": M}})
+    exec({program!r}, program_globals(M))
     M.check()
 except AssertionError as e:
     if found(str(e), "the directed program"):
@@ -341,11 +342,19 @@ sys.exit(1)
 """
 
 
+def program_globals(M):
+    """What a directed program sees: M, and ran(i), which polls (bounded: the `passes` of the tests) until stream i
+    of M has run everything queued on it. A program calls it where the race it exists for needs one stream's work
+    done before a latch opens; with the mechanism on, that stream waits for the latch, and ran(i) gives up."""
+    from conftest import passes
+    return {"M": M, "ran": lambda i: passes(M.streams[i].query, seconds=3.0)}
+
+
 def run_program(machine, program):
     """Runs `program` (statements calling the rules of M, an instance of `machine`) here, then checks every tensor
     and tears the machine down: with every mechanism on, the model must agree."""
     M = machine()
-    exec(program, {"M": M})
+    exec(program, program_globals(M))
     M.check()
     M.teardown()
 
@@ -365,13 +374,15 @@ def finds_a_mismatch(module, machine, env, program, setup=""):
     return r.stdout.strip().splitlines()[-1]
 
 
-# Stream 1 held, a tensor written there, then on stream 0: only the hazard rule makes stream 0 wait.
+# Stream 1 held, a tensor written there, then on stream 0: only the hazard rule makes stream 0 wait. (With the rule
+# off, stream 0's write has run before the latch opens: the race is certain, not left to the threads' timing.)
 RACE = """
 M.start(2)
 a = M.new(0, 1)
 M.hold(1)
 M.fill(a, 1, 3)
 M.fill(a, 0, 7)
+ran(0)
 M.release(1)
 """
 
@@ -384,6 +395,7 @@ M.hold(0)
 M.fill(a, 0, 5)
 M.close(a)
 b = M.new(1, 2)
+ran(1)
 M.release(0)
 """
 

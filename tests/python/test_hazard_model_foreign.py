@@ -165,6 +165,7 @@ class ForeignPrograms(Programs):
             if self.GPU:  # allocated on the block's stream by torch's allocator, used later anywhere
                 self._private(self._alias(torch.full((N,), float(v), device="cuda"), np.full(N, float(v), np.float32)),
                               branch)
+                COUNTS["block torch_new"] += 1
             return
         x, y = self._pick(i), self._pick(j)
         if x is None:
@@ -347,6 +348,12 @@ def test_programs_with_torch_ops_in_blocks_on_the_gpu():
     x.mul_(2.0).add_(1.0)
     torch.full((N,), 1.0, device="cuda")
     torch.from_dlpack(dlstream.empty(N, "float32", device="cuda:0")).cpu()
+    # dlstream's built-ins likewise (a kernel's first launch loads it): each call the programs make, once.
+    y = torch.zeros(N, device="cuda")
+    dlstream.fill(y, 1.0)
+    dlstream.axpy(1.0, x, y)
+    dlstream.copy(y, x)
+    dlstream.copy(y[1:], x[:-1])
     torch.cuda.synchronize()
     COUNTS.clear()
     TorchBranchPrograms.TestCase("runTest").runTest()
@@ -370,6 +377,7 @@ a = M.new_numpy(1, False)
 M.hold(1)
 M.fill(a, 1, 3)
 M.fill(a, 0, 7)
+ran(0)
 M.release(1)
 """
 

@@ -179,37 +179,46 @@ def test_the_operator_runs_on_torchs_current_stream(ops, under_side):
     assert torch.equal(y, torch.full_like(y, 2.0))
 
 
-def test_inside_use_stream_the_operator_stays_on_torchs_stream(ops):
-    """use_stream(s) chooses the stream of dlstream's own calls, not of a torch operator: with s held, the
-    operator still runs on torch's stream. The negative control, the kernel launched directly under use_stream(s),
-    runs on s, and torch's stream then waits for it (the hazard rule: it wrote z, a torch tensor), so torch's stream
-    is not idle until the latch opens. (Reading z through torch while s is held would wait for the latch.)"""
+def _operator_in_use_stream(ops, carried, alive):
+    """With a dlstream stream s held by a latch, ``ops.axpy_`` inside ``use_stream(s)``; returns (what y read once
+    torch's own stream was synchronized while s was still held, whether torch's stream was waiting for s after the
+    block). ``carried`` False takes torch out of the frameworks a block carries (the negative control)."""
+    keep = list(dlstream._carry._CARRIERS)
+    if not carried:
+        dlstream._carry._CARRIERS[:] = [c for c in keep if c.module != "torch"]
     s = dlstream.Stream(DEV)
-    kernel = dlstream.builtin_function("dls_axpy_f32", DEV)
+    cur = torch.cuda.current_stream()
     x = torch.ones(N, device="cuda")
-    y, z = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda")
-    kernel.launch(4, 256, N, 0.0, x, z)
+    y = torch.zeros(N, device="cuda")
+    alive += [x, y]  # alive until the test ends: the next call's tensors get memory with no record of this one's uses
     torch.cuda.synchronize()
     latch = dlstream.Latch(DEV)
     latch.wait(s, timeout=TIMEOUT)
     try:
         with dlstream.use_stream(s):
             ops.axpy_(1.0, x, y)
-        torch.cuda.current_stream().synchronize()
-        done = float(y[0].item())
-        with dlstream.use_stream(s):
-            kernel.launch(4, 256, N, 1.0, x, z)
-        waiting = not torch.cuda.current_stream().query()
+        waiting = not cur.query()
+        early = None if waiting else float(y[0].item())  # only when torch's stream does not wait for the latch
     finally:
+        dlstream._carry._CARRIERS[:] = keep
         latch.open()
         s.synchronize()
         latch.check()
         latch.close()
     s.close()
-    assert done == 1.0, "the operator ran on torch's stream"
-    assert waiting, "negative control: the direct launch ran on s, and torch's stream waits for it"
     torch.cuda.synchronize()
-    assert torch.equal(z, x)
+    assert float(y[0].item()) == 1.0
+    return early, waiting
+
+
+def test_inside_use_stream_the_operator_runs_on_the_blocks_stream(ops):
+    """use_stream(s) makes s torch's current stream (blocks carry the frameworks), so a dlstream.torch operator in
+    the block runs on s, as torch's own ops there do, and torch's stream waits for s at the block's exit: with s
+    held, torch's stream is not idle after the block. The negative control, torch not carried, runs the operator on
+    torch's own stream: it is done while s is still held."""
+    alive = []
+    assert _operator_in_use_stream(ops, True, alive) == (None, True)
+    assert _operator_in_use_stream(ops, False, alive) == (1.0, False), "control: the operator on torch's stream"
 
 
 def test_a_kernel_without_a_signature_is_refused():

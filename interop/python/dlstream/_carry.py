@@ -23,13 +23,20 @@ def _index(device: str, kind: str) -> int | None:
 
 
 class _Torch:
-    """torch: its current stream of a device becomes an ExternalStream of the block's stream, through
-    ``torch.cuda.stream(...)`` (which also makes the stream's device current, and restores both)."""
+    """torch: its current stream of a device becomes an ExternalStream of the block's stream, restored on exit.
+
+    Where the block's device is torch's current device, the stream is set and restored through torch's own setter
+    (``torch._C._cuda_setStream`` with the (id, device, type) triple of a cached ExternalStream, and the triple of
+    the stream before, from ``torch._C._cuda_getCurrentStream``): what ``torch.cuda.stream(...)`` does there, without
+    the Python around it (its device lookups and Stream objects cost more than the rest of an empty branch). On
+    another device, or a torch without those functions, ``torch.cuda.stream(...)`` itself (which also makes the
+    stream's device current, and restores both)."""
 
     module = "torch"
 
     def __init__(self) -> None:
         self._external: dict[tuple[int, int], Any] = {}
+        self._ids: dict[tuple[int, int], tuple[int, int, int]] = {}
 
     def enter(self, torch: Any, stream: Stream) -> tuple[Any, int] | None:
         cuda = torch.cuda
@@ -37,7 +44,8 @@ class _Torch:
         index = _index(stream.device, kind)
         if index is None or not cuda.is_initialized():
             return None  # not its device, or torch never used CUDA: it has no current stream to carry
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the pointer, without a torch Stream object
+        c = torch._C
+        raw = getattr(c, "_cuda_getCurrentRawStream", None)  # the pointer, without a torch Stream object
         prev = raw(index) if raw is not None else cuda.current_stream(index).cuda_stream
         if prev == stream.ptr:
             return None  # carried already (a block inside a block of the same stream)
@@ -45,12 +53,22 @@ class _Torch:
         ext = self._external.get(key)
         if ext is None:
             ext = self._external[key] = cuda.ExternalStream(stream.ptr, device=index)
+            self._ids[key] = (ext.stream_id, ext.device_index, ext.device_type)
+        get, put = getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_cuda_setStream", None)
+        if get is not None and put is not None and raw is not None and c._cuda_getDevice() == index:
+            before = get(index)  # (stream id, device index, device type)
+            put(*self._ids[key])
+            return (put, before), prev
         ctx = cuda.stream(ext)
         ctx.__enter__()
         return ctx, prev
 
     def exit(self, token: tuple[Any, int]) -> None:
-        token[0].__exit__(None, None, None)
+        if isinstance(token[0], tuple):  # (torch's setter, the stream before)
+            put, before = token[0]
+            put(*before)
+        else:
+            token[0].__exit__(None, None, None)
 
 
 class _CuPy:
