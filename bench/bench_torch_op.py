@@ -9,10 +9,12 @@ Eager: the axpy built-in as a dlstream.torch operator against torch's own y.add_
 and alone. The probe (bench/torch_op_probe.c, compiled here with cc) registers boxed C implementations through
 torch's stable C shim: what an implementation in C instead of Python would save. Compiled (fullgraph=True): a graph
 of 10 dlstream operators against the same graph with 10 add_ (target: at most 1.2 x), default mode and
-mode="reduce-overhead"; and the same graph against its 10 calls eager, beside that pair for a no-op operator of
-torch's own (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else "skipped: <reason>", exit 0); --cpu runs
-the eager rows, the compiled-against-eager rows and the probe on torch's CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the
-dispatcher rows compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
+mode="reduce-overhead"; and the same graph against its 10 calls eager, with Inductor's generated call() alone between
+them (eager -> call(): per operator; call() -> compiled: torch's per graph), beside the same rows for a no-op operator
+of torch's own and (CUDA) torch's add_ (issue 34 item 4: what is dlstream's). Needs torch with CUDA (else
+"skipped: <reason>", exit 0); --cpu runs the eager rows, the compiled-against-eager rows and the probe on torch's
+CPU tensors and dlstream's CPU backend (whose CPU operators wait for a worker thread: only the dispatcher rows
+compare). --smoke (CI): a few calls, --cpu where torch has no CUDA."""
 import ctypes
 import json
 import os
@@ -183,8 +185,11 @@ def compiled_rows(torch, dlstream, dt, dev, notes):
 def compiled_vs_eager_rows(torch, dlstream, dt, dev, notes):
     """Issue 34 item 4: a compiled graph (fullgraph=True) of K in-place dlstream operators against the same K calls
     eager (target: at most 1.1 x), beside the same pair for an operator that is torch's alone (Library.define + impl
-    of a body that does nothing, and a fake): what torch.compile costs any in-place custom operator, dlstream's or
-    not. The difference between the two ratios' overheads is dlstream's."""
+    of a body that does nothing, and a fake) and for torch's own add_: what torch.compile costs any in-place operator,
+    dlstream's or not. Each compiled graph also runs as Inductor's generated call() alone (the code that calls the
+    operators, without Dynamo's guards and AOTAutograd's runtime wrappers around it): eager -> call() is what the
+    generated code adds per operator, call() -> compiled what torch adds per graph. The difference between the
+    dlstream and no-op rows' overheads is dlstream's."""
     k = dlstream.builtin_function("dls_axpy_f32", dev)
     op = dt.op("dls_bench::axpy_ce", k, params="n, a, x, y", compute={"n": dt.numel("x")}, grid=dt.cdiv("n", 256),
                block=256, dtypes={"x": torch.float32, "y": torch.float32})
@@ -201,16 +206,69 @@ def compiled_vs_eager_rows(torch, dlstream, dt, dev, notes):
                 o(A, t[i], t[K + i])
         return g
 
+    def add_graph(*t):
+        for i in range(K):
+            t[K + i].add_(t[i], alpha=A)
+
+    graphs = [("dlstream axpy_", graph(op)), ("torch's own no-op custom operator (define + impl)", graph(noop))]
+    if dev != "cpu":  # on the CPU, Inductor's add_ is a C++ kernel on OpenMP threads: not the host cost of a call
+        graphs.append(("torch's own add_", add_graph))
     rows = []
-    for what, o in (("dlstream axpy_", op), ("torch's own no-op custom operator (define + impl)", noop)):
-        eager = graph(o)
+    for what, eager in graphs:
         compiled = torch.compile(eager, fullgraph=True)
-        for _ in range(3):
-            compiled(*args)
+        call, source = generated(torch, compiled, args)
         anchor = f"eager: {K} x {what}"
         rows.append((anchor, None, loop(eager, *args)))
+        if call is None:
+            notes.append(f"compiled {K} x {what}: Inductor's generated module not found (no call() row)")
+        else:
+            rows.append((f"Inductor's generated call() alone, the same {K} x {what}", anchor, call_loop(call, args)))
+            if eager is not add_graph:
+                notes.append(f"compiled {K} x {what}: the generated call() {code_counts(source)}")
         rows.append((f"compiled (fullgraph=True): the same {K} x {what}", anchor, loop(compiled, *args)))
     return rows, lib
+
+
+def call_loop(call, args):
+    """Inductor's call(args) n times (it empties the list it is given: a new one each time)."""
+    def run(n):
+        for _ in range(n):
+            call(list(args))
+    return run
+
+
+def generated(torch, compiled, args):
+    """Runs compiled(*args) (compiling it, warm) and returns (Inductor's generated call, its source), or (None, None)
+    where this torch keeps them elsewhere."""
+    try:
+        from torch._inductor.codecache import PyCodeCache
+        before = {id(m) for m in PyCodeCache.modules}
+    except (ImportError, AttributeError):
+        before = None
+    for _ in range(3):
+        compiled(*args)
+    if before is None:
+        return None, None
+    new = [m for m in PyCodeCache.modules if id(m) not in before and callable(getattr(m, "call", None))]
+    if not new:
+        return None, None
+    with open(new[-1].__file__) as f:
+        return new[-1].call, f.read()
+
+
+def code_counts(source):
+    """What the generated wrapper of a graph of operators does besides calling them: copies and clones of the
+    written inputs (Inductor's reinplacing failed if there are any), allocations, kernels of its own, layout
+    assertions (Inductor's size_asserts)."""
+    start = source.find("def call")
+    ends = [e for e in (source.find("\nrunner = ", start), source.find("\ndef benchmark_compiled_module", start))
+            if e > 0]
+    body = source[max(start, 0):min(ends, default=len(source))]
+    counts = {"operator calls": body.count("torch.ops."), "kernel launches": body.count(".run("),
+              "clones/copies": body.count("clone") + body.count("copy_"), "allocations": body.count("empty_strided"),
+              "auto_functionalized left": body.count("auto_functionalized"),
+              "layout assertions": body.count("assert_size_stride")}
+    return ", ".join(f"{k}: {v}" for k, v in counts.items())
 
 
 def kernels(torch, fn, args):

@@ -88,6 +88,9 @@ void dls__ext_stream_uncached(dls__stream *s);
  * call, on any thread, through the deferred queue). Cannot fail: without memory for the record it waits for `s`
  * first. The release must take the GIL itself. */
 void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data);
+/* The same where `marked` (NULL: none) is a mark dls__ext_uses_note recorded on `s` after the work (*out_marked):
+ * no other record is made for the release. */
+void dls__ext_release_marked(dls__stream *s, const void *marked, dls_release_fn release, void *user_data);
 
 /* A pooled event recorded on a stream: what a host wait polls. */
 typedef struct dls__ext_mark {
@@ -124,8 +127,9 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* A use dls__ext_use_order ordered whose work was not queued after all (before its buffer is let go of). */
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch);
+/* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL. */
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                int n);
+                                int n, const void **out_marked);
 
 /* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
  * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that
@@ -171,6 +175,13 @@ dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes,
 /* A record of a merged use, once the use was ordered: out of the registry when nothing else holds it but the
  * registry and `held` references of the caller's. */
 void dls__ext_foreign_retire(dls__buffer *rec, int held);
+/* The quick way of a use of [lo, lo + size) on `home` by eager work on `s` (of `mode`), the core's own
+ * (plugin/core/foreign.h): where one record holds all of its bytes and `s` is already its only writer (a write: its
+ * only reader too), the use is ordered and in flight at once: *out the record, NOT held, with its epoch, for
+ * dls__ext_uses_note (or dls__ext_use_unordered), after which the record must not be touched. false: nothing done
+ * (dls__ext_foreign_find and dls__ext_use_order). */
+bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, dls__buffer **out,
+                            uint32_t *out_epoch);
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);
 /* Takes out the records whose uses have all completed (after a host wait). */

@@ -62,14 +62,16 @@ void dls__ext_stream_uncached(dls__stream *s) { atomic_store_explicit(&s->cache_
 
 /* A borrowed buffer of the "no stream" producer, used on `s` and dropped at once: the deallocation rule runs its
  * release once the use's event completes. */
-void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data) {
+void dls__ext_release_marked(dls__stream *s, const void *marked, dls_release_fn release, void *user_data) {
   dls__stream *none = NULL;
   dls__buffer *b = NULL;
   dls_status_t rc = dls__stream_default(s->dev, DLS__STREAM_NONE, &none);
   if (rc == DLS_OK)
     rc = dls__buffer_borrow(s->dev, NULL, 0, none, release, user_data, &b);
   if (rc == DLS_OK) {
-    if (dls__buffer_access(b, s, DLS_ACCESS_READ, false) != DLS_OK) /* the use is unknown: never release early */
+    /* `s`'s mark recorded after the work already (the call's uses of foreign memory): the use is marked by it */
+    rc = marked != NULL ? dls__buffer_mark_by(b, s, marked) : dls__buffer_access(b, s, DLS_ACCESS_READ, false);
+    if (rc != DLS_OK) /* the use is unknown: never release early */
       (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
     dls__buffer_unref(b);
     return;
@@ -77,6 +79,10 @@ void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_d
   /* No memory for the record: wait here rather than release early. */
   (void)s->dev->be->stream_synchronize(s->dev->be, s->dev->id, s->native);
   release(user_data);
+}
+
+void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_data) {
+  dls__ext_release_marked(s, NULL, release, user_data);
 }
 
 _Static_assert(DLS__EXT_ACCESS_DECLARED == DLS__ACCESS_DECLARED, "ext.h's declared bit is the core's");
@@ -88,8 +94,11 @@ dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch) { dls__buffer_unordered(b, epoch); }
 
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                int n) {
-  return dls__buffers_note(s, bufs, modes, epochs, n);
+                                int n, const void **out_marked) {
+  void *marked = NULL;
+  dls_status_t rc = dls__buffers_note(s, bufs, modes, epochs, n, &marked);
+  *out_marked = marked;
+  return rc;
 }
 
 /* ---- marks and relaxed queries ---- */

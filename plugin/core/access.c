@@ -418,7 +418,9 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
   return dls__access_end(&x, true);
 }
 
-dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
+dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) { return dls__buffer_mark_by(b, s, NULL); }
+
+dls_status_t dls__buffer_mark_by(dls__buffer *b, dls__stream *s, const void *recorded) {
   uint64_t cap = 0;
   (void)dls__stream_capture(s, &cap);
   dls__spin_lock(&b->mu);
@@ -429,7 +431,9 @@ dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s) {
     /* A failed record leaves the use stale: the release records it again
      * (dls__use_refresh) before anything waits on it, and only if that
      * fails too does it wait for the stream on the host. */
-    u->stale = s->dev->be->event_record(s->dev->be, s->dev->id, dls__use_event(u), s->native) != DLS_OK;
+    void *ev = dls__use_event(u);
+    if (recorded == NULL || cap != 0 || u->event != NULL || ev != recorded || u->stale)
+      u->stale = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native) != DLS_OK;
     u->recorded |= !u->stale;
   }
   dls__spin_unlock(&b->mu);

@@ -115,9 +115,10 @@ DLS__INTERNAL dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, in
 DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* Once that work was queued: notes the uses of `n` buffers on `s` in one pass (one event recorded on `s` for all),
  * each ordered earlier by dls__buffer_order with its epoch; a buffer whose state another use changed since is
- * noted as a declared use (a party more). A buffer named twice is noted once with both modes. */
+ * noted as a declared use (a party more). A buffer named twice is noted once with both modes. *out_marked (NULL:
+ * not asked): `s`'s mark where it was recorded eagerly after the work, for dls__buffer_mark_by; else NULL. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
-                                             const uint32_t *epochs, int n);
+                                             const uint32_t *epochs, int n, void **out_marked);
 /* A use ordered by dls__buffer_order whose work was not queued after all: a use noted as it was ordered is let go of
  * (its note stays: a party more); one only ordered needs nothing. */
 DLS__INTERNAL void dls__buffer_unordered(dls__buffer *b, uint32_t epoch);
@@ -131,6 +132,10 @@ DLS__INTERNAL void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer)
  * could be made; a failed record leaves the use stale, recorded again by the
  * release (which waits on the host only if that fails too). */
 DLS__INTERNAL dls_status_t dls__buffer_mark(dls__buffer *b, dls__stream *s);
+/* The same, where `recorded` (NULL: none) is `s`'s mark, recorded eagerly after the work to mark
+ * (dls__buffers_note's *out_marked): an eager use entry that waits on it is marked by that record, with no other
+ * made (a later record of the mark covers more work, never less). */
+DLS__INTERNAL dls_status_t dls__buffer_mark_by(dls__buffer *b, dls__stream *s, const void *recorded);
 /* A stale use's event missed its latest record: recording it now covers
  * everything queued on its stream so far (b->mu held). */
 DLS__INTERNAL dls_status_t dls__use_refresh(dls__use *u);
@@ -215,5 +220,50 @@ DLS__INTERNAL dls_status_t dls__use_entry(dls__buffer *b, dls__stream *s, uint64
  * it will need made now. (b->mu held, and left held whatever it returns) */
 DLS__INTERNAL dls_status_t dls__access_begin_one(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
                                                  int *out_party);
+
+/* ---- uses of records noted as they are ordered (access_ordered.c; foreign.c finds and orders them in one step) ---- */
+
+/* The epoch of a use ordered by dls__buffer_order, for dls__buffers_note: the buffer's count of notes, and two
+ * flags. */
+#define DLS__EPOCH_NOTES 0x3fffffffu
+#define DLS__EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
+#define DLS__EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
+
+/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
+ * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
+ * the "no stream" producer, whose work is none); no export. (b->mu held) */
+static inline bool dls__noted_at_once(const dls__buffer *b, int me, int mode) {
+  if (me < 0 || me >= DLS__SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
+    return false;
+  const dls__use *u = &b->uses[me];
+  uint64_t others = b->eager_uses & ~dls__party_bit(me); /* the other eager entries (not DLS__PARTY_ALLOC's bit) */
+  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
+  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
+}
+
+/* dls__buffer_order's quick way alone, for record `b` (eager work: `cap`, the capture state of `s` read by the caller,
+ * is 0): whether the use was noted at once (*out_epoch set); false, nothing done, where it must be ordered. */
+static DLS__HOT_INLINE bool dls__buffer_order_noted(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
+                                                     uint32_t *out_epoch) {
+  /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the capture
+   * state read by the caller only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
+   * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes as
+   * one (DLS__EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
+  if (cap != 0)
+    return false;
+  dls__spin_lock(&b->mu);
+  int me = dls__party_of(b, s, 0);
+  bool noted = dls__noted_at_once(b, me, mode);
+  if (noted) {
+    dls__note_use(b, 0, me, mode);
+    /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while in
+     * flight (the entry keeps its role), and so does the event. */
+    atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
+    *out_epoch = DLS__EPOCH_NOTED;
+  }
+  dls__spin_unlock(&b->mu);
+  return noted;
+}
 
 #endif /* DLSTREAM_CORE_ACCESS_H */

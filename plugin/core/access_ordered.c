@@ -7,45 +7,12 @@
 #include "core/access.h"
 #include "core/runtime.h"
 
-/* The epoch of a use ordered by dls__buffer_order, for dls__buffers_note: the buffer's count of notes, and two
- * flags. */
-#define EPOCH_NOTES 0x3fffffffu
-#define EPOCH_UNSURE 0x40000000u /* uses noted as they were ordered were in flight: it is noted as a declared use */
-#define EPOCH_NOTED 0x80000000u  /* noted as it was ordered: only its stream's mark is left to record */
-
-/* Whether an eager use of `mode` (party `me`) of record `b` waits for nothing, so that it may be noted as it is
- * ordered: no other stream of the record is a writer, nor, for a write, a reader (the record's allocation party is
- * the "no stream" producer, whose work is none); no export. (b->mu held) */
-static inline bool noted_at_once(const dls__buffer *b, int me, int mode) {
-  if (me < 0 || me >= DLS__SPILL_FROM || b->exporting != 0 || b->cap_id != 0)
-    return false;
-  const dls__use *u = &b->uses[me];
-  uint64_t others = b->eager_uses & ~dls__party_bit(me); /* the other eager entries (not DLS__PARTY_ALLOC's bit) */
-  uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
-  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
-}
-
 dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
   if (DLS__LIKELY(b->record)) {
-    /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the
-     * capture state read here only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
-     * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes
-     * as one (EPOCH_UNSURE), so none takes the writer's place without having waited for this work. */
     uint64_t cap = 0;
     (void)dls__stream_capture(s, &cap);
-    dls__spin_lock(&b->mu);
-    int me = dls__party_of(b, s, 0);
-    if (cap == 0 && noted_at_once(b, me, mode)) {
-      dls__note_use(b, 0, me, mode);
-      /* The entry's stream may be another handle of `s`: its mark is the one a later use waits on. It stays while
-       * in flight (the entry keeps its role), and so does the event. */
-      atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
-      atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-      dls__spin_unlock(&b->mu);
-      *out_epoch = EPOCH_NOTED;
+    if (dls__buffer_order_noted(b, s, cap, mode, out_epoch))
       return DLS_OK;
-    }
-    dls__spin_unlock(&b->mu);
   }
   /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
   dls__capture_pin();
@@ -55,8 +22,8 @@ dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_
   int me;
   dls_status_t st = dls__access_begin_one(b, s, cap, mode, &me);
   /* acquire: a use whose count went back to 0 (release) recorded the mark this use's waits saw */
-  *out_epoch = (b->notes & EPOCH_NOTES) |
-               (atomic_load_explicit(&b->inflight, memory_order_acquire) != 0 ? EPOCH_UNSURE : 0);
+  *out_epoch = (b->notes & DLS__EPOCH_NOTES) |
+               (atomic_load_explicit(&b->inflight, memory_order_acquire) != 0 ? DLS__EPOCH_UNSURE : 0);
   dls__spin_unlock(&b->mu);
   dls__capture_unpin();
   return st;
@@ -64,29 +31,35 @@ dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_
 
 /* The uses of `n` buffers on `s` noted as they were ordered, once their work was queued: the mark each one's entry
  * waits on (`s`'s own, or another handle's of its stream) recorded after it, once for all that share it, then each
- * let go of. Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the
- * record's status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
-static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n) {
+ * let go of; *marked: `s`'s own mark when it was one of them (recorded eagerly after the work: dls__buffer_mark_by).
+ * Where that cannot be (`s` captures now, a record failed), none is let go of and DLS_ERR_STATE or the record's
+ * status is returned: the caller notes them as declared uses (a party more), then lets go of them. */
+static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n, void **marked) {
   dls__capture_pin(); /* the capture state read, and the records made, in one pin */
   uint64_t cap = 0;
   (void)dls__stream_capture(s, &cap);
   dls_status_t st = cap == 0 ? DLS_OK : DLS_ERR_STATE;
   bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed);
-  void *last = NULL;
+  void *last = NULL, *own = atomic_load_explicit(&s->mark, memory_order_acquire);
+  bool own_recorded = false;
   for (int i = 0; i < n && st == DLS_OK; i++) {
     void *ev = atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed);
-    if (ev != last && !DLS__UNLIKELY(broken))
+    if (ev != last && !DLS__UNLIKELY(broken)) {
       st = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native);
+      own_recorded |= ev == own;
+    }
     last = ev;
   }
   dls__capture_unpin();
+  if (st == DLS_OK && own_recorded && own != NULL)
+    *marked = own;
   for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
     atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
   return st;
 }
 
 void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
-  if (epoch == EPOCH_NOTED) /* nothing was queued: the mark as it is covers it */
+  if (epoch == DLS__EPOCH_NOTED) /* nothing was queued: the mark as it is covers it */
     atomic_fetch_sub_explicit(&b->inflight, 1, memory_order_release);
 }
 
@@ -94,7 +67,11 @@ static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const
                                  int n);
 
 dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                               int n) {
+                               int n, void **out_marked) {
+  void *unused = NULL;
+  if (out_marked == NULL)
+    out_marked = &unused;
+  *out_marked = NULL;
   /* Those noted as they were ordered (noted[], let go of once their mark is recorded), and the others (rest[]): a use
    * noted so that was used in more ways since (DLS__ACCESS_DECLARED) is in both, noted again as a declared use. */
   enum { MAX = DLS_MAX_ARGS + 2 };
@@ -105,20 +82,26 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
   if (n > MAX)
     n = MAX;
+  int quick = 0; /* the common case: each noted as it was ordered, to be marked (nothing to sort) */
+  while (quick < n && epochs[quick] == DLS__EPOCH_NOTED && !(modes[quick] & DLS__ACCESS_DECLARED))
+    quick++;
+  bool tried = DLS__LIKELY(quick == n);
+  if (tried && noted_mark(s, bufs, n, out_marked) == DLS_OK)
+    return DLS_OK;
   for (int i = 0; i < n; i++) {
-    bool at_once = epochs[i] == EPOCH_NOTED, declared = (modes[i] & DLS__ACCESS_DECLARED) != 0;
+    bool at_once = epochs[i] == DLS__EPOCH_NOTED, declared = (modes[i] & DLS__ACCESS_DECLARED) != 0;
     if (at_once)
       noted[nn++] = bufs[i];
     mark |= at_once && !declared;
     if (!at_once || declared) {
       rest[nr] = bufs[i];
       rest_modes[nr] = modes[i];
-      rest_epochs[nr++] = at_once ? EPOCH_UNSURE : epochs[i];
+      rest_epochs[nr++] = at_once ? DLS__EPOCH_UNSURE : epochs[i];
     }
   }
-  if (DLS__LIKELY(nr == 0) && mark && noted_mark(s, noted, nn) == DLS_OK)
-    return DLS_OK; /* the common case: each noted as it was ordered, its mark recorded now */
-  if (mark && nr > 0 && noted_mark(s, noted, nn) == DLS_OK)
+  if (!tried && nr == 0 && mark && noted_mark(s, noted, nn, out_marked) == DLS_OK)
+    return DLS_OK;
+  if (!tried && mark && nr > 0 && noted_mark(s, noted, nn, out_marked) == DLS_OK)
     return note_ordered(s, rest, rest_modes, rest_epochs, nr);
   /* None noted as ordered, or their mark could not be recorded (`s` captures now, the record failed): those noted
    * in the capture `s` is in now, or recorded again (a failed record leaves its use stale), as declared uses: a
@@ -126,7 +109,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   for (int i = 0; i < nn && mark; i++) {
     rest[nr] = noted[i];
     rest_modes[nr] = DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED;
-    rest_epochs[nr++] = EPOCH_UNSURE;
+    rest_epochs[nr++] = DLS__EPOCH_UNSURE;
   }
   dls_status_t st = nr > 0 ? note_ordered(s, rest, rest_modes, rest_epochs, nr) : DLS_OK;
   for (int i = 0; i < nn; i++)
@@ -177,7 +160,7 @@ static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const
       return st;
     }
     x.a[i].party = me;
-    if ((b->notes & EPOCH_NOTES) != epoch[i]) /* another use was noted since it was ordered: a party more, no more */
+    if ((b->notes & DLS__EPOCH_NOTES) != epoch[i]) /* another use was noted since it was ordered: a party more, no more */
       x.a[i].mode |= DLS__ACCESS_DECLARED;
   }
   return dls__access_end(&x, true);

@@ -24,7 +24,7 @@ static dls_status_t record_new(dls__device *dev, uintptr_t lo, uintptr_t hi, dls
   DLS__TRY(dls__buffer_borrow(dev, NULL, 0, none, NULL, NULL, &b)); /* 0 bytes: no alias of exported memory */
   b->record = true;
   b->ptr = (void *)lo;
-  dls_status_t st = dls__ranges_add(&dls__foreign_ranges, dev->device, lo, hi - lo, b, &b->refs);
+  dls_status_t st = dls__ranges_add_busy(&dls__foreign_ranges, dev->device, lo, hi - lo, b, &b->refs, &b->inflight);
   if (st != DLS_OK) {
     dls__buffer_unref(b);
     return st;
@@ -34,14 +34,14 @@ static dls_status_t record_new(dls__device *dev, uintptr_t lo, uintptr_t hi, dls
   return DLS_OK;
 }
 
-/* Whether a record's uses have all completed (an import's count is its holders': never). Its state is read under
- * its lock: a lookup may find it meanwhile. */
+/* Whether a record's uses have all completed (an import's count is its holders': never), none in flight. Its state
+ * is read under its lock: a lookup may find it meanwhile. */
 static bool idle(void *owner) {
   dls__buffer *b = owner;
   if (!b->record)
     return false;
   dls__spin_lock(&b->mu);
-  bool done = dls__buffer_uses_complete(b, true);
+  bool done = atomic_load_explicit(&b->inflight, memory_order_acquire) == 0 && dls__buffer_uses_complete(b, true);
   dls__spin_unlock(&b->mu);
   return done;
 }
@@ -149,6 +149,25 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   out->rec[0]->ptr = (void *)nlo;
   out->merged = nrec > 1;
   return DLS_OK;
+}
+
+bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, dls__buffer **out,
+                            uint32_t *out_epoch) {
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
+    return false;
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap); /* before the registry's lock: it may ask the driver */
+  if (cap != 0)
+    return false;
+  /* The record is used under the registry's lock: it cannot leave meanwhile, and once the use is in flight it stays
+   * in until the use's mark is recorded (the registry's `busy`: its count of uses in flight), with no reference. */
+  dls__buffer *b = dls__ranges_sole_locked(&dls__foreign_ranges, home, lo, size);
+  if (b == NULL)
+    return false;
+  bool noted = b->record && dls__buffer_order_noted(b, s, 0, mode, out_epoch);
+  dls__ranges_unlock(&dls__foreign_ranges);
+  *out = noted ? b : NULL;
+  return noted;
 }
 
 dls_status_t dls__foreign_enter(dls__buffer *b, dls__stream *producer) {

@@ -37,6 +37,13 @@ typedef struct dls__foreign_set {
  * memory, or when more than DLS__FOREIGN_MAX overlap the range. */
 DLS__INTERNAL dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool add,
                                              dls__foreign_set *out);
+/* The quick way of a use of [lo, lo + size) of memory on `home` by eager work on `s`: where one record holds all of
+ * the range and the use is noted at once on it (dls__buffer_order_noted: `s` is already its only writer), that
+ * record in *out with its epoch, and true. The record is not held: it stays while the use is in flight, until
+ * dls__buffers_note (or dls__buffer_unordered) lets go of it, after which the caller must not touch it. false
+ * (nothing done): dls__foreign_find and dls__buffer_order. */
+DLS__INTERNAL bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode,
+                                          dls__buffer **out, uint32_t *out_epoch);
 /* After a merged use was ordered: takes `rec` (a record of the set other than the first) out of the registry when
  * nothing else holds it (the registry's reference and `held` of the caller's), dropping the registry's reference.
  * Imports are left as they are. */

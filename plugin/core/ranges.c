@@ -67,6 +67,11 @@ static uintptr_t end_of(uintptr_t lo, size_t size) { return lo + size < lo ? UIN
 
 dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
                              _Atomic int *refs) {
+  return dls__ranges_add_busy(r, home, lo, size, owner, refs, NULL);
+}
+
+dls_status_t dls__ranges_add_busy(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
+                                  _Atomic int *refs, _Atomic int *busy) {
   if (size == 0)
     return DLS_OK;
   uintptr_t hi = end_of(lo, size);
@@ -75,13 +80,18 @@ dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t
   if (position(r, owner, lo) == r->n && (r->n < r->cap || (st = grow(r)) == DLS_OK)) {
     size_t i = lower_bound(r, lo); /* before the entries that start at lo too: any order among them does */
     memmove(r->entries + i + 1, r->entries + i, (r->n - i) * sizeof *r->entries);
-    r->entries[i] = (dls__range){lo, hi, home, owner, refs};
+    r->entries[i] = (dls__range){lo, hi, home, owner, refs, busy};
     r->n++;
     reach_from(r, i);
     counted(r, 1);
   }
   dls__spin_unlock(&r->mu);
   return st;
+}
+
+/* Whether entry `e` is in use without a reference (mu held: a use counts up under it). */
+static bool busy(const dls__range *e) {
+  return e->busy != NULL && atomic_load_explicit(e->busy, memory_order_acquire) != 0;
 }
 
 /* Takes entry i out (mu held). */
@@ -95,7 +105,8 @@ static void take_out(dls__ranges *r, size_t i) {
 bool dls__ranges_remove(dls__ranges *r, void *owner, uintptr_t lo, int refs) {
   dls__spin_lock(&r->mu);
   size_t i = position(r, owner, lo);
-  bool out = i < r->n && (refs == 0 || atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == refs);
+  bool out = i < r->n && (refs == 0 || (atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == refs &&
+                                         !busy(&r->entries[i])));
   if (out)
     take_out(r, i);
   dls__spin_unlock(&r->mu);
@@ -161,24 +172,41 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
   return found;
 }
 
-void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs) {
-  if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
-    return NULL;
-  uintptr_t hi = end_of(lo, size);
-  void *found = NULL;
-  dls__spin_lock(&r->mu);
+/* The one entry [lo, hi) overlaps on `home`, when it holds all of it, its owner alive; NULL otherwise (mu held). */
+static const dls__range *sole(const dls__ranges *r, DLDevice home, uintptr_t lo, uintptr_t hi) {
   /* Entries from lower_bound(hi) on start at or past hi: the last one below it is the only candidate, when no entry
    * before it reaches past lo. */
   size_t i = lower_bound(r, hi);
-  if (i > 0 && (i == 1 || r->reach[i - 2] <= lo)) {
-    const dls__range *e = &r->entries[i - 1];
-    if (e->lo <= lo && e->hi >= hi && same_memory(e->home, home) && try_ref(e->refs)) {
-      found = e->owner;
-      *out_refs = e->refs;
-    }
+  if (i == 0 || (i > 1 && r->reach[i - 2] > lo))
+    return NULL;
+  const dls__range *e = &r->entries[i - 1];
+  bool holds = e->lo <= lo && e->hi >= hi && same_memory(e->home, home) &&
+               atomic_load_explicit(e->refs, memory_order_relaxed) > 0;
+  return holds ? e : NULL;
+}
+
+void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs) {
+  if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
+    return NULL;
+  void *found = NULL;
+  dls__spin_lock(&r->mu);
+  const dls__range *e = sole(r, home, lo, end_of(lo, size));
+  if (e != NULL && try_ref(e->refs)) {
+    found = e->owner;
+    *out_refs = e->refs;
   }
   dls__spin_unlock(&r->mu);
   return found;
+}
+
+void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size) {
+  if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
+    return NULL;
+  dls__spin_lock(&r->mu);
+  const dls__range *e = sole(r, home, lo, end_of(lo, size));
+  if (e == NULL)
+    dls__spin_unlock(&r->mu);
+  return e != NULL ? e->owner : NULL;
 }
 
 void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out, int max,
@@ -219,7 +247,7 @@ size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **o
   dls__spin_lock(&r->mu);
   for (size_t i = 0; i < r->n && n < max; i++) {
     dls__range *e = &r->entries[i];
-    if (atomic_load_explicit(e->refs, memory_order_acquire) == 1 && try_ref(e->refs)) {
+    if (atomic_load_explicit(e->refs, memory_order_acquire) == 1 && !busy(e) && try_ref(e->refs)) {
       owner[n] = e->owner;
       refs[n] = e->refs;
       lo[n++] = e->lo;
@@ -233,7 +261,7 @@ size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **o
   for (size_t k = 0; k < n; k++) {
     size_t i = go[k] ? position(r, owner[k], lo[k]) : r->n;
     /* Still only the registry's and this lookup's references: no one can take another but through the lock. */
-    if (i < r->n && atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == 2) {
+    if (i < r->n && atomic_load_explicit(r->entries[i].refs, memory_order_acquire) == 2 && !busy(&r->entries[i])) {
       take_out(r, i);
       out[taken++] = owner[k];
     } else {

@@ -17,6 +17,7 @@ typedef struct dls__range {
   DLDevice home;
   void *owner;
   _Atomic int *refs;
+  _Atomic int *busy; /* while not 0, the owner is in use without a reference (dls__ranges_sole_locked): it stays */
 } dls__range;
 
 typedef struct dls__ranges {
@@ -42,7 +43,12 @@ DLS__INTERNAL extern _Atomic size_t dls__foreign_n;
  * `lo` is left as it is. size 0 enters nothing. The caller holds a reference. Fails only out of host memory. */
 DLS__INTERNAL dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
                                            _Atomic int *refs);
-/* Takes `owner` (entered at `lo`) out when its count is `refs` (0: whatever it is); whether it was taken out. */
+/* dls__ranges_add for an owner used without a reference while *busy is not 0 (taken by its user under the registry's
+ * lock, after dls__ranges_sole_locked): dls__ranges_remove with a count and dls__ranges_take_idle leave it in. */
+DLS__INTERNAL dls_status_t dls__ranges_add_busy(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
+                                                _Atomic int *refs, _Atomic int *busy);
+/* Takes `owner` (entered at `lo`) out when its count is `refs` and it is not busy (refs 0: whatever they are);
+ * whether it was taken out. */
 DLS__INTERNAL bool dls__ranges_remove(dls__ranges *r, void *owner, uintptr_t lo, int refs);
 /* Moves `owner`'s entry (entered at `lo`) to [new_lo, new_hi); nothing when it is not in. */
 DLS__INTERNAL void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_lo, uintptr_t new_hi);
@@ -53,11 +59,16 @@ DLS__INTERNAL void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo
  * `home` holds all of it, its owner with a reference taken (*out_refs: its count); NULL otherwise (none, several,
  * one that holds part: the caller asks dls__ranges_overlapping). */
 DLS__INTERNAL void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs);
+/* dls__ranges_sole's entry, with no reference taken: its owner is returned with the registry's lock held, for the
+ * caller to use (an owner entered with `busy`, which the caller counts up while it holds the lock), then
+ * dls__ranges_unlock; NULL (the lock let go) when there is no such entry. */
+DLS__INTERNAL void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size);
+static inline void dls__ranges_unlock(dls__ranges *r) { dls__spin_unlock(&r->mu); }
 /* Every entry on `home` overlapping [lo, lo + size), each owner with a reference taken, at most `max` (*out_n: how
  * many overlap, which may be more than `max`: then none is taken); *out_holds: one of them holds all of the range. */
 DLS__INTERNAL void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out,
                                            int max, int *out_n, bool *out_holds);
-/* Takes out every entry whose owner only the registry holds (count 1) and for which `idle(owner)` says so (asked
+/* Takes out every entry whose owner only the registry holds (count 1), not busy, and for which `idle(owner)` says so (asked
  * with no lock held, the owner held meanwhile), at most `max`, into `out`; returns how many. Each owner taken out
  * comes with two references, the registry's and the lookup's: the caller drops both. Entries left: *out_left. */
 DLS__INTERNAL size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *owner), void **out, size_t max,

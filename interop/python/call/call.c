@@ -88,6 +88,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->tmp = NULL;
   p->buf = NULL;
   p->ordered = false;
+  p->unheld = false;
   p->epoch = 0;
   return 0;
 }
@@ -116,9 +117,9 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   return *out ? 0 : -1;
 }
 
-/* Notes every USE post's use of the work queued on `s`, in one pass (one event recorded for all). 0, or -1 with an
- * exception. */
-static int end_uses(dlspy_call *c, dls__stream *s) {
+/* Notes every USE post's use of the work queued on `s`, in one pass (one event recorded for all; *marked: `s`'s mark
+ * when that was it, which the call's releases then share). 0, or -1 with an exception. */
+static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
   dls__buffer *bufs[DLSPY_MAX_POSTS];
   int modes[DLSPY_MAX_POSTS];
   uint32_t epochs[DLSPY_MAX_POSTS];
@@ -131,21 +132,22 @@ static int end_uses(dlspy_call *c, dls__stream *s) {
     modes[n] = p->ordered ? p->mode : p->mode | DLS__EXT_ACCESS_DECLARED; /* work that was not ordered first */
     epochs[n++] = p->epoch;
   }
-  if (n == 0 || dls__ext_uses_note(s, bufs, modes, epochs, n) == DLS_OK)
+  if (n == 0 || dls__ext_uses_note(s, bufs, modes, epochs, n, marked) == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
   return -1;
 }
 
-/* The KEEP post i, once the work was queued on `s`: its object is let go of once `s` passes; the objects of every
- * KEEP post after it go with it, in one release (a tuple of them; each post's reference stolen). */
-static void keep_after(dlspy_call *c, dls__stream *s, int i) {
+/* The KEEP post i, once the work was queued on `s` (`marked`: a mark recorded after it, or NULL): its object is let
+ * go of once `s` passes; the objects of every KEEP post after it go with it, in one release (a tuple of them; each
+ * post's reference stolen). */
+static void keep_after(dlspy_call *c, dls__stream *s, int i, const void *marked) {
   int n = 0;
   for (int k = i; k < c->nposts; k++)
     n += c->posts[k].kind == DLSPY_POST_KEEP;
   PyObject *all = n > 1 ? PyTuple_New(n) : NULL;
   if (all == NULL) { /* one, or no memory for the tuple: one at a time */
-    dls__ext_release_after(s, dlspy_release_pyobject, c->posts[i].obj);
+    dls__ext_release_marked(s, marked, dlspy_release_pyobject, c->posts[i].obj);
     c->posts[i].kind = 0;
     return;
   }
@@ -155,7 +157,7 @@ static void keep_after(dlspy_call *c, dls__stream *s, int i) {
       c->posts[k].kind = 0; /* done */
     }
   }
-  dls__ext_release_after(s, dlspy_release_pyobject, all);
+  dls__ext_release_marked(s, marked, dlspy_release_pyobject, all);
 }
 
 int dlspy_call_end_slow(dlspy_call *c, bool ok) {
@@ -205,14 +207,15 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     dls__ext_stream_unref(c->ordered[i]);
   }
   c->nordered = 0;
-  if (ok && end_uses(c, s) != 0 && result == 0)
+  const void *marked = NULL;
+  if (ok && end_uses(c, s, &marked) != 0 && result == 0)
     result = -1;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {
     case DLSPY_POST_KEEP:
       if (ok)
-        keep_after(c, s, i); /* steals */
+        keep_after(c, s, i, marked); /* steals */
       else
         Py_DECREF(p->obj);
       break;
@@ -220,7 +223,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_MANAGED_L: {
       bool v = p->kind == DLSPY_POST_MANAGED_V;
       if (ok)
-        dls__ext_release_after(s, v ? dlspy_release_managed_v : dlspy_release_managed_l, p->managed);
+        dls__ext_release_marked(s, marked, v ? dlspy_release_managed_v : dlspy_release_managed_l, p->managed);
       else
         dlspy_managed_release(p->managed, v);
       break;
@@ -236,7 +239,8 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_USE: /* noted by end_uses */
       if (!ok)
         dls__ext_use_unordered(p->buf, p->epoch);
-      dls__buffer_unref(p->buf);
+      if (!p->unheld) /* else let go of by its note: untouched since */
+        dls__buffer_unref(p->buf);
       break;
     case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);

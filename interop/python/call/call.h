@@ -46,6 +46,7 @@ typedef struct dlspy_post {
   int mode;             /* USE: how the work used it (DLS_ACCESS_READ / DLS_ACCESS_WRITE) */
   uint32_t epoch;       /* USE ordered before the work (dlspy_call_use): the state it was ordered against */
   bool ordered;         /* USE: ordered before the work (else noted as a declared use) */
+  bool unheld;          /* USE: `buf` is a record in flight with no reference (dls__ext_foreign_use_noted) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */

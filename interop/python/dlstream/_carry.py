@@ -53,11 +53,13 @@ class _Torch:
         ext = self._external.get(key)
         if ext is None:
             ext = self._external[key] = cuda.ExternalStream(stream.ptr, device=index)
-            self._ids[key] = (ext.stream_id, ext.device_index, ext.device_type)
         get, put = getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_cuda_setStream", None)
         if get is not None and put is not None and raw is not None and c._cuda_getDevice() == index:
+            ids = self._ids.get(key)
+            if ids is None:
+                ids = self._ids[key] = (ext.stream_id, ext.device_index, ext.device_type)
             before = get(index)  # (stream id, device index, device type)
-            put(*self._ids[key])
+            put(*ids)
             return (put, before), prev
         ctx = cuda.stream(ext)
         ctx.__enter__()
