@@ -79,27 +79,42 @@ def gpu_rows(torch, dlstream, n, label):
     return r
 
 
+# 16-byte vectors a thread of the fast paths moves (plugin/kernels/layout.h: DLS__FILL_VECS, DLS__MOVE_VECS); the
+# core's grid gives a block a tile of that many for each of its 256 threads.
+FILL_VECS, MOVE_VECS, CORE_BLOCK = 8, 2, 256
+
+
 def grid_rows(dlstream, rows, n, label, x, y):
-    """Small calls are a few microseconds of launch, ramp and tail: fill and axpy through dls_launch on other grids
-    than the core's (a thread per 16 bytes, at most the device's threads: 1024 blocks of 256 at 2^20 float32),
-    each beside torch's kernel, to show which launch shape the core should pick."""
+    """Small calls are a few microseconds of launch, ramp and tail: fill and axpy through dls_launch on the core's
+    grid (a block a tile: 256 threads, each with FILL_VECS or MOVE_VECS 16-byte vectors) and on blocks of 128 and
+    512 threads with as many vectors a thread, and on the grid the core used before (a thread per 16 bytes, at most
+    what the device holds: 1024 blocks of 256 at 2^20 float32, most of them idle now), each beside torch's kernel,
+    to show which launch shape the core should pick."""
     anchors = {row.name: row for row in rows}
     fill, axpy, empty = (dlstream.builtin_function(k, "cuda:0") for k in ("dls_fill", "dls_axpy_f32", "dls_empty"))
     pattern = 0x3fc00000  # 1.5f
     items = n // 4  # 16-byte items of n float32
-    grid = max(1, items // 256)
-    # The floor under any kernel of the core's grid: launch, ramp and tail of blocks that do nothing.
-    out = [Row(f"dlstream empty kernel, grid {grid}x256 (the floor of the core's grid)", label, 0,
-               lambda g=grid: empty.launch(g, 256), anchors["torch fill float32 (fill_)"], None)]
-    for per, block in ((1, 128), (2, 256), (4, 256), (8, 256)):
-        grid = max(1, items // (per * block))
-        shape = f"grid {grid}x{block}, {per} x 16 bytes a thread"
-        out.append(Row(f"dlstream fill float32 (fill_), {shape}", label, 4 * n,
-                       lambda g=grid, b=block: fill.launch(g, b, y, n, 4, pattern),
-                       anchors["torch fill float32 (fill_)"], "anchor"))
-        out.append(Row(f"dlstream axpy float32 (add_ alpha), {shape}", label, 12 * n,
-                       lambda g=grid, b=block: axpy.launch(g, b, n, A, x, y),
-                       anchors["torch axpy float32 (add_ alpha)"], "anchor"))
+    core = -(-items // (MOVE_VECS * CORE_BLOCK))
+    # The floor under any kernel of the core's axpy grid: launch, ramp and tail of blocks that do nothing.
+    out = [Row(f"dlstream empty kernel, grid {core}x{CORE_BLOCK} (the floor of the core's axpy grid)", label, 0,
+               lambda g=core: empty.launch(g, CORE_BLOCK), anchors["torch fill float32 (fill_)"], None)]
+    shapes = []  # (kernel, grid, block, label)
+    for name, per in (("fill", FILL_VECS), ("axpy", MOVE_VECS)):
+        for block in (128, CORE_BLOCK, 512):
+            grid = -(-items // (per * block))
+            core_s = " (the core's)" if block == CORE_BLOCK else ""
+            shapes.append((name, grid, block, f"grid {grid}x{block}{core_s}, {per} x 16 bytes a thread"))
+        before = max(1, items // 256)
+        shapes.append((name, before, 256, f"grid {before}x256 (the core's before: a thread per 16 bytes)"))
+    for name, grid, block, shape in shapes:
+        if name == "fill":
+            out.append(Row(f"dlstream fill float32 (fill_), {shape}", label, 4 * n,
+                           lambda g=grid, b=block: fill.launch(g, b, y, n, 4, pattern),
+                           anchors["torch fill float32 (fill_)"], "anchor"))
+        else:
+            out.append(Row(f"dlstream axpy float32 (add_ alpha), {shape}", label, 12 * n,
+                           lambda g=grid, b=block: axpy.launch(g, b, n, A, x, y),
+                           anchors["torch axpy float32 (add_ alpha)"], "anchor"))
     return out
 
 
@@ -180,10 +195,9 @@ def jax_child(n, reps, smoke):
     dev = "cuda:0" if gpu else "cpu"
     fn = dlstream.builtin_function("dls_axpy_f32", dev)
     calls = 4 if smoke else 100
-    # The grid of dlstream's own calls (a thread per 16 bytes, at most what the device holds: 2048 threads a
-    # multiprocessor on sm_80 and sm_90), and the one docs/jax.md shows (a thread per element).
-    sms = getattr(jax.devices()[0], "core_count", 1) if gpu else 1
-    grids = {"core grid": min(-(-n // 1024), max(1, sms * 8)), "a thread per element": -(-n // 256)}
+    # The grid of dlstream's own calls (a block a tile: 256 threads, each with MOVE_VECS vectors of 4 floats), and the
+    # one docs/jax.md shows (a thread per element: most blocks find no tile).
+    grids = {"core grid": -(-n // (4 * MOVE_VECS * CORE_BLOCK)), "a thread per element": -(-n // 256)}
     kernels = {k: dj.kernel(fn, in_place=[3], grid=g, block=256) for k, g in grids.items()}
 
     def dls_chain(k):

@@ -10,6 +10,7 @@
 #include "core/capture.h"
 #include "core/cast.h"
 #include "core/launch.h"
+#include "kernels/convert.h"
 #include "kernels/layout.h"
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,47 +103,67 @@ dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_functio
 
 /* Threads in a block of the core's built-in calls. */
 #define BLOCK 256u
+/* The most blocks of a grid sized to the work: 2^32 threads less a block (HIP bounds a grid's threads by 2^32 - 1). A
+ * larger call's blocks take the tiles a grid further on (kernels/grid.cuh). */
+#define MOST_BLOCKS ((1u << 24) - 1u)
 
-/* The grid of a built-in call with `items` items of work (kernels/layout.h: 16-byte vectors on the fast paths, else
- * elements): a thread per item, at most as many as the device holds at once (the kernels loop over the rest), so a
- * large call fills the device once with no tail of blocks. */
-static dls_launch_config_t grid_for(dls__device *dev, uint64_t items) {
-  if (items == 0)
+/* A built-in call's work (kernels/layout.h): `items` items, `per` a thread; `capped`: an element-wise path (a
+ * strided view), whose threads loop from a grid the device holds at once. */
+typedef struct work {
+  uint64_t items;
+  uint32_t per;
+  bool capped;
+} work;
+
+/* The grid of a call's work. A fast path (tiles of 16-byte vectors, `per` a thread) gets a block a tile, so that no
+ * thread loops and a small call starts no idle blocks (torch's elementwise kernels size their grid so too). An
+ * element-wise path gets `per` elements a thread too, but at most as many threads as the device holds at once, so
+ * that each block makes its view's layout once (kernels/copy.cuh) and loops over the rest. */
+static dls_launch_config_t grid_for(dls__device *dev, work w) {
+  if (w.items == 0)
     return dls_config_1d(1, 1); /* spin: one thread; an empty call is never launched */
-  uint64_t most = dls__device_threads(dev) / BLOCK, blocks = dls__items(items, BLOCK);
-  if (most == 0)
-    most = 1;
+  uint64_t most = MOST_BLOCKS, blocks = dls__items(w.items, w.per * BLOCK);
+  if (w.capped) {
+    most = dls__device_threads(dev) / BLOCK;
+    most = most == 0 ? 1 : most;
+  }
   return dls_config_1d((uint32_t)(blocks < most ? blocks : most), BLOCK);
 }
 
-/* Items of a strided copy: 16 bytes of a contiguous view, else its elements. */
-static uint64_t copy_items(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src,
-                           uint32_t elem_size) {
+/* The work of a strided copy: 16-byte vectors of a contiguous view, else its elements (kernels/copy.cuh: twice as
+ * many a thread along one merged dimension). */
+static work copy_work(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src, uint32_t elem_size) {
   uint64_t count = dls__view_count(ndim, shape);
-  return dls__view_contiguous(ndim, shape, dst, src) ? dls__items(count * elem_size, DLS__VEC_BYTES) : count;
+  if (dls__view_contiguous(ndim, shape, dst, src))
+    return (work){dls__items(count * elem_size, DLS__VEC_BYTES), DLS__MOVE_VECS, false};
+  dls__layout l;
+  if (count > 0)
+    dls__layout_make(ndim, shape, dst, src, &l);
+  return (work){count, count > 0 && l.ndim == 1 ? 2 * DLS__ELEM_ITEMS : DLS__ELEM_ITEMS, true};
 }
 
-/* The items of built-in k's call (its arguments checked): what its kernel's fast path takes one thread per. */
-static uint64_t work_items(int k, const dls_arg_t *args) {
+/* The work of built-in k's call (its arguments checked): what its kernel's fast path moves. */
+static work work_of(int k, const dls_arg_t *args) {
   switch (k) {
-  case DLS__BI_FILL: return dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES);
-  case DLS__BI_AXPY_F32: return dls__items(args[0].v.u64, DLS__VEC_BYTES / 4);
-  case DLS__BI_AXPY_F64: return dls__items(args[0].v.u64, DLS__VEC_BYTES / 8);
+  case DLS__BI_FILL: return (work){dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES), DLS__FILL_VECS, false};
+  case DLS__BI_AXPY_F32: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 4), DLS__MOVE_VECS, false};
+  case DLS__BI_AXPY_F64: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 8), DLS__MOVE_VECS, false};
   case DLS__BI_COPY_STRIDED: {
     const dls_copy_desc_t *d = args[2].v.bytes;
-    return copy_items(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size);
+    return copy_work(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size);
   }
   case DLS__BI_CONVERT: {
     const dls_convert_desc_t *d = args[2].v.bytes;
     uint32_t ds = (uint32_t)dls__dtype_bytes(d->dst_dtype), ss = (uint32_t)dls__dtype_bytes(d->src_dtype);
+    if (memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0)
+      return copy_work(d->ndim, d->shape, d->dst_strides, d->src_strides, ds);
     uint64_t count = dls__view_count(d->ndim, d->shape);
-    if (!dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides))
-      return count;
-    return memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0
-               ? dls__items(count * ds, DLS__VEC_BYTES)
-               : dls__items(count, dls__vec_elems(ds, ss));
+    if (!dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides) ||
+        !dls__cv_has_loop(d->dst_dtype, d->src_dtype))
+      return (work){count, 1, true};
+    return (work){dls__items(count, DLS__CV_ELEMS(ds, ss)), DLS__CV_ITEMS(ds, ss), false};
   }
-  default: return 0;
+  default: return (work){0, 1, false};
   }
 }
 
@@ -151,8 +172,9 @@ static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst,
                                 const dls_copy_desc_t *d, uint64_t count) {
   dls__function *f;
   DLS__TRY(dls__builtin_at(s->dev, DLS__BI_COPY_STRIDED, call, &f));
-  dls_launch_config_t cfg =
-      grid_for(s->dev, count == 0 ? 0 : copy_items(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size));
+  dls_launch_config_t cfg = grid_for(s->dev, count == 0 ? (work){0, 1, false}
+                                                  : copy_work(d->ndim, d->shape, d->dst_strides, d->src_strides,
+                                                              d->elem_size));
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(d, sizeof *d)};
   return dls__launch_args(call, f, s, &cfg, args, 3);
 }
@@ -208,7 +230,7 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   if (overlap)
     dls__capture_pin();
   dls_status_t st = overlap ? stage_source(call, s, k, args, &tmp) : DLS_OK;
-  dls_launch_config_t cfg = grid_for(s->dev, work_items(k, args));
+  dls_launch_config_t cfg = grid_for(s->dev, work_of(k, args));
   if (st == DLS_OK)
     st = dls__launch_args(call, f, s, &cfg, args, nargs);
   if (tmp != NULL)

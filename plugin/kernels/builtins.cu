@@ -5,12 +5,13 @@
 //
 // Plain extern "C" kernels so the backend finds them by name with
 // cuModuleGetFunction / hipModuleGetFunction; argument lists are those of
-// dls_builtin_function in include/dlstream/builtin.h. Every loop is
-// grid-stride over every thread of the launch (grid.cuh), so any grid covers
-// the whole range once; the core's own calls size the grid to the device
-// (core/builtin.c). Memory moves in 16-byte accesses where the addresses
-// allow, with the elements before the first and after the last such access
-// one by one, so every alignment and length is correct. The only vendor
+// dls_builtin_function in include/dlstream/builtin.h. Every loop covers the
+// whole range once on any grid (grid.cuh: tiles of 16-byte vectors a block,
+// the next tiles a grid further on; grid-stride for the rest); the core's own
+// calls size the grid to the work, a tile a block (core/builtin.c). Memory
+// moves in 16-byte accesses where the addresses allow, with the elements
+// before the first and after the last such access one by one, so every
+// alignment and length is correct. The only vendor
 // differences are the clock and the back-off of the waits
 // (__HIP_PLATFORM_AMD__ below); cmake/DlsHipKernels.cmake compiles this
 // file with hip_runtime.h included first.
@@ -67,7 +68,7 @@ __device__ __forceinline__ void dls_fill_as(T *dst, u64 count, T v) {
   const u64 rep = (u64)v * (sizeof(T) == 1 ? 0x0101010101010101ull : sizeof(T) == 2 ? 0x0001000100010001ull
                                             : sizeof(T) == 4 ? 0x0000000100000001ull : 1ull);
   const uint4 pattern = make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32));
-  dls_k::run<2>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
+  dls_k::tiles<DLS__FILL_VECS>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
   dls_k::run<2>(sp.rest_count(count), fill_one<T>{dst, sp.rest(), v});
 }
 
@@ -112,8 +113,8 @@ struct axpy_one {
 template <typename T, typename V>
 __device__ __forceinline__ void dls_axpy(u64 n, T a, const T *x, T *y) {
   const dls_k::split sp((uintptr_t)y, (uintptr_t)x, n, sizeof(T));
-  dls_k::run<2>(sp.body, axpy_words<T, V>{a, reinterpret_cast<const V *>(x + sp.head),
-                                          reinterpret_cast<V *>(y + sp.head)});
+  dls_k::tiles<DLS__MOVE_VECS>(sp.body, axpy_words<T, V>{a, reinterpret_cast<const V *>(x + sp.head),
+                                                         reinterpret_cast<V *>(y + sp.head)});
   dls_k::run<4>(sp.rest_count(n), axpy_one<T>{a, x, y, sp.rest()});
 }
 

@@ -138,7 +138,7 @@ __device__ __forceinline__ D cv(S x) {
   return ty<D>::kind == 3 ? ty<D>::of_int(u, ty<S>::kind == 2) : ty<D>::of_bits(u);
 }
 
-// N elements a time, as one access of each side.
+// N elements a time (16 bytes of the narrower side), as 16-byte accesses of each side.
 template <typename D, typename S, int N>
 struct cv_words {
   typedef dls_k::vec<S, N> value;
@@ -165,55 +165,45 @@ struct cv_one {
   template <typename I> __device__ __forceinline__ void store(I j, S v) const { d[at.at(j)] = cv<D>(v); }
 };
 
-// A contiguous run of one pair of types: the elements before both sides reach their vectors' alignment together
-// (else all of them, one by one), vectors of N, the rest.
+// A contiguous run of one pair of types: the elements before the source's first 16-byte boundary (all of them, one
+// by one, where the destination is not at a 16-byte boundary there too), items of N (DLS__CV_ITEMS a thread: the
+// core's grid), the rest.
 template <typename D, typename S>
 __device__ __forceinline__ void convert_run(void *dst, const void *src, u64 total) {
   D *d = static_cast<D *>(dst);
   const S *s = static_cast<const S *>(src);
-  const int N = DLS__VEC_BYTES / (sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
-  u64 head = ((N * sizeof(S) - (uintptr_t)s % (N * sizeof(S))) % (N * sizeof(S))) / sizeof(S);
-  if ((uintptr_t)(d + head) % (N * sizeof(D)) != 0 || head > total)
+  const int N = DLS__CV_ELEMS(sizeof(D), sizeof(S));
+  u64 head = ((DLS__VEC_BYTES - (uintptr_t)s % DLS__VEC_BYTES) % DLS__VEC_BYTES) / sizeof(S);
+  if ((uintptr_t)(d + head) % DLS__VEC_BYTES != 0 || head > total)
     head = total;
   const u64 body = (total - head) / N;
-  dls_k::run<2>(body, cv_words<D, S, N>{reinterpret_cast<dls_k::vec<D, N> *>(d + head),
-                                        reinterpret_cast<const dls_k::vec<S, N> *>(s + head)});
+  dls_k::tiles<DLS__CV_ITEMS(sizeof(D), sizeof(S))>(
+      body, cv_words<D, S, N>{reinterpret_cast<dls_k::vec<D, N> *>(d + head),
+                              reinterpret_cast<const dls_k::vec<S, N> *>(s + head)});
   dls_k::run<4>(total - body * N, cv_one<D, S>{d, s, dls_k::leftovers{head, body * N}});
 }
 
-// The pairs with a loop of their own for contiguous views: between the float types, the common integers to
-// float32 (and int32, int64 to float64), int32 and int64 both ways. Every other cast, and every strided view,
-// takes convert.h's element function.
-#define DLS_CV_PAIRS(X)                                                                                          \
-  X(float, t_half) X(t_half, float) X(float, t_bf16) X(t_bf16, float) X(float, double) X(double, float)          \
-  X(double, t_half) X(t_half, double) X(double, t_bf16) X(t_bf16, double) X(t_half, t_bf16) X(t_bf16, t_half)    \
-  X(t_bool, float) X(uint8_t, float) X(int8_t, float) X(int32_t, float) X(int64_t, float) X(int32_t, double)     \
-  X(int64_t, double) X(int32_t, int64_t) X(int64_t, int32_t)
+// The element type of a DLPack code and width (convert.h's DLS__CV_PAIRS names the pairs that way).
+template <int code, int bits> struct type_of;
+template <> struct type_of<kDLBool, 8> { typedef t_bool type; };
+template <> struct type_of<kDLUInt, 8> { typedef uint8_t type; };
+template <> struct type_of<kDLInt, 8> { typedef int8_t type; };
+template <> struct type_of<kDLInt, 32> { typedef int32_t type; };
+template <> struct type_of<kDLInt, 64> { typedef int64_t type; };
+template <> struct type_of<kDLFloat, 16> { typedef t_half type; };
+template <> struct type_of<kDLFloat, 32> { typedef float type; };
+template <> struct type_of<kDLFloat, 64> { typedef double type; };
+template <> struct type_of<kDLBfloat, 16> { typedef t_bf16 type; };
+template <int code, int bits> using type_t = typename type_of<code, bits>::type;
 
-template <typename T> struct key;
-#define DLS_CV_KEY(T, code, bits)                                                                                \
-  template <> struct key<T> {                                                                                    \
-    static const unsigned value = (unsigned)(code) << 8 | (bits);                                                \
-  };
-DLS_CV_KEY(t_bool, kDLBool, 8)
-DLS_CV_KEY(uint8_t, kDLUInt, 8)
-DLS_CV_KEY(int8_t, kDLInt, 8)
-DLS_CV_KEY(int32_t, kDLInt, 32)
-DLS_CV_KEY(int64_t, kDLInt, 64)
-DLS_CV_KEY(t_half, kDLFloat, 16)
-DLS_CV_KEY(float, kDLFloat, 32)
-DLS_CV_KEY(double, kDLFloat, 64)
-DLS_CV_KEY(t_bf16, kDLBfloat, 16)
-#undef DLS_CV_KEY
-
-// A contiguous run of a pair of DLS_CV_PAIRS; false for any other pair.
+// A contiguous run of a pair of DLS__CV_PAIRS; false for any other pair.
 __device__ __forceinline__ bool convert_pair(void *dst, DLDataType dt, const void *src, DLDataType st, u64 total) {
   if (dt.lanes != 1 || st.lanes != 1)
     return false;
-  switch ((unsigned)st.code << 24 | (unsigned)st.bits << 16 | (unsigned)dt.code << 8 | dt.bits) {
-#define DLS_CV_CASE(S, D)                                                                                        \
-  case key<S>::value << 16 | key<D>::value: convert_run<D, S>(dst, src, total); return true;
-    DLS_CV_PAIRS(DLS_CV_CASE)
+  switch (DLS__CV_KEY(st.code, st.bits, dt.code, dt.bits)) {
+#define DLS_CV_CASE(sc, sb, dc, db)                                                                              \
+  case DLS__CV_KEY(sc, sb, dc, db): convert_run<type_t<dc, db>, type_t<sc, sb>>(dst, src, total); return true;
+    DLS__CV_PAIRS(DLS_CV_CASE)
 #undef DLS_CV_CASE
   default: return false;
   }

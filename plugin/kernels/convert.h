@@ -154,4 +154,34 @@ DLS__CV void dls__cv_convert(unsigned char *dst, DLDataType dt, const unsigned c
   }
 }
 
+/* The pairs of types dls_convert moves in 16-byte vectors on a contiguous view (convert.cu has a loop for each, and
+ * the core sizes the grid for those: core/builtin.c), as source code, bits, destination code, bits: between the float
+ * types, the common integers to float32 (and int32, int64 to float64), int32 and int64 both ways. Every other cast,
+ * and every strided view, takes dls__cv_convert element by element. */
+#define DLS__CV_PAIRS(X)                                                                                            \
+  X(kDLFloat, 32, kDLFloat, 16) X(kDLFloat, 16, kDLFloat, 32) X(kDLFloat, 32, kDLBfloat, 16)                        \
+  X(kDLBfloat, 16, kDLFloat, 32) X(kDLFloat, 32, kDLFloat, 64) X(kDLFloat, 64, kDLFloat, 32)                        \
+  X(kDLFloat, 64, kDLFloat, 16) X(kDLFloat, 16, kDLFloat, 64) X(kDLFloat, 64, kDLBfloat, 16)                        \
+  X(kDLBfloat, 16, kDLFloat, 64) X(kDLFloat, 16, kDLBfloat, 16) X(kDLBfloat, 16, kDLFloat, 16)                      \
+  X(kDLBool, 8, kDLFloat, 32) X(kDLUInt, 8, kDLFloat, 32) X(kDLInt, 8, kDLFloat, 32) X(kDLInt, 32, kDLFloat, 32)    \
+  X(kDLInt, 64, kDLFloat, 32) X(kDLInt, 32, kDLFloat, 64) X(kDLInt, 64, kDLFloat, 64) X(kDLInt, 32, kDLInt, 64)     \
+  X(kDLInt, 64, kDLInt, 32)
+
+/* A pair's key: source code and bits, destination code and bits, a byte each. */
+#define DLS__CV_KEY(sc, sb, dc, db)                                                                                 \
+  ((unsigned)(sc) << 24 | (unsigned)(sb) << 16 | (unsigned)(dc) << 8 | (unsigned)(db))
+
+/* Whether dls_convert moves a contiguous view of these types in 16-byte vectors (DLS__CV_PAIRS). */
+DLS__CV bool dls__cv_has_loop(DLDataType dt, DLDataType st) {
+  if (dt.lanes != 1 || st.lanes != 1)
+    return false;
+  switch (DLS__CV_KEY(st.code, st.bits, dt.code, dt.bits)) {
+#define DLS__CV_CASE(sc, sb, dc, db) case DLS__CV_KEY(sc, sb, dc, db):
+    DLS__CV_PAIRS(DLS__CV_CASE)
+#undef DLS__CV_CASE
+    return true;
+  default: return false;
+  }
+}
+
 #endif /* DLSTREAM_KERNELS_CONVERT_H */

@@ -44,19 +44,20 @@ struct shifted_copy {
 };
 
 // `bytes` bytes whose addresses sit alike in their W bytes: the bytes up to d's first W-byte boundary, W-byte
-// words, then the bytes after the last word.
+// words (U a thread: as many bytes as DLS__MOVE_VECS vectors of 16, the core's grid), then the bytes after the last
+// word.
 template <typename W, int U>
 __device__ __forceinline__ void copy_aligned(unsigned char *d, const unsigned char *s, u64 bytes) {
   u64 head = (sizeof(W) - (uintptr_t)d % sizeof(W)) % sizeof(W);
   if (head > bytes)
     head = bytes;
   const u64 body = (bytes - head) / sizeof(W);
-  run<U>(body, word_copy<W>{reinterpret_cast<W *>(d + head), reinterpret_cast<const W *>(s + head)});
+  tiles<U>(body, word_copy<W>{reinterpret_cast<W *>(d + head), reinterpret_cast<const W *>(s + head)});
   run<4>(bytes - body * sizeof(W), byte_copy{d, s, leftovers{head, body * sizeof(W)}});
 }
 
 // `bytes` bytes whose addresses differ by 1 to 3 bytes modulo 4: aligned 4-byte stores, each from two aligned
-// source words. No source word reaches past the source's last byte (a word may start before its first one: the
+// source words, four a thread (eight would take more registers than a thread has at a full device). No source word reaches past the source's last byte (a word may start before its first one: the
 // word holding an unaligned address, inside its allocation).
 __device__ __forceinline__ void copy_shifted(unsigned char *d, const unsigned char *s, u64 bytes) {
   u64 head = (4 - (uintptr_t)d % 4) % 4;
@@ -69,8 +70,8 @@ __device__ __forceinline__ void copy_shifted(unsigned char *d, const unsigned ch
   u64 body = (bytes - head) / 4;
   if (body + 1 > room)
     body = room > 0 ? room - 1 : 0;
-  run<4>(body, shifted_copy{reinterpret_cast<unsigned *>(d + head), reinterpret_cast<const unsigned *>(base),
-                            8 * off});
+  tiles<2 * DLS__MOVE_VECS>(body, shifted_copy{reinterpret_cast<unsigned *>(d + head),
+                                                reinterpret_cast<const unsigned *>(base), 8 * off});
   run<4>(bytes - body * 4, byte_copy{d, s, leftovers{head, body * 4}});
 }
 
@@ -80,11 +81,11 @@ __device__ __forceinline__ void copy_bytes(void *dst, const void *src, u64 bytes
   const unsigned char *s = static_cast<const unsigned char *>(src);
   const uintptr_t rel = (uintptr_t)d - (uintptr_t)s;
   if (rel % 16 == 0)
-    copy_aligned<uint4, 2>(d, s, bytes);
+    copy_aligned<uint4, DLS__MOVE_VECS>(d, s, bytes);
   else if (rel % 8 == 0)
-    copy_aligned<unsigned long long, 2>(d, s, bytes);
+    copy_aligned<unsigned long long, 2 * DLS__MOVE_VECS>(d, s, bytes);
   else if (rel % 4 == 0)
-    copy_aligned<unsigned, 4>(d, s, bytes);
+    copy_aligned<unsigned, 4 * DLS__MOVE_VECS>(d, s, bytes);
   else
     copy_shifted(d, s, bytes);
 }
@@ -145,6 +146,32 @@ struct line_copy {
   template <typename I> __device__ __forceinline__ void store(I i, W v) const { d[(long long)i * dstride] = v; }
 };
 
+// The offset (in elements) of element i of a merged view on one side (`strides`: l.dst or l.src), row-major.
+template <typename I>
+__device__ __forceinline__ long long view_offset(I i, const dls__layout &l, const int64_t *strides) {
+  I rest = i;
+  long long off = 0;
+  for (int k = (int)l.ndim - 1; k >= 0; --k) {
+    const I extent = (I)l.shape[k];
+    off += (long long)(rest % extent) * strides[k];
+    rest /= extent;
+  }
+  return off;
+}
+
+// Elements of a strided view of one word W each, over its merged dimensions: the load finds the source's offset and
+// the store the destination's (a value of one word, so that a thread holds its loads in flight together: a transpose
+// reads a cache line a word).
+template <typename W>
+struct elem_copy {
+  typedef W value;
+  W *d;
+  const W *s;
+  const dls__layout *l;
+  template <typename I> __device__ __forceinline__ W load(I i) const { return s[view_offset(i, *l, l->src)]; }
+  template <typename I> __device__ __forceinline__ void store(I i, W v) const { d[view_offset(i, *l, l->dst)] = v; }
+};
+
 // The merged layout of a strided view (layout.h), made once a block by its first thread in shared memory, where
 // every thread of the block reads it: a layout of each thread's own would sit in its stack in local memory, written
 // at every launch by every thread. Every thread of the block calls it (a barrier), before any thread leaves.
@@ -157,9 +184,21 @@ __device__ __forceinline__ const dls__layout *block_layout(unsigned ndim, const 
   return &l;
 }
 
-// A strided copy of whole elements of `size` bytes: a contiguous view as bytes, a 1-D view of elements of 1, 2, 4
-// or 8 bytes element by element, any other view element by element over its merged dimensions, in words as wide as
-// the element size and both addresses allow. Inlined (no call frame on the stack): dls_copy_strided and dls_convert
+// A strided view of elements of one word W: DLS__ELEM_ITEMS a thread, in tiles (the core's grid holds at most what
+// the device does, each block making the layout once: the tiles a grid further on are the same block's).
+template <typename W>
+__device__ __forceinline__ void copy_words(void *dst, const void *src, const dls__layout *l, u64 total) {
+  W *d = static_cast<W *>(dst);
+  const W *s = static_cast<const W *>(src);
+  if (l->ndim == 1)
+    tiles<2 * DLS__ELEM_ITEMS>(total, line_copy<W>{d, s, l->dst[0], l->src[0]});
+  else
+    tiles<DLS__ELEM_ITEMS>(total, elem_copy<W>{d, s, l});
+}
+
+// A strided copy of whole elements of `size` bytes: a contiguous view as bytes, a view of elements of one word (1,
+// 2, 4 or 8 bytes, aligned) element by element, DLS__ELEM_ITEMS a thread, any other view element by element over its
+// merged dimensions, in words as wide as the element size and both addresses allow. Inlined (no call frame on the stack): dls_copy_strided and dls_convert
 // each have their own. The arrays are the kernel's parameter (DLS_K_PARAM), read where they lie; every branch
 // before the layout goes the same way for the whole grid (block_layout's barrier).
 __device__ __forceinline__ void copy_view(void *dst, const void *src, unsigned ndim, const int64_t *shape,
@@ -176,13 +215,12 @@ __device__ __forceinline__ void copy_view(void *dst, const void *src, unsigned n
   const char *s = static_cast<const char *>(src);
   const uintptr_t align = (uintptr_t)d | (uintptr_t)s | size;
   const unsigned word = align % 8 == 0 ? 8 : align % 4 == 0 ? 4 : align % 2 == 0 ? 2 : 1;
-  if (l->ndim == 1 && size == word) {
-    const long long ds = l->dst[0], ss = l->src[0];
+  if (size == word) {
     switch (word) {
-    case 8: run<4>(total, line_copy<unsigned long long>{(unsigned long long *)d, (const unsigned long long *)s, ds, ss}); break;
-    case 4: run<4>(total, line_copy<unsigned>{(unsigned *)d, (const unsigned *)s, ds, ss}); break;
-    case 2: run<4>(total, line_copy<unsigned short>{(unsigned short *)d, (const unsigned short *)s, ds, ss}); break;
-    default: run<4>(total, line_copy<unsigned char>{(unsigned char *)d, (const unsigned char *)s, ds, ss}); break;
+    case 8: copy_words<unsigned long long>(d, s, l, total); break;
+    case 4: copy_words<unsigned>(d, s, l, total); break;
+    case 2: copy_words<unsigned short>(d, s, l, total); break;
+    default: copy_words<unsigned char>(d, s, l, total); break;
     }
     return;
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the GPU built-ins share (kernels/*.cu, one translation unit): the host API's structs, a thread's place in
-// any grid, and the grid-stride loop every memory-bound kernel runs, with 32-bit indices where they fit.
+// any grid, and the loops of the memory-bound kernels, with 32-bit indices where they fit: tiles of 16-byte vectors
+// (a block a tile on the core's grid), and a grid-stride loop for the elements around them and strided views.
 #ifndef DLSTREAM_KERNELS_GRID_CUH
 #define DLSTREAM_KERNELS_GRID_CUH
 
@@ -27,8 +28,9 @@ static_assert(sizeof(dls_copy_desc_t) == 8 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_cop
 static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls_convert_desc_t layout");
 
 // The memory-bound kernels: any block size up to 1024 threads, and on sm_80 and sm_90 (2048 threads a
-// multiprocessor) at most 32 registers a thread, so that every thread slot of the device can hold one: the core's
-// grid fills the device once (core/builtin.c). The other targets hold fewer threads a multiprocessor (1536, 1024):
+// multiprocessor) at most 32 registers a thread, so that every thread slot of the device can hold one: a grid sized
+// to the work runs in as few waves as it can, and a strided view's grid, capped at what the device holds, is
+// resident whole (core/builtin.c). The other targets hold fewer threads a multiprocessor (1536, 1024):
 // the bound is one block of 1024 there.
 #if defined(__HIP_PLATFORM_AMD__)
 #define DLS_K_BOUNDS __launch_bounds__(1024)
@@ -51,25 +53,78 @@ static_assert(sizeof(dls_convert_desc_t) == 16 + 3 * 8 * DLS_COPY_MAX_DIMS, "dls
 #define DLS_K_PARAM
 #endif
 
+// The most items a loop indexes with 32 bits (fewer instructions per item); above, 64-bit indices.
+// tests/c/kernels_on_host.cmake builds the host test a second time with 0 here, to run the 64-bit loops.
+#ifndef DLS_K_NARROW_MOST
+#define DLS_K_NARROW_MOST 0xffffffffull
+#endif
+
 namespace dls_k {
 
 typedef unsigned long long u64;
 
 // This thread's rank among all threads of the launch, over every dimension of the grid and the block (a 2-D or
-// 3-D launch through dls_launch splits the work too, instead of repeating it), and their count. A launch of more
-// than 2^64 threads cannot finish; its count wraps.
-__device__ __forceinline__ u64 thread_rank() {
-  const u64 block = ((u64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  const unsigned size = blockDim.x * blockDim.y * blockDim.z;
-  return block * size + (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+// 3-D launch through dls_launch splits the work too, instead of repeating it), and their count; a block's rank among
+// the blocks, their count, and a thread's rank in its block. A launch of more than 2^64 threads cannot finish; its
+// count wraps.
+__device__ __forceinline__ u64 block_rank() {
+  return ((u64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+}
+__device__ __forceinline__ u64 block_count() { return (u64)gridDim.x * gridDim.y * gridDim.z; }
+__device__ __forceinline__ unsigned block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
+__device__ __forceinline__ unsigned rank_in_block() {
+  return (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
 }
 
-__device__ __forceinline__ u64 thread_count() {
-  return (u64)gridDim.x * gridDim.y * gridDim.z * (blockDim.x * blockDim.y * blockDim.z);
+__device__ __forceinline__ u64 thread_rank() { return block_rank() * block_threads() + rank_in_block(); }
+
+__device__ __forceinline__ u64 thread_count() { return block_count() * block_threads(); }
+
+// Tiles of U * b items from `base` (below n), `step` items apart, until n (b: the threads of a block, t: this
+// thread's rank in it): item u of a tile is thread t's item u * b + t, so that each of a warp's U accesses covers
+// consecutive items, and a thread issues its U loads before its first store. A grid the core sized to the work (a
+// tile a block: core/builtin.c) runs the loop once; a smaller one takes the tiles a grid further on.
+template <int U, typename I, typename Op>
+__device__ __forceinline__ void each_tile(I n, I base, I step, unsigned t, unsigned b, const Op &op) {
+  for (;;) {
+    const I left = n - base;
+    const bool whole = left >= (I)(U * b); // the same for the whole block
+    typename Op::value v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (whole || t + u * b < left)
+        v[u] = op.load(base + (t + u * b));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (whole || t + u * b < left)
+        op.store(base + (t + u * b), v[u]);
+    if (left <= step)
+      return;
+    base += step;
+  }
+}
+
+// Items [0, n) of `op` in tiles (each_tile), a block's first tile its rank's, with 32-bit indices where n fits them.
+// A grid of more than 2^50 blocks (which cannot finish) would wrap its products.
+template <int U, typename Op>
+__device__ __forceinline__ void tiles(u64 n, const Op &op) {
+  const unsigned b = block_threads();
+  const u64 k = block_rank(), blocks = block_count(), tile = (u64)U * b;
+  if (k >= n || k * tile >= n)
+    return;
+  u64 step = blocks * tile;
+  if (blocks >= n || step > n)
+    step = n; // past the end from any tile: one pass
+  if (n <= DLS_K_NARROW_MOST)
+    each_tile<U, unsigned>((unsigned)n, (unsigned)(k * tile), (unsigned)step, rank_in_block(), b, op);
+  else
+    each_tile<U, u64>(n, k * tile, step, rank_in_block(), b, op);
 }
 
 // Items [0, n) of `op`, grid-stride from `first` by `step`, U at a time: the U loads are issued before the first
-// store, so each thread has U accesses in flight. Op: a `value` type, `value load(I) const`, `store(I, value) const`.
+// store, so each thread has U accesses in flight (the elements around a fast path's vectors, and strided views, on
+// the grid the core caps at what the device holds). Op: a `value` type, `value load(I) const`,
+// `store(I, value) const`.
 template <int U, typename I, typename Op>
 __device__ __forceinline__ void each_item(I n, I first, I step, const Op &op) {
   I i = first;
@@ -96,15 +151,16 @@ __device__ __forceinline__ void run(u64 n, const Op &op) {
   const u64 first = thread_rank(), step = thread_count();
   if (n == 0 || first >= n)
     return;
-  if (step <= 0xffffffffull / (U + 1) && n <= 0xffffffffull - (u64)(U + 1) * step)
+  if (step <= DLS_K_NARROW_MOST / (U + 1) && n <= DLS_K_NARROW_MOST - (u64)(U + 1) * step)
     each_item<U, unsigned>((unsigned)n, (unsigned)first, (unsigned)step, op);
   else
     each_item<U, u64>(n, first, step, op);
 }
 
-// An aligned group of N elements of T, loaded and stored as one access (N * sizeof(T) of 4, 8 or 16 bytes).
+// An aligned group of N elements of T: one access of N * sizeof(T) bytes (4, 8 or 16), or 16-byte accesses of a
+// larger group (32 or 64 bytes: the wider side of a conversion), aligned to 16.
 template <typename T, int N>
-struct alignas(sizeof(T) * N) vec {
+struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) vec {
   T v[N];
 };
 

@@ -5,7 +5,7 @@
  *
  * A view merges dimension k into k + 1 when stepping k is stepping k + 1 over its whole extent on both sides
  * (strides[k] == strides[k + 1] * shape[k + 1]); extents of 1 drop. A contiguous view (any shape, row-major on
- * both sides) becomes one dimension of stride 1, which the kernels copy as 16-byte words. */
+ * both sides) becomes one dimension of stride 1, which the kernels copy as 16-byte words, a few a thread. */
 #ifndef DLSTREAM_KERNELS_LAYOUT_H
 #define DLSTREAM_KERNELS_LAYOUT_H
 
@@ -82,11 +82,23 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
   }
 }
 
-/* Elements a typed fast path moves per item: as many as fit 16 bytes of the wider side. */
-DLS__LY uint32_t dls__vec_elems(uint32_t dst_size, uint32_t src_size) {
-  uint32_t wide = dst_size > src_size ? dst_size : src_size;
-  return wide == 0 || wide >= DLS__VEC_BYTES ? 1u : DLS__VEC_BYTES / wide;
-}
+/* 16-byte vectors a thread moves on the fast paths (kernels/grid.cuh's tiles: a block moves that many times its
+ * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. A fill only
+ * stores: more a thread, fewer blocks to start. An axpy and a copy load before they store: two a thread in flight. */
+#define DLS__FILL_VECS 8u
+#define DLS__MOVE_VECS 2u
+
+/* Elements a thread of a strided copy moves (of one word each: kernels/copy.cuh's copy_words), loaded together: this
+ * many over several merged dimensions (more would take more registers than a thread has at a full device), twice as
+ * many along one. */
+#define DLS__ELEM_ITEMS 2u
+
+/* Elements of a conversion's item on its fast path: 16 bytes of the narrower side (the wider side: 2 or 4 vectors of
+ * 16 bytes). Items a thread moves: 2, or 1 where the wider side of an item is 64 bytes (a 1-byte integer to float32,
+ * float64 to or from a 16-bit float: two would take more registers than the 32 a thread has at a full device). Macros:
+ * template arguments in the kernels. */
+#define DLS__CV_ELEMS(ds, ss) (DLS__VEC_BYTES / ((ds) < (ss) ? (ds) : (ss)))
+#define DLS__CV_ITEMS(ds, ss) (DLS__CV_ELEMS(ds, ss) * ((ds) > (ss) ? (ds) : (ss)) >= 64u ? 1u : 2u)
 
 /* Items of `n` elements taken `per` at a time (rounded up). */
 DLS__LY uint64_t dls__items(uint64_t n, uint32_t per) { return n / per + (n % per != 0); }

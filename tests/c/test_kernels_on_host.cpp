@@ -36,17 +36,28 @@ struct Grid {
   unsigned long long blocks; // 0: all
 };
 
-// The grids a launch may have; `items`: the core's, a thread per item on a device of 1024 threads; `most`: the most
+// The grids a launch may have; `items`: a thread per item on a device of 1024 threads (the core's grid of a strided
+// view), and the core's grid of a fast path (`per` items a thread, a block a tile: core/builtin.c); `most`: the most
 // items any loop of the kernel has (the grid of 2^32 threads runs that many).
-std::vector<Grid> grids(uint64_t items, uint64_t most) {
-  uint64_t blocks = (items + 255) / 256;
+std::vector<Grid> grids(uint64_t items, uint64_t most, unsigned per = DLS__MOVE_VECS) {
+  uint64_t blocks = (items + 255) / 256, tiles = (items + per * 256 - 1) / (per * 256);
   blocks = blocks == 0 ? 1 : blocks > 4 ? 4 : blocks;
   return {{{1, 1, 1}, {1, 1, 1}, 0},
           {{3, 1, 1}, {32, 1, 1}, 0},
           {{2, 2, 1}, {4, 2, 1}, 0},
           {{1, 1, 2}, {3, 1, 3}, 0},
           {{(unsigned)blocks, 1, 1}, {256, 1, 1}, 0},
+          {{(unsigned)(tiles == 0 ? 1 : tiles), 1, 1}, {256, 1, 1}, 0},
           {{1u << 24, 1, 1}, {256, 1, 1}, most / 256 + 2}}; // 2^32 threads: the first blocks hold every item
+}
+
+// Element counts of the fast paths' tests: around every vector width, then across several tiles of the core's grid
+// (a tile: DLS__MOVE_VECS or DLS__FILL_VECS vectors of 16 bytes for each of 256 threads), whole and partial. `big`:
+// with the longer ones (fewer starts, to keep the test short).
+std::vector<uint64_t> counts(bool big) {
+  if (big)
+    return {2048, 2049, 8192 - 3, 8192, 8192 + 5, 2 * 8192 + 4097, 70001};
+  return {0, 1, 2, 3, 4, 5, 7, 9, 15, 16, 17, 31, 33, 63, 64, 77, 100, 1000, 1001};
 }
 
 std::vector<unsigned char> random_bytes(size_t n) {
@@ -60,11 +71,11 @@ unsigned char *aligned16(std::vector<unsigned char> &b) {
   return reinterpret_cast<unsigned char *>(((uintptr_t)b.data() + 15) & ~(uintptr_t)15);
 }
 
-void test_fill() {
+void test_fill(bool big) {
   for (unsigned es = 1; es <= 8; es *= 2)
-    for (unsigned off = 0; off < 24; off += es)
-      for (uint64_t count : {0ull, 1ull, 2ull, 3ull, 5ull, 7ull, 15ull, 16ull, 17ull, 33ull, 63ull, 100ull, 1001ull})
-        for (const Grid &gr : grids((count * es + 15) / 16, count)) {
+    for (unsigned off = 0; off < 24; off += big ? 5 * es : es)
+      for (uint64_t count : counts(big))
+        for (const Grid &gr : grids((count * es + 15) / 16, count, DLS__FILL_VECS)) {
           std::vector<unsigned char> buf = random_bytes(off + count * es + 64);
           unsigned char *base = aligned16(buf);
           std::vector<unsigned char> want = buf;
@@ -79,11 +90,11 @@ void test_fill() {
 }
 
 template <typename T, typename K>
-void test_axpy(K kernel) {
-  for (unsigned xo = 0; xo < 6; xo++)
-    for (unsigned yo = 0; yo < 6; yo++)
-      for (uint64_t n : {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 9ull, 31ull, 64ull, 77ull, 1000ull})
-        for (const Grid &gr : grids(n / 2, n)) {
+void test_axpy(K kernel, bool big) {
+  for (unsigned xo = 0; xo < 6; xo += big ? 5 : 1)
+    for (unsigned yo = 0; yo < 6; yo += big ? 2 : 1)
+      for (uint64_t n : counts(big))
+        for (const Grid &gr : grids(n * sizeof(T) / 16, n)) {
           std::vector<T> xb(n + 16), yb(n + 16);
           for (size_t i = 0; i < yb.size(); i++) {
             xb[i] = (T)(int)(rng() % 100);
@@ -118,7 +129,7 @@ std::vector<View> views() {
     std::copy(ss.begin(), ss.end(), v.src);
     out.push_back(v);
   };
-  for (int64_t n : {0, 1, 2, 3, 5, 15, 16, 17, 31, 33, 64, 100, 257})
+  for (int64_t n : {0, 1, 2, 3, 5, 15, 16, 17, 31, 33, 64, 100, 257, 12289}) // 12289: three tiles and one
     add({n}, {1}, {1});
   add({}, {}, {});                                   // one element
   add({4, 5}, {5, 1}, {5, 1});                       // contiguous 2-D
@@ -305,9 +316,11 @@ void test_convert() {
 } // namespace
 
 int main() {
-  test_fill();
-  test_axpy<float>(dls_axpy_f32);
-  test_axpy<double>(dls_axpy_f64);
+  for (bool big : {false, true}) {
+    test_fill(big);
+    test_axpy<float>(dls_axpy_f32, big);
+    test_axpy<double>(dls_axpy_f64, big);
+  }
   test_copy();
   test_convert();
   std::printf("kernels_on_host: %d checks\n%d passed, %d failed\n", checks, checks - failures, failures);
