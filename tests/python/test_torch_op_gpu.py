@@ -7,7 +7,7 @@ latch and negative controls."""
 import pytest
 
 import dlstream
-from conftest import TORCH_CUDA, needs_torch_cuda, torch
+from conftest import TORCH_CUDA, needs_torch_cuda, passes, torch
 
 pytestmark = needs_torch_cuda
 
@@ -197,7 +197,7 @@ def _operator_in_use_stream(ops, carried, alive):
     try:
         with dlstream.use_stream(s):
             ops.axpy_(1.0, x, y)
-        waiting = not cur.query()
+        waiting = not passes(cur.query, seconds=5.0)  # a bounded poll: the operator's own kernel takes a moment
         early = None if waiting else float(y[0].item())  # only when torch's stream does not wait for the latch
     finally:
         dlstream._carry._CARRIERS[:] = keep
