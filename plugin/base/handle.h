@@ -237,7 +237,7 @@ DLS__INTERNAL bool dls__table_end(dls__table *t, uint64_t id);
  * are numbered by their users (DLS__OBJ_* in core/runtime.h). */
 #define DLS__OBJ_CLASSES 5
 
-#define DLS__SLOT_CACHE 16 /* freed slots of one kind a thread keeps for its next handles */
+#define DLS__SLOT_CACHE 64 /* freed slots of one kind a thread keeps for its next handles (a retired batch) */
 #define DLS__OBJ_CACHE 32  /* freed objects of one class a thread keeps */
 
 /* Hot paths make and free handles and objects on one thread: what the
