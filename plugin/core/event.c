@@ -154,14 +154,20 @@ static DLS__HOT_INLINE dls_status_t record_pinned(dls_event_t event, dls__stream
   return record_refused(call, invalidated, st);
 }
 
-dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
-  static const char call[] = "dls_event_record";
+/* A record's or a wait's frame: the stream held (before the pin, so that its last hold ends after the unpin), the
+ * work pinned. */
+static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
+                                              dls_status_t (*work)(dls_event_t, dls__stream *, const char *)) {
   DLS__ENTER(call);
   DLS__GET_OF(stream, s, stream, call, "stream");
   dls__capture_pin();
-  dls_status_t st = record_pinned(event, s, call);
+  dls_status_t st = work(event, s, call);
   dls__capture_unpin();
   return st;
+}
+
+dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
+  return pinned_on(stream, event, "dls_event_record", record_pinned);
 }
 
 /* A record made in a capture is a node of the graph, not work that runs:
@@ -195,7 +201,7 @@ static DLS__NOINLINE DLS__COLD dls_status_t wait_across(const char *call, dls__s
  * for a record). Both in one
  * capture state, or the wait would tie a capture to eager work: checked and queued in the pin (a capture begun or
  * ended in between would do the same). Nothing is known of a foreign event's record: no capture state is read. */
-static DLS__HOT_INLINE dls_status_t wait_pinned(dls__stream *s, dls_event_t event, const char *call) {
+static DLS__HOT_INLINE dls_status_t wait_pinned(dls_event_t event, dls__stream *s, const char *call) {
   DLS__GET_PINNED(&dls__event_table, dls__event, e, event, call, "event");
   /* Another device of the same backend is fine: the driver orders across devices. */
   if (DLS__UNLIKELY(e->dev->be != s->dev->be))
@@ -216,13 +222,7 @@ static DLS__HOT_INLINE dls_status_t wait_pinned(dls__stream *s, dls_event_t even
 }
 
 dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
-  static const char call[] = "dls_stream_wait_event";
-  DLS__ENTER(call);
-  DLS__GET_OF(stream, s, stream, call, "stream");
-  dls__capture_pin();
-  dls_status_t st = wait_pinned(s, event, call);
-  dls__capture_unpin();
-  return st;
+  return pinned_on(stream, event, "dls_stream_wait_event", wait_pinned);
 }
 
 dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls_stream_wait_event(stream, event); }
