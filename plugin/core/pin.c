@@ -78,7 +78,8 @@ static inline bool pin_try(pin_slot *s) {
   if (DLS__LIKELY(s != &g_crowd)) { /* only its thread writes the word */
     long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
     if (DLS__LIKELY(g_asymmetric)) {
-      atomic_store_explicit(&s->held, odd, memory_order_relaxed);
+      /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
+      atomic_store_explicit(&s->held, odd, memory_order_release);
       atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
       return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
     }
