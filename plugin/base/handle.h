@@ -238,7 +238,7 @@ DLS__INTERNAL bool dls__table_end(dls__table *t, uint64_t id);
 #define DLS__OBJ_CLASSES 5
 
 #define DLS__SLOT_CACHE 64 /* freed slots of one kind a thread keeps for its next handles (a retired batch) */
-#define DLS__OBJ_CACHE 32  /* freed objects of one class a thread keeps */
+#define DLS__OBJ_CACHE 64  /* freed objects of one class a thread keeps (a retired batch) */
 
 /* Hot paths make and free handles and objects on one thread: what the
  * thread freed comes back to it without a locked instruction. A finished
