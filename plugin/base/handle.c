@@ -171,7 +171,7 @@ static void slot_retire(dls__table *t, dls__slot *s) {
 }
 
 static void slot_drop(dls__table *t, dls__slot *s) {
-  if (t->grace != NULL)
+  if (t->grace != NULL && !atomic_load_explicit(&t->retire_off, memory_order_relaxed))
     slot_retire(t, s);
   else
     slot_free(t, s);

@@ -52,6 +52,7 @@ typedef struct dls__table {
    * wait now (it pins), so the batch waits for a later retirement. */
   void (*grace)(void);
   bool (*grace_may_wait)(void);
+  _Atomic bool retire_off; /* DLSTREAM_TEST_NO_RETIRE=1 (core/runtime.c): a negative control drops at once */
   /* Resolves a handle of the reserved generation (DLS_STREAM_RESERVED_GENERATION: the default streams, named by
    * device and kind, never in a slot), as dls__hold_get does (no hold needed: they live as long as their device);
    * NULL for kinds that have none, whose reserved-generation handles are stale. */

@@ -12,19 +12,28 @@ TestSuite(event_retire, .fini = dlst_fini);
 
 static uint32_t slot_of(dls_event_t e) { return (uint32_t)e.id; }
 
-/* Each test starts after a shutdown (dlst_fini), which drops every retired event: none is waiting. */
-BACKEND_TEST(event_retire, a_destroyed_slot_waits_for_its_grace_period_then_is_reused) {
-  DLDevice d = dlst_device(*backend_type);
+/* Destroys an event and makes another at once: whether the second took the first's slot. Starts after a shutdown
+ * (dlst_fini, or the caller's), which drops every retired event: none is waiting, so no batch is freed here. */
+static bool slot_reused_at_once(DLDevice d) {
   dls_event_t a, b;
   OK(dls_event_create(d, DLS_EVENT_DEFAULT, &a));
-  uint32_t slot = slot_of(a);
   OK(dls_event_destroy(a));
   cr_assert_eq(dls_live_handles(DLS_HANDLE_EVENT), 0, "a retired event is not live");
   OK(dls_event_create(d, DLS_EVENT_DEFAULT, &b));
-  cr_assert_neq(slot_of(b), slot, "the slot of an event just destroyed was reused before a grace period");
   int status = dls_event_record(a, dls_stream_default(d, DLS_STREAM_LEGACY));
   cr_assert_eq(status, DLS_ERR_INVALID_HANDLE, "a destroyed event's handle is stale at once");
   OK(dls_event_destroy(b));
+  return slot_of(b) == slot_of(a);
+}
+
+BACKEND_TEST(event_retire, a_destroyed_slot_waits_for_its_grace_period_then_is_reused) {
+  DLDevice d = dlst_device(*backend_type);
+  dls_event_t a;
+  OK(dls_event_create(d, DLS_EVENT_DEFAULT, &a));
+  uint32_t slot = slot_of(a);
+  OK(dls_event_destroy(a));
+  OK(dls_shutdown());
+  cr_assert(!slot_reused_at_once(d), "the slot of an event just destroyed was reused before a grace period");
   /* Retired events are freed in batches, each after one grace period: the slot comes back within a few. */
   bool reused = false;
   for (int i = 0; i < 1000 && !reused; i++) {
@@ -35,6 +44,14 @@ BACKEND_TEST(event_retire, a_destroyed_slot_waits_for_its_grace_period_then_is_r
     OK(dls_event_destroy(e));
   }
   cr_assert(reused, "the slot never came back: retired events are not freed");
+  /* The negative control: with retirement off, the slot is reused at once (and a record racing the destroy could
+   * use a freed event: the race test below under ASan). */
+  setenv("DLSTREAM_TEST_NO_RETIRE", "1", 1);
+  OK(dls_shutdown());
+  bool control = slot_reused_at_once(d);
+  unsetenv("DLSTREAM_TEST_NO_RETIRE");
+  OK(dls_shutdown());
+  cr_assert(control, "negative control (retirement off): the slot was not reused at once, so the test shows nothing");
 }
 
 /* ---- events destroyed under recording and waiting threads ---- */
