@@ -119,7 +119,7 @@ uint64_t dls__table_add_shared(dls__table *t, void *obj) {
   return ((uint64_t)gen << 32) | index;
 }
 
-void dls__slot_recycle(dls__table *t, uint32_t index) {
+static DLS__HOT_INLINE void slot_recycle(dls__table *t, uint32_t index) {
   dls__thread_cache *c = &dls__tls;
   dls_handle_kind_t kind = t->kind;
   if (c->nslots[kind] == DLS__SLOT_CACHE) {
@@ -131,14 +131,16 @@ void dls__slot_recycle(dls__table *t, uint32_t index) {
   c->slots[kind][c->nslots[kind]++] = index;
 }
 
+void dls__slot_recycle(dls__table *t, uint32_t index) { slot_recycle(t, index); }
+
 /* The object of an ended handle that no call holds (and, on a retiring table, past its grace period): the slot
  * goes back, then the kind's end runs. */
-static void slot_free(dls__table *t, dls__slot *s) {
+static DLS__HOT_INLINE void slot_free(dls__table *t, dls__slot *s) {
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   atomic_store_explicit(&s->obj, NULL, memory_order_release);
   /* Lookups fail on the flags until here, on the NULL object after. */
   atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED), memory_order_acq_rel);
-  dls__slot_recycle(t, s->index);
+  slot_recycle(t, s->index);
   if (obj != NULL)
     t->drop(obj);
 }
@@ -150,7 +152,7 @@ static void reclaim_batch(dls__table *t) {
     return;
   t->grace(); /* each of them was retired before it began */
   for (uint32_t index = (uint32_t)head; index != 0;) {
-    dls__slot *s = slot_at(t, index);
+    dls__slot *s = dls__slot_of(t, index); /* a retired slot's chunk exists */
     index = atomic_load_explicit(&s->next_free, memory_order_relaxed);
     slot_free(t, s);
   }

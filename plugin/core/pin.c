@@ -2,14 +2,18 @@
 /* Pins and changes of the capture state (pin.h), as Dekker's pattern with the fence on the change's side.
  *
  * Each thread pins through a slot of its own (a cache line, taken at its first pin and given back when it ends,
- * for a later thread). A pin stores 1 in its slot, then reads whether a change is underway; a change sets its
+ * for a later thread). A pin makes its slot's word odd (the word counts pins and unpins), then reads whether a
+ * change is underway; a change sets its
  * flag, then reads every slot, so either the pin sees the flag (and backs off until the change is over) or the
  * change sees the pin (and waits for it). Both need a full fence between their store and their load. Pins come by
  * millions and changes by the handful, so where the kernel offers it (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED,
  * registered at the first pin) the change pays for both: it makes every running thread of the process pass a full
  * fence after its flag is set, and the pin is a plain store, a plain load and a plain store back (no locked
  * instruction). Without it (an old kernel, a seccomp filter) the pin fences itself. Threads past the slots share
- * one counted slot, locked as before. */
+ * one counted slot, locked as before.
+ *
+ * The same slots make the pin an epoch (pin.h): a grace period fences every thread as a change does, then waits for
+ * each odd word to move on, so every pin that could have read what its caller made unreachable has ended. */
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
