@@ -3,7 +3,7 @@
 // NumPy's same_kind casting does not allow). One type on both sides is a copy (copy.cuh). Each pair of types the
 // runtime allows has its own loop, converting with the GPU's instructions where they round as convert.h does
 // (they agree on every value but the bits of a NaN, which stays a NaN); a contiguous view moves N elements per
-// access (16 bytes of the wider side).
+// access (16 bytes of the destination).
 #include "copy.cuh"
 
 namespace {
@@ -146,7 +146,7 @@ __device__ __forceinline__ D cv(S x) {
   return ty<D>::kind == 3 ? ty<D>::of_int(u, ty<S>::kind == 2) : ty<D>::of_bits(u);
 }
 
-// N elements a time (16 bytes of the wider side: layout.h's DLS__CV_ELEMS), one access of each side.
+// N elements a time (16 bytes of the destination: layout.h's DLS__CV_ELEMS), one access of each side.
 template <typename D, typename S, int N>
 struct cv_words {
   typedef dls_k::vec<S, N> value;
@@ -174,7 +174,7 @@ struct cv_one {
 };
 
 // A contiguous run of one pair of types: the elements before the source's first 16-byte boundary (all of them, one
-// by one, where the destination is not at a 16-byte boundary there too), items of N (16 bytes of the wider side,
+// by one, where the destination is not at a 16-byte boundary there too), items of N (16 bytes of the destination,
 // DLS__CV_ITEMS a thread: the core's grid), the rest.
 template <typename D, typename S>
 __device__ __forceinline__ void convert_run(void *dst, const void *src, u64 total) {

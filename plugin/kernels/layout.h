@@ -15,10 +15,8 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
 #define DLS__LY static __host__ __device__ __forceinline__
-#define DLS__LY_UNROLL _Pragma("unroll")
 #else
 #define DLS__LY static inline
-#define DLS__LY_UNROLL
 #endif
 
 /* The bytes a thread moves per access on the fast paths (LDG.E.128 / STG.E.128 on NVIDIA GPUs). */
@@ -35,33 +33,30 @@ typedef struct dls__layout {
 /* Whether a view (a descriptor's) is one run of consecutive elements on both sides, row-major: after extents of 1,
  * each stride is the product of the extents inside it (one element, and an empty view, count). */
 DLS__LY int dls__view_contiguous(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src) {
+  if (ndim > DLS_COPY_MAX_DIMS)
+    return 0;
   uint64_t want = 1;
-  int ok = ndim <= DLS_COPY_MAX_DIMS;
-  /* Every index is a constant once unrolled (no exit from the loop): a kernel reads a descriptor in its parameter
-   * space straight from the constant bank, where an index the loop counts from ndim makes each read a load through
-   * the parameter window, one after the other (~0.6 us a launch on an H200, every thread, before its first byte). */
-  DLS__LY_UNROLL
-  for (int k = DLS_COPY_MAX_DIMS - 1; k >= 0; k--) {
-    if ((uint32_t)k < ndim && shape[k] != 1) {
-      ok &= (uint64_t)dst[k] == want && (uint64_t)src[k] == want;
-      want *= (uint64_t)shape[k];
-    }
+  for (uint32_t k = ndim; k-- > 0;) {
+    if (shape[k] == 1)
+      continue;
+    if ((uint64_t)dst[k] != want || (uint64_t)src[k] != want)
+      return 0;
+    want *= (uint64_t)shape[k];
   }
-  return ok;
+  return 1;
 }
 
 /* The elements of a view: the product of its extents, 0 when one is 0 or negative or ndim is out of range. */
 DLS__LY uint64_t dls__view_count(uint32_t ndim, const int64_t *shape) {
+  if (ndim > DLS_COPY_MAX_DIMS)
+    return 0;
   uint64_t total = 1;
-  int ok = ndim <= DLS_COPY_MAX_DIMS;
-  DLS__LY_UNROLL
-  for (uint32_t k = 0; k < DLS_COPY_MAX_DIMS; k++) {
-    if (k < ndim) {
-      ok &= shape[k] > 0;
-      total *= (uint64_t)shape[k]; /* unsigned: wraps where an extent is negative, and then ok is 0 */
-    }
+  for (uint32_t k = 0; k < ndim; k++) {
+    if (shape[k] <= 0)
+      return 0;
+    total *= (uint64_t)shape[k];
   }
-  return ok ? total : 0;
+  return total;
 }
 
 /* Merges a view of at least one element (dls__view_count: not 0) into *out. */
@@ -89,10 +84,8 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
 
 /* 16-byte vectors a thread moves on the fast paths (kernels/grid.cuh's tiles: a block moves that many times its
  * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. A fill only
- * stores: one a thread (an H200 measured 1, 2, 4 and 8 a thread alike on 2^20 floats, and 1 the fastest on 2^26: the more
- * blocks, the sooner every multiprocessor is busy). An axpy and a copy load before they store: two a thread in
- * flight. */
-#define DLS__FILL_VECS 1u
+ * stores: more a thread, fewer blocks to start. An axpy and a copy load before they store: two a thread in flight. */
+#define DLS__FILL_VECS 8u
 #define DLS__MOVE_VECS 2u
 
 /* Elements a thread of a strided copy moves (of one word each: kernels/copy.cuh's copy_words), loaded together: this
@@ -100,12 +93,13 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
  * many along one. */
 #define DLS__ELEM_ITEMS 2u
 
-/* Elements of a conversion's item on its fast path: 16 bytes of the wider side (one vector; the narrower side's
- * access is 8, 4 or 2 bytes), two items a thread. On an H200 a float16 to float32 conversion of 2^26 elements took
- * 141 us with items of 16 narrow bytes (32 wide bytes a store) and 102 us with these; narrowing ones ran alike either
- * way. Macros: template arguments in the kernels. */
-#define DLS__CV_ELEMS(ds, ss) (DLS__VEC_BYTES / ((ds) > (ss) ? (ds) : (ss)))
-#define DLS__CV_ITEMS(ds, ss) 2u
+/* Elements of a conversion's item on its fast path: 16 bytes of the destination (one store; the source's access is
+ * 16 bytes or more narrowing, 8, 4 or 2 widening). Items a thread moves: 2, or 1 where the source side of an item is
+ * 64 bytes (float64 to a 16-bit float: two would take more registers than the 32 a thread has at a full device). On
+ * an H200 a float16 to float32 conversion of 2^26 elements took 141 us with items of 16 source bytes (two 16-byte
+ * stores an item) and 127 us with these. Macros: template arguments in the kernels. */
+#define DLS__CV_ELEMS(ds, ss) (DLS__VEC_BYTES / (ds))
+#define DLS__CV_ITEMS(ds, ss) (DLS__CV_ELEMS(ds, ss) * ((ds) > (ss) ? (ds) : (ss)) >= 64u ? 1u : 2u)
 
 /* Items of `n` elements taken `per` at a time (rounded up). */
 DLS__LY uint64_t dls__items(uint64_t n, uint32_t per) { return n / per + (n % per != 0); }
