@@ -198,9 +198,9 @@ static DLS__NOINLINE DLS__COLD dls_status_t wait_across(const char *call, dls__s
 }
 
 /* dls_stream_wait_event's work, inside its pin (the event read without a hold, the stream held by the caller, as
- * for a record). Both in one
- * capture state, or the wait would tie a capture to eager work: checked and queued in the pin (a capture begun or
- * ended in between would do the same). Nothing is known of a foreign event's record: no capture state is read. */
+ * for a record). Both in one capture state, or the wait would tie a capture to eager work: checked and queued in
+ * the pin (a capture begun or ended in between would do the same). Nothing is known of a foreign event's record:
+ * no capture state is read. */
 static DLS__HOT_INLINE dls_status_t wait_pinned(dls_event_t event, dls__stream *s, const char *call) {
   DLS__GET_PINNED(&dls__event_table, dls__event, e, event, call, "event");
   /* Another device of the same backend is fine: the driver orders across devices. */

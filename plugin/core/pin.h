@@ -41,7 +41,6 @@ static DLS__HOT_INLINE void dls__capture_unpin(void) {
 DLS__INTERNAL void dls__capture_change_begin(void);
 DLS__INTERNAL void dls__capture_change_end(void);
 
-
 /* ---- the pin as an epoch ----
  * A pin in a slot of the thread's own is also a read-side section: a grace period (dls__pin_grace) returns once
  * every thread pinned when it began has unpinned. Tables whose handles end by retirement (base/handle.h: their
