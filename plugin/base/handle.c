@@ -172,8 +172,10 @@ static void slot_retire(dls__table *t, dls__slot *s) {
     reclaim_batch(t);
 }
 
+_Atomic bool dls__retire_off;
+
 static void slot_drop(dls__table *t, dls__slot *s) {
-  if (t->grace != NULL && !atomic_load_explicit(&t->retire_off, memory_order_relaxed))
+  if (t->grace != NULL && !atomic_load_explicit(&dls__retire_off, memory_order_relaxed))
     slot_retire(t, s);
   else
     slot_free(t, s);

@@ -52,7 +52,6 @@ typedef struct dls__table {
    * wait now (it pins), so the batch waits for a later retirement. */
   void (*grace)(void);
   bool (*grace_may_wait)(void);
-  _Atomic bool retire_off; /* DLSTREAM_TEST_NO_RETIRE=1 (core/runtime.c): a negative control drops at once */
   /* Resolves a handle of the reserved generation (DLS_STREAM_RESERVED_GENERATION: the default streams, named by
    * device and kind, never in a slot), as dls__hold_get does (no hold needed: they live as long as their device);
    * NULL for kinds that have none, whose reserved-generation handles are stale. */
@@ -68,6 +67,9 @@ typedef struct dls__table {
 } dls__table;
 
 #define DLS__RETIRE_BATCH 64
+/* DLSTREAM_TEST_NO_RETIRE=1 (read at the runtime's start, core/runtime.c): retiring tables drop at once, as the
+ * negative control of test_event_retire.c. */
+DLS__INTERNAL extern _Atomic bool dls__retire_off;
 
 /* A kind's table, for its file's definition: `dls__table dls__event_table =
  * DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);` (reserved_fn: see .reserved). */
@@ -200,14 +202,12 @@ static inline void *dls__hold_get(dls__hold *h, dls__table *t, uint64_t id, cons
  * block, or returns the failure status from the calling function. Every
  * public call holds what it uses: a concurrent end of the handle makes it
  * stale at once, and the object is dropped once the call is done with it. */
-#define DLS__GET(table, type, var, handle, call, arg) DLS__GET_BY(dls__hold_get, table, type, var, handle, call, arg)
-/* DLS__GET through another lookup of dls__hold_get's signature. */
-#define DLS__GET_BY(get, table, type, var, handle, call, arg)                   \
+#define DLS__GET(table, type, var, handle, call, arg)                           \
   DLS__HOLD_VAR(var##_hold_);                                                   \
   type *var;                                                                    \
   do {                                                                          \
     dls_status_t dls__gst_;                                                     \
-    var = (type *)get(&var##_hold_, (table), (handle).id, (call), (arg), &dls__gst_); \
+    var = (type *)dls__hold_get(&var##_hold_, (table), (handle).id, (call), (arg), &dls__gst_); \
     if (DLS__UNLIKELY(var == NULL))                                             \
       return dls__gst_;                                                         \
   } while (0)

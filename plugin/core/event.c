@@ -131,13 +131,12 @@ static DLS__NOINLINE DLS__COLD dls_status_t record_refused(const char *call, boo
   return dls__fail_prefix(st, "%s", call);
 }
 
-/* dls_event_record's work, inside its pin: the event is read without a hold (the pin keeps it); the stream is held
- * by the caller, whose hold ends after the unpin (a stream's last hold may end its captures and release what keeps
- * its native: never inside a pin).
+/* dls_event_record's work, inside its pin (pinned_on): the event read without a hold (the pin keeps it), the stream
+ * held by the caller, whose hold ends after the unpin (a stream's last hold may end its captures and release what
+ * keeps its native: never inside a pin).
  * The capture noted is the one the record lands in: a record taken for eager but made in a capture would be
  * queried eagerly, and its pooled native reused while the capture still holds it. */
-static DLS__HOT_INLINE dls_status_t record_pinned(dls_event_t event, dls__stream *s, const char *call) {
-  DLS__GET_PINNED(&dls__event_table, dls__event, e, event, call, "event");
+static DLS__HOT_INLINE dls_status_t record_pinned(dls__event *e, dls__stream *s, const char *call) {
   if (DLS__UNLIKELY(e->dev != s->dev))
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
@@ -155,13 +154,17 @@ static DLS__HOT_INLINE dls_status_t record_pinned(dls_event_t event, dls__stream
 }
 
 /* A record's or a wait's frame: the stream held (before the pin, so that its last hold ends after the unpin), the
- * work pinned. */
+ * event looked up and the work done inside the pin. */
 static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
-                                              dls_status_t (*work)(dls_event_t, dls__stream *, const char *)) {
+                                              dls_status_t (*work)(dls__event *, dls__stream *, const char *)) {
   DLS__ENTER(call);
   DLS__GET_OF(stream, s, stream, call, "stream");
+  DLS__HOLD_VAR(e_hold); /* held only where the pin does not keep it (dls__pinned_get) */
+  dls_status_t st;
   dls__capture_pin();
-  dls_status_t st = work(event, s, call);
+  dls__event *e = dls__pinned_get(&e_hold, &dls__event_table, event.id, call, "event", &st);
+  if (DLS__LIKELY(e != NULL))
+    st = work(e, s, call);
   dls__capture_unpin();
   return st;
 }
@@ -201,8 +204,7 @@ static DLS__NOINLINE DLS__COLD dls_status_t wait_across(const char *call, dls__s
  * for a record). Both in one capture state, or the wait would tie a capture to eager work: checked and queued in
  * the pin (a capture begun or ended in between would do the same). Nothing is known of a foreign event's record:
  * no capture state is read. */
-static DLS__HOT_INLINE dls_status_t wait_pinned(dls_event_t event, dls__stream *s, const char *call) {
-  DLS__GET_PINNED(&dls__event_table, dls__event, e, event, call, "event");
+static DLS__HOT_INLINE dls_status_t wait_pinned(dls__event *e, dls__stream *s, const char *call) {
   /* Another device of the same backend is fine: the driver orders across devices. */
   if (DLS__UNLIKELY(e->dev->be != s->dev->be))
     return dls__fail(DLS_ERR_INVALID_DEVICE,

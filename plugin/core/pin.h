@@ -66,8 +66,4 @@ static DLS__HOT_INLINE void *dls__pinned_get(dls__hold *h, dls__table *t, uint64
   }
   return dls__hold_get(h, t, id, call, arg, out_status);
 }
-/* DLS__GET for a call that holds a pin (dls__pinned_get). */
-#define DLS__GET_PINNED(table, type, var, handle, call, arg) \
-  DLS__GET_BY(dls__pinned_get, table, type, var, handle, call, arg)
-
 #endif /* DLSTREAM_CORE_PIN_H */
