@@ -222,6 +222,7 @@ typedef struct StreamObject {
   void *native;
   int kind; /* DLSPY_STREAM_* */
   PyObject *owner; /* a foreign framework object kept alive (may be NULL) */
+  PyObject *keep;  /* a list: the framework tensors of calls in its blocks, kept until it passes (call/block.h) */
 } StreamObject;
 enum {
   DLSPY_STREAM_OWNED = 1,

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "block.h"
+
 #include "cupy.h"
 #include "../errors.h"
 #include "protocol.h"
@@ -170,8 +172,10 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   if (c->cur_ref != NULL)
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
-  if (s == NULL)
+  if (s == NULL) {
+    Py_CLEAR(c->block); /* (none without a stream: a block's posts come after it) */
     return 0;
+  }
   /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
    * leaves the copies queued: the host arrays are then kept like any borrowed object, until the stream passes. */
   bool queued = ok;
@@ -245,9 +249,16 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);
       break;
+    case DLSPY_POST_BLOCK:
+      if (ok)
+        dlspy_block_keep(c, s, p->obj); /* steals */
+      else
+        Py_DECREF(p->obj);
+      break;
     }
   }
   c->nposts = 0;
+  Py_CLEAR(c->block);
   if (c->temp_handle != 0)
     dls__ext_stream_temp_end(c->temp_handle); /* it lets go of our reference */
   else if (c->counted)
@@ -290,14 +301,10 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   if (producer != NULL && dlspy_same_stream(producer, c->s)) {
     if (DLSPY_LIKELY(!c->in_block))
       return 0;
-    /* In a block, its stream is the framework's current one: the tensor is kept as on another stream, so that its
-     * framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot hand
-     * the memory out again before the block's stream passes. */
-    if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-      Py_DECREF(obj);
-      return -1;
-    }
-    return 0;
+    /* In a block, its stream is the framework's current one: the tensor is kept until that stream passes, so that
+     * its framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot
+     * hand the memory out again before then; in the block's list, let go of once for all its calls (block.h). */
+    return dlspy_block_post(c, obj);
   }
   bool done = producer == NULL;
   for (int i = 0; i < c->nordered && !done; i++)

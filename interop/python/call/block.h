@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What a block keeps (block.c): a framework tensor used inside a use_stream() or branch block, on the block's
+ * stream (the framework's current stream there, dlstream/_carry.py), must stay alive until that stream passes the
+ * use: its framework frees in order on the stream its memory came from (perhaps another branch's, or the block's
+ * itself once the block is over). A call outside blocks keeps such a tensor with a release of its own (a mark
+ * recorded after the call, an entry of the deferred queue); in a block the tensors of every call go into one list
+ * of the block's Stream object instead, once each call's work is queued, and the list is let go of with one
+ * release: at the block's exit (an exception's exit too), at the Stream's close or its end, and whenever it holds
+ * DLSPY_BLOCK_KEEP_MAX objects. Each release marks the work queued on the stream so far, which covers every use of
+ * every object in the list (each was queued before it went in). */
+#ifndef DLSTREAM_PY_BLOCK_H
+#define DLSTREAM_PY_BLOCK_H
+
+#include "call.h"
+
+/* The objects a Stream's list holds at most before it is let go of (one release per this many calls' tensors in a
+ * block that never ends). */
+#define DLSPY_BLOCK_KEEP_MAX 256
+
+/* In a block (c->in_block), the call's tensor `obj` on the block's stream: kept until the stream passes, in the
+ * block's list once the work is queued (a BLOCK post), else (the block's Stream object is not at hand) with a
+ * release of its own (a KEEP post). 0, or -1 with an exception. */
+int dlspy_block_post(dlspy_call *c, PyObject *obj);
+/* A BLOCK post's object once the call's work was queued on `s` (the stream of c->block): into the list (stolen). */
+void dlspy_block_keep(dlspy_call *c, dls__stream *s, PyObject *obj);
+/* Lets go of the list of Stream `so` (any object: not a Stream, or none, does nothing) with one release after the
+ * work queued on its stream so far; where its handle is gone, once its device is idle. Never raises. */
+void dlspy_block_release(dlspy_state *st, PyObject *so);
+/* _block_release(stream): dlspy_block_release, for use_stream's exit. */
+PyObject *dlspy_mod_block_release(PyObject *m, PyObject *stream);
+
+#endif /* DLSTREAM_PY_BLOCK_H */
