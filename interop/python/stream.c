@@ -101,6 +101,7 @@ static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 static void stream_dealloc(StreamObject *s) {
   PyTypeObject *tp = Py_TYPE(s);
   dlspy_block_release(dlspy_state_of(tp), (PyObject *)s);
+  PyMem_RawFree(s->owed);
   if (s->handle.id != 0 && !atomic_load(&dlspy_dead) && s->kind != DLSPY_STREAM_BRANCH && s->kind != DLSPY_STREAM_VIEW)
     (void)dls_stream_destroy(s->handle);
   Py_CLEAR(s->owner);

@@ -52,20 +52,64 @@ void dlspy_block_keep(dlspy_call *c, dls__stream *s, PyObject *obj) {
     release_on(so, s);
 }
 
+/* Settles the owed marks of Stream `so` on `s` (one record for all) and drops their references. */
+static void settle(StreamObject *so, dls__stream *s) {
+  if (so->owed != NULL && so->owed->n > 0)
+    dls__ext_uses_settle(s, so->owed->b, so->owed->n);
+  if (so->owed != NULL)
+    so->owed->n = 0;
+}
+
+dls_status_t dlspy_block_note(dlspy_call *c, dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                              const uint32_t *epochs, int n) {
+  if (c->block == NULL)
+    c->block = block_of(c);
+  StreamObject *so = (StreamObject *)c->block;
+  if (so == NULL) {
+    const void *unused;
+    return dls__ext_uses_note(s, bufs, modes, epochs, n, &unused);
+  }
+  dls__buffer *owed[DLS_MAX_ARGS + 2];
+  int k = 0;
+  dlspy_owed *held = so->owed;
+  dls_status_t rc = dls__ext_uses_note_owed(s, bufs, modes, epochs, n, held ? held->b : NULL, held ? held->n : 0, owed,
+                                            &k);
+  if (k > 0 && so->owed == NULL)
+    so->owed = PyMem_RawCalloc(1, sizeof *so->owed);
+  if (k > 0 && so->owed == NULL) { /* no memory to keep them: settled now */
+    dls__ext_uses_settle(s, owed, k);
+    return rc;
+  }
+  for (int i = 0; i < k; i++) { /* each new to the block (the core skips those it holds) */
+    if (so->owed->n == DLSPY_BLOCK_OWED_MAX) /* a block that touches many: settled so far (its work is queued) */
+      settle(so, s);
+    so->owed->b[so->owed->n++] = owed[i];
+  }
+  return rc;
+}
+
 void dlspy_block_release(dlspy_state *st, PyObject *obj) {
   if (obj == NULL || !PyObject_TypeCheck(obj, st->StreamType))
     return;
   StreamObject *so = (StreamObject *)obj;
-  if (so->keep == NULL)
+  if (so->keep == NULL && (so->owed == NULL || so->owed->n == 0))
     return;
   dls_status_t rc = DLS_ERR_INVALID_HANDLE;
   dls__stream *s = so->handle.id != 0 && !atomic_load(&dlspy_dead) ? dls__ext_stream(so->handle, "use_stream",
                                                                                        "stream", &rc)
                                                                      : NULL;
   if (s != NULL) {
+    settle(so, s);
     release_on(so, s);
     return;
   }
+  /* The owed uses stay stale: whatever waits on them records their stream's mark first (the entries hold it). */
+  for (int i = 0; so->owed != NULL && i < so->owed->n; i++)
+    dls__buffer_unref(so->owed->b[i]);
+  if (so->owed != NULL)
+    so->owed->n = 0;
+  if (so->keep == NULL)
+    return;
   /* The handle is gone (a view whose Stream was closed, a runtime shut down): every use in the list was queued on
    * that stream, which nothing can mark any more; the device's idle is the one sign left that it passed them. */
   PyObject *list = so->keep;

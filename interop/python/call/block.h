@@ -17,14 +17,28 @@
  * block that never ends). */
 #define DLSPY_BLOCK_KEEP_MAX 256
 
+/* The uses of foreign memory a block's calls note owe their stream's mark (docs/hazard-rule.md, "Owed marks"):
+ * their records are held in the block's Stream object, distinct ones, at most this many before they are settled. */
+#define DLSPY_BLOCK_OWED_MAX 64
+typedef struct dlspy_owed {
+  int n;
+  dls__buffer *b[DLSPY_BLOCK_OWED_MAX];
+} dlspy_owed;
+
 /* In a block (c->in_block), the call's tensor `obj` on the block's stream: kept until the stream passes, in the
  * block's list once the work is queued (a BLOCK post), else (the block's Stream object is not at hand) with a
  * release of its own (a KEEP post). 0, or -1 with an exception. */
 int dlspy_block_post(dlspy_call *c, PyObject *obj);
 /* A BLOCK post's object once the call's work was queued on `s` (the stream of c->block): into the list (stolen). */
 void dlspy_block_keep(dlspy_call *c, dls__stream *s, PyObject *obj);
-/* Lets go of the list of Stream `so` (any object: not a Stream, or none, does nothing) with one release after the
- * work queued on its stream so far; where its handle is gone, once its device is idle. Never raises. */
+/* In a block: notes the call's uses of `n` buffers on `s` once its work is queued (dls__ext_uses_note_owed), the
+ * records whose mark is owed kept in the block's Stream object until dlspy_block_release settles them; outside a
+ * block's Stream object (not at hand), dls__ext_uses_note. Its status. */
+dls_status_t dlspy_block_note(dlspy_call *c, dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                              const uint32_t *epochs, int n);
+/* Settles the owed marks of Stream `so` (any object: not a Stream, or none, does nothing) with one record, and lets
+ * go of its list with one release after the work queued on its stream so far; where its handle is gone, the owed
+ * uses stay stale (recorded before any wait) and the list goes once its device is idle. Never raises. */
 void dlspy_block_release(dlspy_state *st, PyObject *so);
 /* _block_release(stream): dlspy_block_release, for use_stream's exit. */
 PyObject *dlspy_mod_block_release(PyObject *m, PyObject *stream);

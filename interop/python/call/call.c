@@ -134,7 +134,11 @@ static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
     modes[n] = p->ordered ? p->mode : p->mode | DLS__EXT_ACCESS_DECLARED; /* work that was not ordered first */
     epochs[n++] = p->epoch;
   }
-  if (n == 0 || dls__ext_uses_note(s, bufs, modes, epochs, n, marked) == DLS_OK)
+  if (n == 0)
+    return 0;
+  if (c->in_block && dlspy_block_note(c, s, bufs, modes, epochs, n) == DLS_OK) /* the mark owed until its end */
+    return 0;
+  if (!c->in_block && dls__ext_uses_note(s, bufs, modes, epochs, n, marked) == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
   return -1;
