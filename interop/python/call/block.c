@@ -122,6 +122,19 @@ void dlspy_block_release(dlspy_state *st, PyObject *obj) {
   Py_DECREF(list);
 }
 
+void dlspy_block_settle_before_capture(dlspy_state *st, PyObject *so) {
+  dlspy_block_release(st, so);
+  PyObject *cur = NULL;
+  if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0) {
+    PyErr_Clear();
+    return;
+  }
+  if (cur != NULL && cur != so && PyObject_TypeCheck(cur, st->StreamType) &&
+      ((StreamObject *)cur)->handle.id == ((StreamObject *)so)->handle.id)
+    dlspy_block_release(st, cur);
+  Py_XDECREF(cur);
+}
+
 PyObject *dlspy_mod_block_release(PyObject *m, PyObject *stream) {
   dlspy_block_release(dlspy_state_of_module(m), stream);
   Py_RETURN_NONE;

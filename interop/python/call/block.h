@@ -40,6 +40,9 @@ dls_status_t dlspy_block_note(dlspy_call *c, dls__stream *s, dls__buffer *const 
  * go of its list with one release after the work queued on its stream so far; where its handle is gone, the owed
  * uses stay stale (recorded before any wait) and the list goes once its device is idle. Never raises. */
 void dlspy_block_release(dlspy_state *st, PyObject *so);
+/* Before a capture begins on Stream `so`: dlspy_block_release of it and of this context's block Stream on the same
+ * stream, so that no owed mark is left on a stream that captures (its record would be refused then). */
+void dlspy_block_settle_before_capture(dlspy_state *st, PyObject *so);
 /* _block_release(stream): dlspy_block_release, for use_stream's exit. */
 PyObject *dlspy_mod_block_release(PyObject *m, PyObject *stream);
 
