@@ -5,29 +5,16 @@
 
 #include "protocol.h"
 
-/* The block's Stream object (a new reference) when this context's use_stream() variable still names the call's
- * stream; else NULL (nothing raised). */
-static PyObject *block_of(dlspy_call *c) {
+PyObject *dlspy_block_of(dlspy_state *st, dls_stream_t stream) {
   PyObject *cur = NULL;
-  if (PyContextVar_Get(c->st->stream_var, NULL, &cur) != 0) {
+  if (PyContextVar_Get(st->stream_var, NULL, &cur) != 0) {
     PyErr_Clear();
     return NULL;
   }
-  if (cur != NULL && PyObject_TypeCheck(cur, c->st->StreamType) && ((StreamObject *)cur)->handle.id == c->stream.id)
+  if (cur != NULL && PyObject_TypeCheck(cur, st->StreamType) && ((StreamObject *)cur)->handle.id == stream.id)
     return cur;
   Py_XDECREF(cur);
   return NULL;
-}
-
-int dlspy_block_post(dlspy_call *c, PyObject *obj) {
-  if (c->block == NULL)
-    c->block = block_of(c);
-  int kind = c->block != NULL ? DLSPY_POST_BLOCK : DLSPY_POST_KEEP;
-  if (dlspy_add_post(c, kind, Py_NewRef(obj), NULL) != 0) {
-    Py_DECREF(obj);
-    return -1;
-  }
-  return 0;
 }
 
 /* Lets go of Stream `so`'s list with one release after the work queued on `s` so far. */
@@ -38,8 +25,8 @@ static void release_on(StreamObject *so, dls__stream *s) {
     dls__ext_release_after(s, dlspy_release_pyobject, list); /* steals */
 }
 
-void dlspy_block_keep(dlspy_call *c, dls__stream *s, PyObject *obj) {
-  StreamObject *so = (StreamObject *)c->block;
+void dlspy_block_keep(PyObject *block, dls__stream *s, PyObject *obj) {
+  StreamObject *so = (StreamObject *)block;
   if (so->keep == NULL)
     so->keep = PyList_New(0);
   if (so->keep == NULL || PyList_Append(so->keep, obj) != 0) { /* no memory: a release of its own */
@@ -60,15 +47,9 @@ static void settle(StreamObject *so, dls__stream *s) {
     so->owed->n = 0;
 }
 
-dls_status_t dlspy_block_note(dlspy_call *c, dls__stream *s, dls__buffer *const *bufs, const int *modes,
+dls_status_t dlspy_block_note(PyObject *block, dls__stream *s, dls__buffer *const *bufs, const int *modes,
                               const uint32_t *epochs, int n) {
-  if (c->block == NULL)
-    c->block = block_of(c);
-  StreamObject *so = (StreamObject *)c->block;
-  if (so == NULL) {
-    const void *unused;
-    return dls__ext_uses_note(s, bufs, modes, epochs, n, &unused);
-  }
+  StreamObject *so = (StreamObject *)block;
   dls__buffer *owed[DLS_MAX_ARGS + 2];
   int k = 0;
   dlspy_owed *held = so->owed;

@@ -11,7 +11,7 @@
 #ifndef DLSTREAM_PY_BLOCK_H
 #define DLSTREAM_PY_BLOCK_H
 
-#include "call.h"
+#include "../dlspy.h"
 
 /* The objects a Stream's list holds at most before it is let go of (one release per this many calls' tensors in a
  * block that never ends). */
@@ -25,16 +25,15 @@ typedef struct dlspy_owed {
   dls__buffer *b[DLSPY_BLOCK_OWED_MAX];
 } dlspy_owed;
 
-/* In a block (c->in_block), the call's tensor `obj` on the block's stream: kept until the stream passes, in the
- * block's list once the work is queued (a BLOCK post), else (the block's Stream object is not at hand) with a
- * release of its own (a KEEP post). 0, or -1 with an exception. */
-int dlspy_block_post(dlspy_call *c, PyObject *obj);
-/* A BLOCK post's object once the call's work was queued on `s` (the stream of c->block): into the list (stolen). */
-void dlspy_block_keep(dlspy_call *c, dls__stream *s, PyObject *obj);
-/* In a block: notes the call's uses of `n` buffers on `s` once its work is queued (dls__ext_uses_note_owed), the
- * records whose mark is owed kept in the block's Stream object until dlspy_block_release settles them; outside a
- * block's Stream object (not at hand), dls__ext_uses_note. Its status. */
-dls_status_t dlspy_block_note(dlspy_call *c, dls__stream *s, dls__buffer *const *bufs, const int *modes,
+/* The block's Stream object (a new reference) when this context's use_stream() variable names `stream`; else NULL
+ * (nothing raised). */
+PyObject *dlspy_block_of(dlspy_state *st, dls_stream_t stream);
+/* A BLOCK post's object once the call's work was queued on `s` (the stream of Stream `block`): into the list
+ * (stolen). */
+void dlspy_block_keep(PyObject *block, dls__stream *s, PyObject *obj);
+/* Notes a block's call's uses of `n` buffers on `s` once its work is queued (dls__ext_uses_note_owed), the records
+ * whose mark is owed kept in Stream `block` until dlspy_block_release settles them. Its status. */
+dls_status_t dlspy_block_note(PyObject *block, dls__stream *s, dls__buffer *const *bufs, const int *modes,
                               const uint32_t *epochs, int n);
 /* Settles the owed marks of Stream `so` (any object: not a Stream, or none, does nothing) with one record, and lets
  * go of its list with one release after the work queued on its stream so far; where its handle is gone, the owed

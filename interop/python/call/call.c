@@ -136,9 +136,11 @@ static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
   }
   if (n == 0)
     return 0;
-  if (c->in_block && dlspy_block_note(c, s, bufs, modes, epochs, n) == DLS_OK) /* the mark owed until its end */
-    return 0;
-  if (!c->in_block && dls__ext_uses_note(s, bufs, modes, epochs, n, marked) == DLS_OK)
+  if (c->in_block && c->block == NULL)
+    c->block = dlspy_block_of(c->st, c->stream);
+  dls_status_t rc = c->block != NULL ? dlspy_block_note(c->block, s, bufs, modes, epochs, n) /* the mark owed */
+                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, marked);
+  if (rc == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
   return -1;
@@ -255,7 +257,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
       break;
     case DLSPY_POST_BLOCK:
       if (ok)
-        dlspy_block_keep(c, s, p->obj); /* steals */
+        dlspy_block_keep(c->block, s, p->obj); /* steals */
       else
         Py_DECREF(p->obj);
       break;
@@ -301,6 +303,17 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how) {
  * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
  * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
  * order on its own stream, not ours; in a block, also when `producer` is the call's stream). */
+int dlspy_block_post(dlspy_call *c, PyObject *obj) {
+  if (c->block == NULL)
+    c->block = dlspy_block_of(c->st, c->stream);
+  int kind = c->block != NULL ? DLSPY_POST_BLOCK : DLSPY_POST_KEEP;
+  if (dlspy_add_post(c, kind, Py_NewRef(obj), NULL) != 0) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  return 0;
+}
+
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   if (producer != NULL && dlspy_same_stream(producer, c->s)) {
     if (DLSPY_LIKELY(!c->in_block))

@@ -313,6 +313,11 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
  * `b`. 0, or -1 with an exception. */
 int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode);
 
+/* In a block (c->in_block), the call's tensor `obj` on the block's stream: kept until the stream passes, in the
+ * block's list once the work is queued (a BLOCK post, block.h), else (the block's Stream object is not at hand) with
+ * a release of its own (a KEEP post). 0, or -1 with an exception. */
+int dlspy_block_post(dlspy_call *c, PyObject *obj);
+
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);
 /* Reads obj's __cuda_array_interface__ into `out` when it has one worth reading: 1 read, 0 none (or only a
