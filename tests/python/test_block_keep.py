@@ -45,101 +45,83 @@ def tensor(fx, a):
     return fx.FakeTensor(a, a.ctypes.data, a.shape)
 
 
+class Held:
+    """A CPU stream held by a latch, a NumPy array and a framework tensor over it, and the tensor's count of
+    references before any call."""
+
+    def __init__(self, fx):
+        self.s = dlstream.Stream(CPU)
+        self.x = np.zeros(N, np.float32)
+        self.t = tensor(fx, self.x)
+        self.base = sys.getrefcount(self.t)
+        self.latch = held(self.s)
+
+    def kept(self):
+        return sys.getrefcount(self.t) - self.base
+
+    def finish(self):
+        """Opens the latch, lets the stream pass and runs the releases; returns the array's first value."""
+        self.latch.open()
+        self.s.synchronize()
+        settle()
+        self.latch.close()
+        self.s.close()
+        return float(self.x[0])
+
+
 def test_a_blocks_calls_keep_their_tensor_in_one_release_until_its_stream_passes(carried, no_leaks):
-    fx = carried
-    s = dlstream.Stream(CPU)
-    x = np.zeros(N, np.float32)
-    t = tensor(fx, x)
-    base = sys.getrefcount(t)
-    latch = held(s)
-    with dlstream.use_stream(s):
+    h = Held(carried)
+    with dlstream.use_stream(h.s):
         for i in range(8):
-            dlstream.fill(t, float(i + 1))
+            dlstream.fill(h.t, float(i + 1))
         assert pending() == 0, "no release per call: the block keeps its calls' tensors"
-        assert sys.getrefcount(t) == base + 8, "one reference per call, in the block's list"
+        assert h.kept() == 8, "one reference per call, in the block's list"
     assert pending() == 1, "one release for the whole block, at its exit"
-    assert sys.getrefcount(t) == base + 8, "kept while the block's stream has not passed the calls"
     poll()
-    assert sys.getrefcount(t) == base + 8, "kept: the latch still holds the stream"
-    latch.open()
-    s.synchronize()
-    settle()
-    assert sys.getrefcount(t) == base, "let go of once the stream passed"
-    assert float(x[0]) == 8.0
-    latch.close()
-    s.close()
+    assert h.kept() == 8, "kept while the latch holds the block's stream"
+    assert h.finish() == 8.0
+    assert h.kept() == 0, "let go of once the stream passed"
 
 
 def test_control_the_frameworks_current_stream_outside_blocks_keeps_nothing(carried, no_leaks):
-    fx = carried
-    s = dlstream.Stream(CPU)
-    x = np.zeros(N, np.float32)
-    t = tensor(fx, x)
-    base = sys.getrefcount(t)
-    latch = held(s)
-    fx.set_current_stream(s.ptr)
+    h = Held(carried)
+    carried.set_current_stream(h.s.ptr)
     try:
         for i in range(8):
-            dlstream.fill(t, float(i + 1))
-        assert pending() == 0 and sys.getrefcount(t) == base, "the framework orders its own stream: nothing kept"
+            dlstream.fill(h.t, float(i + 1))
+        assert pending() == 0 and h.kept() == 0, "the framework orders its own stream: nothing kept"
     finally:
-        fx.set_current_stream(0)
-    latch.open()
-    s.synchronize()
-    settle()
-    assert float(x[0]) == 8.0
-    latch.close()
-    s.close()
+        carried.set_current_stream(0)
+    assert h.finish() == 8.0
 
 
 def test_a_block_left_by_an_exception_keeps_its_tensors_until_its_stream_passes(carried, no_leaks):
-    fx = carried
-    s = dlstream.Stream(CPU)
-    x = np.zeros(N, np.float32)
-    t = tensor(fx, x)
-    base = sys.getrefcount(t)
-    latch = held(s)
+    h = Held(carried)
     with pytest.raises(KeyError):
-        with dlstream.use_stream(s):
-            dlstream.fill(t, 3.0)
+        with dlstream.use_stream(h.s):
+            dlstream.fill(h.t, 3.0)
             raise KeyError("leaves the block")
-    assert pending() == 1 and sys.getrefcount(t) == base + 1, "released once, after the stream passes"
+    assert pending() == 1 and h.kept() == 1, "released once, after the stream passes"
     poll()
-    assert sys.getrefcount(t) == base + 1
-    latch.open()
-    s.synchronize()
-    settle()
-    assert sys.getrefcount(t) == base and float(x[0]) == 3.0
-    latch.close()
-    s.close()
+    assert h.kept() == 1
+    assert h.finish() == 3.0 and h.kept() == 0
 
 
 def test_a_long_block_lets_go_of_its_list_every_256_objects(carried, no_leaks):
-    fx = carried
-    s = dlstream.Stream(CPU)
-    x = np.zeros(N, np.float32)
-    t = tensor(fx, x)
-    base = sys.getrefcount(t)
-    latch = held(s)
-    with dlstream.use_stream(s):
+    h = Held(carried)
+    with dlstream.use_stream(h.s):
         for _ in range(300):
-            dlstream.fill(t, 1.0)
+            dlstream.fill(h.t, 1.0)
         assert pending() == 1, "256 objects: one release, the rest in the list"
-        assert sys.getrefcount(t) == base + 300
+        assert h.kept() == 300
     assert pending() == 2
-    latch.open()
-    s.synchronize()
-    settle()
-    assert sys.getrefcount(t) == base
-    latch.close()
-    s.close()
+    assert h.finish() == 1.0 and h.kept() == 0
 
 
-def test_branches_of_one_group_order_a_shared_tensor_per_buffer(carried, no_leaks):
-    """Branch 1 (held) fills the tensor, then branch 2 writes it: branch 2 waits for branch 1 through the record of
-    the tensor's bytes (WAW), and branch 1's list keeps it. Branch 3 writes another tensor and finishes while branch 1
-    is held (the group's branches still overlap)."""
-    fx = carried
+def shared_group(fx, third):
+    """A group on the framework's stream f: branch 1 (held) fills tensor t with 1, branch 2 fills it with 2, and
+    `third` (when given) a third branch fills another tensor with 3. Returns (t's values while branch 1 is held, the
+    other tensor's, t's at the end, t's count of references above its first while held and at the end)."""
     f = dlstream.Stream(CPU)
     fx.set_current_stream(f.ptr)
     x, y = np.zeros(N, np.float32), np.zeros(N, np.float32)
@@ -149,45 +131,38 @@ def test_branches_of_one_group_order_a_shared_tensor_per_buffer(carried, no_leak
         with dlstream.branch() as b1:
             latch = held(b1)
             dlstream.fill(t, 1.0)
-        with dlstream.branch():
+        with dlstream.branch() as b2:
             dlstream.fill(t, 2.0)
-        with dlstream.branch() as b3:
-            dlstream.fill(u, 3.0)
-            e3 = done(b3)
-    e3.synchronize()
-    assert float(y[0]) == 3.0, "branch 3 finished while branch 1 was held"
-    assert float(x[0]) == 0.0 and sys.getrefcount(t) >= base + 1
+            last = done(b2)
+        if third:
+            with dlstream.branch() as b3:
+                dlstream.fill(u, 3.0)
+                last = done(b3)
+    last.synchronize()
+    during = (float(x[0]), float(y[0]), sys.getrefcount(t) - base)
     latch.open()
     f.synchronize()
     settle()
-    assert float(x[0]) == 2.0, "branch 2's write after branch 1's"
-    assert sys.getrefcount(t) == base
-    for o in (latch, e3):
+    after = (float(x[0]), sys.getrefcount(t) - base)
+    for o in (latch, last):
         o.close()
     fx.set_current_stream(0)
     f.close()
+    return during, after
+
+
+def test_branches_of_one_group_order_a_shared_tensor_per_buffer(carried, no_leaks):
+    """Branch 2 writes the tensor branch 1 (held) fills: it waits for branch 1 through the record of the tensor's
+    bytes (WAW), and branch 1's list keeps the tensor. Branch 3 writes another tensor and finishes while branch 1 is
+    held (the group's branches still overlap)."""
+    (x_held, y_held, kept), (x_end, kept_end) = shared_group(carried, True)
+    assert y_held == 3.0, "branch 3 finished while branch 1 was held"
+    assert x_held == 0.0 and kept >= 1, "branch 2 waits for the held branch 1; the tensor is kept"
+    assert x_end == 2.0, "branch 2's write after branch 1's"
+    assert kept_end == 0
 
 
 @pytest.mark.skipif(bool(UNDER_TSAN), reason=RACY)
 def test_control_without_the_record_branch_2_overtakes_the_held_branch(carried, foreign_record_off):
-    fx = carried
-    f = dlstream.Stream(CPU)
-    fx.set_current_stream(f.ptr)
-    x = np.zeros(N, np.float32)
-    t = tensor(fx, x)
-    with dlstream.stream_parallel(f):
-        with dlstream.branch() as b1:
-            latch = held(b1)
-            dlstream.fill(t, 1.0)
-        with dlstream.branch() as b2:
-            dlstream.fill(t, 2.0)
-            e2 = done(b2)
-    e2.synchronize()
-    latch.open()
-    f.synchronize()
-    settle()
-    assert float(x[0]) == 1.0, "without the record, nothing orders the branches: branch 1's held write lands last"
-    for o in (latch, e2):
-        o.close()
-    fx.set_current_stream(0)
-    f.close()
+    (x_held, _, _), (x_end, _) = shared_group(carried, False)
+    assert (x_held, x_end) == (2.0, 1.0), "without the record nothing orders the branches: branch 1's lands last"

@@ -7,16 +7,11 @@ framework (_dls_fake_exchange) as blocks carry torch; the block's stream is held
 streams (a latch's own wait would record the stream's mark). Control: DLSTREAM_TEST_BREAK_NOTED=1 leaves the entry
 as it was (not stale), and the later use inside the block then runs before the held work (the test sees the wrong
 answer, so it can fail); after the block, the settle's record covers the use either way."""
-import ast
-
 import pytest
 
-from conftest import fake_exchange, run_python
+from test_record_noted import GATES, results
 
-PROGRAM = """
-import numpy as np, dlstream
-import _dls_fake_exchange as fx
-
+PROGRAM = GATES + """
 class Carrier:  # blocks carry the fake framework as they carry torch (dlstream/_carry.py)
     module = "_dls_fake_exchange"
 
@@ -29,16 +24,6 @@ class Carrier:  # blocks carry the fake framework as they carry torch (dlstream/
         fx.set_current_stream(token[0])
 
 dlstream._carry._CARRIERS.append(Carrier())
-s1, s2, g1, g2 = (dlstream.Stream("cpu") for _ in range(4))
-broken = {broken}
-
-def gate(g):
-    latch = dlstream.Latch("cpu")
-    latch.wait(g, timeout=30.0)
-    e = dlstream.Event(device="cpu")
-    e.record(g)
-    s1.wait(e)
-    return latch, e
 
 def run(case):
     X, Y = np.zeros(4, np.float32), np.zeros(4, np.float32)
@@ -55,10 +40,10 @@ def run(case):
             dlstream.axpy(1.0, X, Y, stream=s2)    # reads the held fill's 2.0
     if case == "after":
         dlstream.fill(X, 3.0, stream=s2)           # after the block: its settle recorded the mark
-    first[0].open()                                # s1 runs the first fill, then waits for the second gate
-    if broken and case != "after":
-        s2.synchronize()                           # nothing holds it: it runs first
-    second[0].open()
+    for gate_ in (first, second):                  # s1 runs the first fill, then waits for the second gate
+        gate_[0].open()
+        if broken and case != "after" and gate_ is first:
+            s2.synchronize()                       # nothing holds it: it runs first
     dlstream.synchronize()
     for o in first + second:
         o.close()
@@ -71,10 +56,6 @@ for case in ("write", "read", "after"):
 
 @pytest.mark.parametrize("broken", [False, True])
 def test_an_owed_mark_is_recorded_before_another_stream_waits_with_negative_control(broken):
-    fake_exchange()  # skips, saying why, where the fake framework is missing
     want = {False: [[3.0] * 4, [2.0] * 4, [3.0] * 4], True: [[2.0] * 4, [1.0] * 4, [3.0] * 4]}[broken]
-    r = run_python(PROGRAM.format(broken=broken), timeout=120,
-                   env={"DLSTREAM_TEST_BREAK_NOTED": "1", "TSAN_OPTIONS": "report_bugs=0"} if broken else None)
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = [ast.literal_eval(part) for part in r.stdout.strip().splitlines()[-3:]]
+    got = results(PROGRAM, broken)
     assert got == want, f"owed marks {'broken' if broken else 'on'}: {got}"
