@@ -94,8 +94,8 @@ static dls_status_t noted_owed(dls__stream *s, dls__buffer *const *bufs, int n, 
       continue;
     dls__spin_lock(&b->mu);
     dls__use *u = own_entry(b, s); /* (in flight, the entry keeps its role: it is there) */
-    if (u != NULL && !broken)
-      u->stale = true; /* owed: recorded before any wait on it or query of it (dls__use_refresh) */
+    if (u != NULL && !broken) /* owed: recorded before any wait on it (dls__use_refresh), never complete till then */
+      u->stale = u->owed = true;
     dls__spin_unlock(&b->mu);
     record |= u == NULL;
     if (kept)
@@ -149,8 +149,8 @@ void dls__buffers_settle(dls__stream *s, dls__buffer *const *bufs, int n) {
       dls__use *u = b->notes == notes[i] && atomic_load_explicit(&b->inflight, memory_order_relaxed) == 0
                         ? own_entry(b, s)
                         : NULL;
-      if (u != NULL && u->stale) {
-        u->stale = false;
+      if (u != NULL && u->owed) {
+        u->stale = u->owed = false;
         u->recorded = true;
       }
       dls__spin_unlock(&b->mu);
