@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fork/join from Python beside torch's idiom, in one run: K independent one-block kernels of ~200 µs,
+"""Fork/join from Python beside torch's idiom, in one run: K independent one-block kernels of ~200 µs (--spin-us),
 serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom; the
 same with branches that each launch on their own torch tensor and run torch ops on it (torch's current stream is
 the branch's); median of repetitions; the cost per group of 4 empty kernels; and the record of foreign memory's cost
@@ -9,7 +9,11 @@ per torch tensor of a launch on another stream (record on and off, interleaved).
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
           queued before any runs: how concurrently the GPU runs what was queued.
 
-  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--cpu] [--smoke]
+  python3 bench/bench_parallel.py [--json out.json] [--reps 7] [--connections N] [--spin-us 200] [--cpu] [--smoke]
+
+--spin-us sets each branch's kernel time: the device speedup of K branches is bounded by the fixed cost a branch
+adds on the device (its stream's wait and its record, the launches after its kernel), so a longer branch shows how
+close the overlap comes to K when that cost is small beside the work.
 
 --connections sets CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues) before CUDA starts; the driver's default
 is 8, and K streams beyond it share queues, which serializes their event waits and records. Without CUDA or
@@ -60,13 +64,16 @@ def dls_side(dlstream, cur, dev):
 
 
 def main():
+    global SPIN_S
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json")
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--connections", type=int, default=0, help="CUDA_DEVICE_MAX_CONNECTIONS (0: leave as is)")
     p.add_argument("--cpu", action="store_true", help="dlstream's side on the CPU backend, the full counts")
+    p.add_argument("--spin-us", type=float, default=SPIN_S * 1e6, help="each branch's kernel time, in µs")
     gpubench.add_smoke(p)
     args = gpubench.smoke(p.parse_args())
+    SPIN_S = args.spin_us * 1e-6
     if args.cpu:
         return run_cpu(args)
     if args.connections:

@@ -3,7 +3,7 @@
 // NumPy's same_kind casting does not allow). One type on both sides is a copy (copy.cuh). Each pair of types the
 // runtime allows has its own loop, converting with the GPU's instructions where they round as convert.h does
 // (they agree on every value but the bits of a NaN, which stays a NaN); a contiguous view moves N elements per
-// access (16 bytes of the wider side).
+// access (16 bytes of the destination).
 #include "copy.cuh"
 
 namespace {
@@ -89,7 +89,15 @@ template <> struct ty<double> : floating<double> {
 template <> struct ty<t_bf16> : floating<t_bf16> {
   static __device__ __forceinline__ float to_f(t_bf16 x) { return dls__cv_float((uint32_t)x.v << 16); }
   static __device__ __forceinline__ double to_d(t_bf16 x) { return to_f(x); }
-  static __device__ __forceinline__ t_bf16 of_f(float f) { return t_bf16{dls__cv_bfloat(f)}; }
+  static __device__ __forceinline__ t_bf16 of_f(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIP_PLATFORM_AMD__)
+    unsigned short b; // the instruction rounds to nearest even, as dls__cv_bfloat does (a NaN's bits aside)
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    return t_bf16{b};
+#else
+    return t_bf16{dls__cv_bfloat(f)};
+#endif
+  }
   static __device__ __forceinline__ t_bf16 of_d(double d) { return t_bf16{dls__cv_bfloat((float)d)}; }
   static __device__ __forceinline__ t_bf16 of_int_value(double, float f) { return of_f(f); }
 };
@@ -138,7 +146,7 @@ __device__ __forceinline__ D cv(S x) {
   return ty<D>::kind == 3 ? ty<D>::of_int(u, ty<S>::kind == 2) : ty<D>::of_bits(u);
 }
 
-// N elements a time (16 bytes of the narrower side), as 16-byte accesses of each side.
+// N elements a time (16 bytes of the destination: layout.h's DLS__CV_ELEMS), one access of each side.
 template <typename D, typename S, int N>
 struct cv_words {
   typedef dls_k::vec<S, N> value;
@@ -166,8 +174,8 @@ struct cv_one {
 };
 
 // A contiguous run of one pair of types: the elements before the source's first 16-byte boundary (all of them, one
-// by one, where the destination is not at a 16-byte boundary there too), items of N (DLS__CV_ITEMS a thread: the
-// core's grid), the rest.
+// by one, where the destination is not at a 16-byte boundary there too), items of N (16 bytes of the destination,
+// DLS__CV_ITEMS a thread: the core's grid), the rest.
 template <typename D, typename S>
 __device__ __forceinline__ void convert_run(void *dst, const void *src, u64 total) {
   D *d = static_cast<D *>(dst);
