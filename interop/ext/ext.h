@@ -130,6 +130,13 @@ void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch);
 /* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL. */
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                 int n, const void **out_marked);
+/* The same for a block's calls (interop/python/call/block.h): where every use was noted as it was ordered, `s`'s mark
+ * is owed, not recorded, and the buffers not in held[] (nheld, held by the caller already) are held into owed[] (room
+ * for n; *nowed of them) for dls__ext_uses_settle at the block's end (docs/hazard-rule.md, "Owed marks"). */
+dls_status_t dls__ext_uses_note_owed(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                     int n, dls__buffer *const *held, int nheld, dls__buffer **owed, int *nowed);
+/* Records `s`'s mark once for the owed uses of `n` buffers, settling them; drops the references. */
+void dls__ext_uses_settle(dls__stream *s, dls__buffer *const *bufs, int n);
 
 /* Aliases: memory a dlstream buffer exported (DLPack: dls_tensor_export_*, Tensor.__dlpack__) that comes back as
  * another framework's tensor (a NumPy or torch tensor of it) is that buffer's memory, and its uses must join that

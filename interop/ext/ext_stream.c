@@ -101,6 +101,13 @@ dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const 
   return rc;
 }
 
+dls_status_t dls__ext_uses_note_owed(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                     int n, dls__buffer *const *held, int nheld, dls__buffer **owed, int *nowed) {
+  return dls__buffers_note_owed(s, bufs, modes, epochs, n, held, nheld, owed, nowed);
+}
+
+void dls__ext_uses_settle(dls__stream *s, dls__buffer *const *bufs, int n) { dls__buffers_settle(s, bufs, n); }
+
 /* ---- marks and relaxed queries ---- */
 
 dls_status_t dls__ext_mark_record(dls__stream *s, dls__ext_mark *out) {

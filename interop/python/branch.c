@@ -5,6 +5,7 @@
  * the block reads (_set_branch_hooks) and keeps the rest of stream_parallel; carry.c carries the frameworks. */
 #include "args.h"
 #include "errors.h"
+#include "call/block.h"
 
 typedef struct BranchObject {
   PyObject_HEAD
@@ -101,6 +102,7 @@ static int branch_close(dlspy_state *st, BranchObject *b) {
   }
   Py_DECREF(branch_tok);
   Py_DECREF(stream_tok);
+  dlspy_block_release(st, b->stream); /* after the join: its calls' tensors, once its stream passes them */
   return rc;
 }
 

@@ -4,6 +4,7 @@
  * where a KeyboardInterrupt could land, and __exit__ ends it, or discards it when the end is refused. */
 #include "args.h"
 #include "errors.h"
+#include "call/block.h"
 
 typedef struct CaptureObject {
   PyObject_HEAD
@@ -119,6 +120,7 @@ static PyObject *capture_enter(CaptureObject *c, PyObject *unused) {
     Py_DECREF(so);
     return dlspy_raisef(st, DLS_ERR_INVALID_HANDLE, "%s(stream=%R): the stream was closed", pycall, c->arg);
   }
+  dlspy_block_settle_before_capture(st, so); /* no owed mark left on an eager stream that begins a capture */
   dls_status_t rc = dls_stream_begin_capture(s->handle, (dls_capture_mode_t)c->mode);
   if (rc != DLS_OK) {
     dlspy_raise(st, rc, pycall);

@@ -222,6 +222,8 @@ typedef struct StreamObject {
   void *native;
   int kind; /* DLSPY_STREAM_* */
   PyObject *owner; /* a foreign framework object kept alive (may be NULL) */
+  PyObject *keep;  /* a list: the framework tensors of calls in its blocks, kept until it passes (call/block.h) */
+  struct dlspy_owed *owed; /* the records whose mark its blocks' calls owe, held until settled (call/block.h) */
 } StreamObject;
 enum {
   DLSPY_STREAM_OWNED = 1,

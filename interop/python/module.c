@@ -2,6 +2,7 @@
 /* The module dlstream._dlstream: its function table, state and initialization. */
 #include "call/cupy.h"
 #include "errors.h"
+#include "call/block.h"
 #include "call/streamarg.h"
 #include "call/tensortypes.h"
 
@@ -92,6 +93,8 @@ static PyMethodDef g_module_methods[] = {
      "Names the package's CuPy stream provider: while it is CuPy's, CuPy arrays are read in C."},
     {"_stream_var_set", dlspy_mod_stream_var_set, METH_O,
      "_stream_var.set(value) -> token: the only way the package sets use_stream's variable."},
+    {"_block_release", dlspy_mod_block_release, METH_O,
+     "_block_release(stream): lets go of what use_stream's calls on the Stream keep, after its work so far."},
     {"_readable", dlspy_mod_readable, METH_O, "Whether this process can read the byte at an address (tests)."},
     {"_live_handles", dlspy_mod_live_handles, METH_NOARGS, "Live handles of each kind (leak checks)."},
     {"_bench_exchange_import", (PyCFunction)(void (*)(void))dlspy_bench_exchange_import, METH_FASTCALL,

@@ -2,6 +2,7 @@
 /* dlstream.Stream: owned, pooled, foreign and default streams; stream arguments and the wrapper cache. */
 #include "args.h"
 #include "errors.h"
+#include "call/block.h"
 #include "call/protocol.h"
 #include "call/streamarg.h"
 
@@ -99,6 +100,8 @@ static PyObject *stream_tp_new(PyTypeObject *tp, PyObject *args, PyObject *kw) {
 
 static void stream_dealloc(StreamObject *s) {
   PyTypeObject *tp = Py_TYPE(s);
+  dlspy_block_release(dlspy_state_of(tp), (PyObject *)s);
+  PyMem_RawFree(s->owed);
   if (s->handle.id != 0 && !atomic_load(&dlspy_dead) && s->kind != DLSPY_STREAM_BRANCH && s->kind != DLSPY_STREAM_VIEW)
     (void)dls_stream_destroy(s->handle);
   Py_CLEAR(s->owner);
@@ -382,6 +385,7 @@ static PyObject *stream_cuda_stream(StreamObject *s, PyTypeObject *cls, PyObject
 }
 
 static PyObject *stream_close(StreamObject *s, PyObject *unused) {
+  dlspy_block_release(dlspy_state_of(Py_TYPE(s)), (PyObject *)s); /* what its blocks keep, while it is marked */
   if (s->handle.id != 0) {
     dls_stream_t h = s->handle;
     s->handle.id = 0;

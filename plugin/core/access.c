@@ -58,6 +58,7 @@ dls_status_t dls__use_entry(dls__buffer *b, dls__stream *s, uint64_t in_cap, int
   u->event = ev;
   u->cap_id = in_cap;
   u->stale = false;
+  u->owed = false;
   u->recorded = false;
   u->exports = 0;
   dls__stream_ref(s);
@@ -82,6 +83,7 @@ dls_status_t dls__use_refresh(dls__use *u) {
   dls__device *ud = u->stream->dev;
   DLS__TRY(ud->be->event_record(ud->be, ud->id, dls__use_event(u), u->stream->native));
   u->stale = false;
+  u->owed = false;
   u->recorded = true;
   return DLS_OK;
 }
@@ -375,6 +377,7 @@ static DLS__NOINLINE dls_status_t access_end_parties(dls__accesses *x, bool queu
       }
       u->stale = st != DLS_OK;
       u->recorded |= st == DLS_OK;
+      u->owed &= u->stale; /* a record made after the work pays what was owed */
       if (st != DLS_OK && first == DLS_OK)
         first = st;
     }
@@ -435,6 +438,7 @@ dls_status_t dls__buffer_mark_by(dls__buffer *b, dls__stream *s, const void *rec
     if (recorded == NULL || cap != 0 || u->event != NULL || ev != recorded || u->stale)
       u->stale = s->dev->be->event_record(s->dev->be, s->dev->id, ev, s->native) != DLS_OK;
     u->recorded |= !u->stale;
+    u->owed &= u->stale; /* a record made after the work pays what was owed */
   }
   dls__spin_unlock(&b->mu);
   return st;
@@ -491,6 +495,7 @@ void dls__buffer_export_end(dls__buffer *b, dls__stream *consumer) {
      * use is left stale, recorded again (or refused) before any wait on it. */
     u->stale = cap != u->cap_id || d->be->event_record(d->be, d->id, dls__use_event(u), consumer->native) != DLS_OK;
     u->recorded |= !u->stale;
+    u->owed &= u->stale; /* a record made after the work pays what was owed */
     dls__note_use(b, u->cap_id, me, ordered ? DLS_ACCESS_WRITE : DLS_ACCESS_WRITE | DLS__ACCESS_DECLARED);
   }
   dls__spin_unlock(&b->mu);

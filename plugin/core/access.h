@@ -119,6 +119,19 @@ DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int
  * not asked): `s`'s mark where it was recorded eagerly after the work, for dls__buffer_mark_by; else NULL. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
                                              const uint32_t *epochs, int n, void **out_marked);
+/* dls__buffers_note for a block's uses (interop/python/call/block.h) where each was noted as it was ordered, on
+ * `s`'s own mark: that mark is owed, not recorded (no driver call per call): each use's entry is left stale, so that
+ * whatever waits on it or asks whether it completed first records the mark (dls__use_refresh), and each buffer not
+ * in held[] (the `nheld` the caller holds for its settle already) is held into owed[] (*nowed of them, at most n)
+ * for dls__buffers_settle at the block's end. Any other case is dls__buffers_note's (nothing owed). */
+DLS__INTERNAL dls_status_t dls__buffers_note_owed(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                                  const uint32_t *epochs, int n, dls__buffer *const *held, int nheld,
+                                                  dls__buffer **owed, int *nowed);
+/* Records `s`'s mark once for the owed uses of `n` buffers (each held, the references dropped here), and clears the
+ * stale flag of each one's entry on `s` that no use noted since the mark's record could have made stale again: the
+ * owed marks settled at a block's end, so that no stale use is left behind it (a stream that begins a capture
+ * later could not record it). Where `s` captures now or the record fails, the uses stay stale. */
+DLS__INTERNAL void dls__buffers_settle(dls__stream *s, dls__buffer *const *bufs, int n);
 /* A use ordered by dls__buffer_order whose work was not queued after all: a use noted as it was ordered is let go of
  * (its note stays: a party more); one only ordered needs nothing. */
 DLS__INTERNAL void dls__buffer_unordered(dls__buffer *b, uint32_t epoch);
@@ -238,7 +251,9 @@ static inline bool dls__noted_at_once(const dls__buffer *b, int me, int mode) {
   const dls__use *u = &b->uses[me];
   uint64_t others = b->eager_uses & ~dls__party_bit(me); /* the other eager entries (not DLS__PARTY_ALLOC's bit) */
   uint64_t roles = (mode & DLS_ACCESS_WRITE) ? b->writers | b->readers : b->writers;
-  return u->cap_id == 0 && u->event == NULL && !u->stale && (roles & others) == 0;
+  /* A stale entry (its mark owed, or a record that failed) may be noted again: the record made before any wait on
+   * it covers this use too. */
+  return u->cap_id == 0 && u->event == NULL && (roles & others) == 0;
 }
 
 /* dls__buffer_order's quick way alone, for record `b` (eager work: `cap`, the capture state of `s` read by the caller,

@@ -5,6 +5,7 @@
  * in flight until its stream's mark is recorded after the work (docs/hazard-rule.md, "Uses noted as they are
  * ordered"). */
 #include "core/access.h"
+#include "core/release.h"
 #include "core/runtime.h"
 
 dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
@@ -56,6 +57,106 @@ static dls_status_t noted_mark(dls__stream *s, dls__buffer *const *bufs, int n, 
   for (int i = 0; i < n && st == DLS_OK; i++) /* release: an order that reads 0 waits on this record */
     atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
   return st;
+}
+
+/* The entry of `s`'s eager use of `b` that waits on `s`'s own mark, or NULL. (b->mu held) */
+static dls__use *own_entry(dls__buffer *b, dls__stream *s) {
+  int me = dls__party_of(b, s, 0);
+  dls__use *u = me >= 0 ? &b->uses[me] : NULL;
+  return u != NULL && u->event == NULL && u->cap_id == 0 && u->stream == s ? u : NULL;
+}
+
+/* noted_mark with `s`'s mark owed: each use's entry left stale instead of the mark's record, each buffer not in
+ * held[] held into owed[] (distinct ones). Only where every entry waits on `s`'s own mark (not another handle's of
+ * its stream) and `s` captures nothing: else DLS_ERR_STATE, nothing done (noted_mark then records as usual). */
+static dls_status_t noted_owed(dls__stream *s, dls__buffer *const *bufs, int n, dls__buffer *const *held, int nheld,
+                               dls__buffer **owed, int *nowed) {
+  void *own = atomic_load_explicit(&s->mark, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (own == NULL || atomic_load_explicit(&bufs[i]->noted_event, memory_order_relaxed) != own)
+      return DLS_ERR_STATE;
+  dls__capture_pin(); /* the capture state read and the entries left stale in one pin, as noted_mark's record */
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  if (cap != 0) {
+    dls__capture_unpin();
+    return DLS_ERR_STATE;
+  }
+  bool broken = atomic_load_explicit(&dls__noted_broken, memory_order_relaxed), record = false;
+  for (int i = 0; i < n; i++) {
+    dls__buffer *b = bufs[i];
+    bool again = false, kept = false;
+    for (int k = 0; k < *nowed && !again; k++)
+      again = owed[k] == b;
+    for (int k = 0; k < nheld && !kept && !again; k++)
+      kept = held[k] == b;
+    if (again)
+      continue;
+    dls__spin_lock(&b->mu);
+    dls__use *u = own_entry(b, s); /* (in flight, the entry keeps its role: it is there) */
+    if (u != NULL && !broken) /* owed: recorded before any wait on it (dls__use_refresh), never complete till then */
+      u->stale = u->owed = true;
+    dls__spin_unlock(&b->mu);
+    record |= u == NULL;
+    if (kept)
+      continue; /* the caller holds it already */
+    dls__buffer_ref(b); /* until dls__buffers_settle: the record may leave the registry meanwhile */
+    owed[(*nowed)++] = b;
+  }
+  if (record && !broken) /* an entry not found (never expected): the mark recorded after all covers every use */
+    (void)s->dev->be->event_record(s->dev->be, s->dev->id, own, s->native);
+  dls__capture_unpin();
+  for (int i = 0; i < n; i++) /* release: an order that reads 0 finds the entry stale */
+    atomic_fetch_sub_explicit(&bufs[i]->inflight, 1, memory_order_release);
+  return DLS_OK;
+}
+
+dls_status_t dls__buffers_note_owed(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                                    int n, dls__buffer *const *held, int nheld, dls__buffer **owed, int *nowed) {
+  *nowed = 0;
+  int quick = 0;
+  while (quick < n && epochs[quick] == DLS__EPOCH_NOTED && !(modes[quick] & DLS__ACCESS_DECLARED))
+    quick++;
+  if (quick == n && n <= DLS_MAX_ARGS + 2 && noted_owed(s, bufs, n, held, nheld, owed, nowed) == DLS_OK)
+    return DLS_OK;
+  return dls__buffers_note(s, bufs, modes, epochs, n, NULL);
+}
+
+void dls__buffers_settle(dls__stream *s, dls__buffer *const *bufs, int n) {
+  enum { MAX = 64 };
+  uint32_t notes[MAX];
+  bool quiet[MAX];
+  for (int i = 0; i < n && i < MAX; i++) { /* the state before the record: no use in flight, its count of notes */
+    dls__buffer *b = bufs[i];
+    dls__spin_lock(&b->mu);
+    notes[i] = b->notes;
+    quiet[i] = atomic_load_explicit(&b->inflight, memory_order_acquire) == 0;
+    dls__spin_unlock(&b->mu);
+  }
+  dls__capture_pin();
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap);
+  void *own = atomic_load_explicit(&s->mark, memory_order_acquire);
+  bool recorded = cap == 0 && own != NULL &&
+                  s->dev->be->event_record(s->dev->be, s->dev->id, own, s->native) == DLS_OK;
+  dls__capture_unpin();
+  for (int i = 0; i < n; i++) {
+    dls__buffer *b = bufs[i];
+    if (recorded && i < MAX && quiet[i]) {
+      /* No use noted since the snapshot, none in flight then: every use the entry owes was queued before the
+       * record, which covers them. */
+      dls__spin_lock(&b->mu);
+      dls__use *u = b->notes == notes[i] && atomic_load_explicit(&b->inflight, memory_order_relaxed) == 0
+                        ? own_entry(b, s)
+                        : NULL;
+      if (u != NULL && u->owed) {
+        u->stale = u->owed = false;
+        u->recorded = true;
+      }
+      dls__spin_unlock(&b->mu);
+    }
+    dls__buffer_unref(b);
+  }
 }
 
 void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {

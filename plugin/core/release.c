@@ -27,6 +27,8 @@ bool dls__buffer_uses_complete(dls__buffer *b, bool captured_done) {
     dls__device *ud = b->uses[i].stream->dev;
     if (b->uses[i].cap_id != 0)
       complete = captured_done;
+    else if (b->uses[i].owed) /* its mark owed: the record, not yet made, is what says the work passed */
+      complete = false;
     else
       complete = ud->be->event_query(ud->be, ud->id, dls__use_event(&b->uses[i]), &done) == DLS_OK && done;
   }

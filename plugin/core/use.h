@@ -13,7 +13,9 @@ typedef struct dls__use {
                           the stream's mark is recorded after each use (a release that waits later records
                           an event of its own then: access.c) */
   uint64_t cap_id;     /* the capture the use was recorded in (0: eager work) */
-  bool stale;          /* the latest record failed: record it again before ordering on it */
+  bool stale;          /* the latest record failed, or is owed: record it again before ordering on it */
+  bool owed;           /* stale because a block's use owes its stream's mark (access_ordered.c): never complete
+                          until recorded (a failed record's use is complete once its earlier record is) */
   bool recorded;       /* recorded at least once: until then its pooled event may carry an older record of
                           someone else's (a capture's, even), so nothing waits on it or queries it */
   uint16_t exports;    /* live exports to this stream as their consumer: it may write at any time */

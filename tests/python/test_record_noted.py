@@ -14,22 +14,24 @@ import pytest
 
 from conftest import fake_exchange, run_python
 
-PROGRAM = """
+# The programs' start (test_block_owed.py's too): four CPU streams, and gate(g), which holds s1 behind an event of g
+# while a latch holds g, with nothing recorded on s1 (a latch's own wait would record its stream's mark).
+GATES = """
 import numpy as np, dlstream
 import _dls_fake_exchange as fx
 s1, s2, g1, g2 = (dlstream.Stream("cpu") for _ in range(4))
 broken = {broken}
 
 def gate(g):
-    # s1 waits for an event of g, which a latch holds: s1 is held, with nothing recorded on it (a latch's own wait
-    # would record its stream's mark)
     latch = dlstream.Latch("cpu")
     latch.wait(g, timeout=30.0)
     e = dlstream.Event(device="cpu")
     e.record(g)
     s1.wait(e)
     return latch, e
+"""
 
+PROGRAM = GATES + """
 def run(case):
     X, Y, Z = np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32)
     t, u = fx.FakeTensor(X, X.ctypes.data, X.shape), fx.FakeTensor(Z, Z.ctypes.data, Z.shape)
@@ -66,13 +68,20 @@ for case in ("write", "read", "reread"):
 """
 
 
-@pytest.mark.parametrize("broken", [False, True])
-def test_a_use_noted_as_it_is_ordered_is_waited_for_on_another_stream_with_negative_control(broken):
-    fake_exchange()  # skips, saying why, where the fake framework is missing
-    # One result per case: X after the fills, Y after the read, Z after the reread; the control's land first.
-    want = {False: [[3.0] * 4, [2.0] * 4, [1.0] * 4], True: [[2.0] * 4, [1.0] * 4, [3.0] * 4]}[broken]
-    r = run_python(PROGRAM.format(broken=broken), timeout=120,
+def results(program, broken):
+    """Runs `program` (a format string of `broken`) in a fresh interpreter, with DLSTREAM_TEST_BREAK_NOTED=1 where
+    `broken` (the mark's record skipped); its last three lines of output as values. Skips, saying why, where the fake
+    framework is missing."""
+    fake_exchange()
+    r = run_python(program.format(broken=broken), timeout=120,
                    env={"DLSTREAM_TEST_BREAK_NOTED": "1", "TSAN_OPTIONS": "report_bugs=0"} if broken else None)
     assert r.returncode == 0, r.stderr[-3000:]
-    got = [ast.literal_eval(part) for part in r.stdout.strip().splitlines()[-3:]]
+    return [ast.literal_eval(part) for part in r.stdout.strip().splitlines()[-3:]]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_use_noted_as_it_is_ordered_is_waited_for_on_another_stream_with_negative_control(broken):
+    # One result per case: X after the fills, Y after the read, Z after the reread; the control's land first.
+    want = {False: [[3.0] * 4, [2.0] * 4, [1.0] * 4], True: [[2.0] * 4, [1.0] * 4, [3.0] * 4]}[broken]
+    got = results(PROGRAM, broken)
     assert got == want, f"the quick way {'broken' if broken else 'on'}: {got}"

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "block.h"
+
 #include "cupy.h"
 #include "../errors.h"
 #include "protocol.h"
@@ -132,7 +134,13 @@ static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
     modes[n] = p->ordered ? p->mode : p->mode | DLS__EXT_ACCESS_DECLARED; /* work that was not ordered first */
     epochs[n++] = p->epoch;
   }
-  if (n == 0 || dls__ext_uses_note(s, bufs, modes, epochs, n, marked) == DLS_OK)
+  if (n == 0)
+    return 0;
+  if (c->in_block && c->block == NULL)
+    c->block = dlspy_block_of(c->st, c->stream);
+  dls_status_t rc = c->block != NULL ? dlspy_block_note(c->block, s, bufs, modes, epochs, n) /* the mark owed */
+                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, marked);
+  if (rc == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
   return -1;
@@ -170,8 +178,10 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   if (c->cur_ref != NULL)
     dls__ext_stream_unref(c->cur_ref);
   c->cur_ref = NULL;
-  if (s == NULL)
+  if (s == NULL) {
+    Py_CLEAR(c->block); /* (none without a stream: a block's posts come after it) */
     return 0;
+  }
   /* Staged host arrays: copy back, then wait (interruptibly) until the stream has passed. An interrupted wait
    * leaves the copies queued: the host arrays are then kept like any borrowed object, until the stream passes. */
   bool queued = ok;
@@ -245,9 +255,16 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);
       break;
+    case DLSPY_POST_BLOCK:
+      if (ok)
+        dlspy_block_keep(c->block, s, p->obj); /* steals */
+      else
+        Py_DECREF(p->obj);
+      break;
     }
   }
   c->nposts = 0;
+  Py_CLEAR(c->block);
   if (c->temp_handle != 0)
     dls__ext_stream_temp_end(c->temp_handle); /* it lets go of our reference */
   else if (c->counted)
@@ -286,18 +303,25 @@ int dlspy_read_only(dlspy_call *c, int index, const char *how) {
  * for the call's work once it is queued (dlspy_call_end: the framework's next work, a read or a write, cannot
  * overtake the call's reads or writes), and `obj` is held until the call's stream passes (its framework frees in
  * order on its own stream, not ours; in a block, also when `producer` is the call's stream). */
+int dlspy_block_post(dlspy_call *c, PyObject *obj) {
+  if (c->block == NULL)
+    c->block = dlspy_block_of(c->st, c->stream);
+  int kind = c->block != NULL ? DLSPY_POST_BLOCK : DLSPY_POST_KEEP;
+  if (dlspy_add_post(c, kind, Py_NewRef(obj), NULL) != 0) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  return 0;
+}
+
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj) {
   if (producer != NULL && dlspy_same_stream(producer, c->s)) {
     if (DLSPY_LIKELY(!c->in_block))
       return 0;
-    /* In a block, its stream is the framework's current one: the tensor is kept as on another stream, so that its
-     * framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot hand
-     * the memory out again before the block's stream passes. */
-    if (dlspy_add_post(c, DLSPY_POST_KEEP, Py_NewRef(obj), NULL) != 0) {
-      Py_DECREF(obj);
-      return -1;
-    }
-    return 0;
+    /* In a block, its stream is the framework's current one: the tensor is kept until that stream passes, so that
+     * its framework, which frees in order on the stream the memory came from (perhaps another branch's), cannot
+     * hand the memory out again before then; in the block's list, let go of once for all its calls (block.h). */
+    return dlspy_block_post(c, obj);
   }
   bool done = producer == NULL;
   for (int i = 0; i < c->nordered && !done; i++)

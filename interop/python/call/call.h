@@ -37,11 +37,12 @@ enum {
   DLSPY_POST_MANAGED_L,
   DLSPY_POST_STAGE,
   DLSPY_POST_USE, /* a dlstream buffer held by the call, used by raw-pointer work: its use is recorded at the end */
-  DLSPY_POST_HOLD /* a dlstream buffer held by the call (its tensor may be closed meanwhile by Python code) */
+  DLSPY_POST_HOLD, /* a dlstream buffer held by the call (its tensor may be closed meanwhile by Python code) */
+  DLSPY_POST_BLOCK /* a strong reference kept in the block's list until the block's stream passes (block.h) */
 };
 typedef struct dlspy_post {
   int kind;
-  PyObject *obj;        /* KEEP: strong reference held until the stream passes */
+  PyObject *obj;        /* KEEP, BLOCK: strong reference held until the stream passes */
   dls__buffer *buf;     /* USE, HOLD: a dlstream tensor's buffer (reference held) */
   int mode;             /* USE: how the work used it (DLS_ACCESS_READ / DLS_ACCESS_WRITE) */
   uint32_t epoch;       /* USE ordered before the work (dlspy_call_use): the state it was ordered against */
@@ -132,6 +133,7 @@ typedef struct dlspy_call {
   dls_stream_t cur_handle;  /* cur_stream named by a cached handle */
   PyObject *cause;          /* an exception a protocol getter raised while an argument was read (a strong
                                reference): the __cause__ of "expected a tensor", should it come to that */
+  PyObject *block;          /* in a block with BLOCK posts: its Stream object (a reference), whose list takes them */
   dls__stream *cur_ref;     /* cur_stream when it is not the call's stream: a reference held (Python code run by
                                later arguments may drop the cache's handle) */
   bool have_value;
@@ -301,7 +303,8 @@ static inline int dlspy_framework_stream(dlspy_call *c, const DLPackExchangeAPI 
  * (nothing raised: the provider is asked instead). */
 int dlspy_cupy_stream(dlspy_call *c, DLDevice home, dls__stream **out);
 /* Makes the call's stream wait for `producer` (NULL: nothing to wait for) unless it is that stream, and keeps
- * `obj` until the call's stream passes (in a block also when it is: dlspy_call.in_block). */
+ * `obj` until the call's stream passes (in a block also when it is: dlspy_call.in_block, in the block's list,
+ * block.h). */
 int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
 /* Work the call queues on its stream uses dlstream buffer `b` (`mode`: DLS_ACCESS_READ or DLS_ACCESS_WRITE)
  * through a raw pointer (a dlstream tensor on another device that a copy reads, a framework tensor over dlstream
@@ -309,6 +312,11 @@ int dlspy_order_after(dlspy_call *c, dls__stream *producer, PyObject *obj);
  * use is recorded once the work is queued (a USE post, which holds `b` until the call ends). Steals a reference on
  * `b`. 0, or -1 with an exception. */
 int dlspy_call_use(dlspy_call *c, dls__buffer *b, int mode);
+
+/* In a block (c->in_block), the call's tensor `obj` on the block's stream: kept until the stream passes, in the
+ * block's list once the work is queued (a BLOCK post, block.h), else (the block's Stream object is not at hand) with
+ * a release of its own (a KEEP post). 0, or -1 with an exception. */
+int dlspy_block_post(dlspy_call *c, PyObject *obj);
 
 /* The call stream's DLPack value as a new int. */
 int dlspy_launch_value(dlspy_call *c, PyObject **out);

@@ -217,6 +217,7 @@ void dlspy_call_from_common(dlspy_call *c, const dlspy_last_type *t, const dlspy
 void dlspy_call_cold(dlspy_call *c) {
   c->cause = NULL;
   c->cur_ref = NULL;
+  c->block = NULL;
   c->have_value = false;
   c->more = false;
   c->staged = false;

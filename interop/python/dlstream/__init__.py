@@ -119,6 +119,7 @@ class use_stream:
         finally:
             _stream_var.reset(self._token)
             self._token = None
+            _dlstream._block_release(self.stream)  # the block's calls' tensors, once the stream passes them
 
 
 # CuPy's and torch's current streams, for their tensors without the DLPack C exchange API (registered by module
