@@ -119,7 +119,7 @@ uint64_t dls__table_add_shared(dls__table *t, void *obj) {
   return ((uint64_t)gen << 32) | index;
 }
 
-void dls__slot_recycle(dls__table *t, uint32_t index) {
+static DLS__HOT_INLINE void slot_recycle(dls__table *t, uint32_t index) {
   dls__thread_cache *c = &dls__tls;
   dls_handle_kind_t kind = t->kind;
   if (c->nslots[kind] == DLS__SLOT_CACHE) {
@@ -131,16 +131,59 @@ void dls__slot_recycle(dls__table *t, uint32_t index) {
   c->slots[kind][c->nslots[kind]++] = index;
 }
 
-/* The object of an ended handle that no call holds: the slot goes back,
- * then the kind's end runs. */
-static void slot_drop(dls__table *t, dls__slot *s) {
+void dls__slot_recycle(dls__table *t, uint32_t index) { slot_recycle(t, index); }
+
+/* The object of an ended handle that no call holds (and, on a retiring table, past its grace period): the slot
+ * goes back, then the kind's end runs. */
+static DLS__HOT_INLINE void slot_free(dls__table *t, dls__slot *s) {
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   atomic_store_explicit(&s->obj, NULL, memory_order_release);
   /* Lookups fail on the flags until here, on the NULL object after. */
   atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED), memory_order_acq_rel);
-  dls__slot_recycle(t, s->index);
+  slot_recycle(t, s->index);
   if (obj != NULL)
     t->drop(obj);
+}
+
+/* Takes every slot the table has retired, waits one grace period, then frees them. */
+static void reclaim_batch(dls__table *t) {
+  uint64_t head = atomic_exchange_explicit(&t->retired, 0, memory_order_acq_rel);
+  if (head == 0)
+    return;
+  t->grace(); /* each of them was retired before it began */
+  for (uint32_t index = (uint32_t)head; index != 0;) {
+    dls__slot *s = dls__slot_of(t, index); /* a retired slot's chunk exists */
+    index = atomic_load_explicit(&s->next_free, memory_order_relaxed);
+    slot_free(t, s);
+  }
+}
+
+/* A retiring table's ended object: it stays in its slot (DYING, generation moved on) on the retired list, and the
+ * list is freed in one batch once it is long enough and this thread may wait for a grace period. */
+static void slot_retire(dls__table *t, dls__slot *s) {
+  uint64_t head = atomic_load_explicit(&t->retired, memory_order_relaxed);
+  uint64_t want;
+  do { /* pushes only, and the batch takes all: no pop to fear an ABA from */
+    atomic_store_explicit(&s->next_free, (uint32_t)head, memory_order_relaxed);
+    want = ((((head >> 32) + 1)) << 32) | s->index;
+  } while (!atomic_compare_exchange_weak_explicit(&t->retired, &head, want, memory_order_release,
+                                                  memory_order_relaxed));
+  if ((want >> 32) >= DLS__RETIRE_BATCH && t->grace_may_wait())
+    reclaim_batch(t);
+}
+
+_Atomic bool dls__retire_off;
+
+static void slot_drop(dls__table *t, dls__slot *s) {
+  if (t->grace != NULL && !atomic_load_explicit(&dls__retire_off, memory_order_relaxed))
+    slot_retire(t, s);
+  else
+    slot_free(t, s);
+}
+
+void dls__table_reclaim(dls__table *t) {
+  while (t->grace != NULL && atomic_load_explicit(&t->retired, memory_order_acquire) != 0)
+    reclaim_batch(t);
 }
 
 bool dls__table_end(dls__table *t, uint64_t id) {
@@ -221,8 +264,9 @@ size_t dls__table_live(dls__table *t) {
   uint32_t n = atomic_load_explicit(&t->nslots, memory_order_acquire);
   size_t live = 0;
   for (uint32_t i = 1; i < n; i++) {
-    dls__slot *s = slot_at(t, i);
-    live += s != NULL && atomic_load_explicit(&s->obj, memory_order_relaxed) != NULL;
+    dls__slot *s = slot_at(t, i); /* retired objects (DYING, still in their slots) are not live */
+    live += s != NULL && atomic_load_explicit(&s->obj, memory_order_relaxed) != NULL &&
+            (atomic_load_explicit(&s->state, memory_order_relaxed) & DLS__SLOT_DYING) == 0;
   }
   size_t owned = atomic_load_explicit(&t->owned, memory_order_relaxed);
   return live > owned ? live - owned : 0;

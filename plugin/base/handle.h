@@ -30,7 +30,7 @@
 
 typedef struct dls__slot {
   _Atomic uint64_t state;       /* generation | DYING | holds */
-  _Atomic uint32_t next_free;   /* free-list link (slot index) */
+  _Atomic uint32_t next_free;   /* free-list link (slot index); a retired slot's link in its table's retired list */
   uint32_t index;               /* its own index in the table */
   _Atomic(void *) obj;          /* the object, NULL when free */
 } dls__slot;
@@ -44,6 +44,14 @@ typedef struct dls__table {
   dls_handle_kind_t kind;
   /* What ending a handle does to its object, once no call holds it. */
   void (*drop)(void *obj);
+  /* Retirement (NULL: none, the object is dropped at once): where calls may read the kind's objects without a
+   * hold (inside a pin: core/pin.h), an object no call holds is retired instead: its handle is stale at once and
+   * no longer live, but the object stays in its slot (DYING) until a grace period has passed (grace: every thread
+   * that could have found it has left the calls that did), in batches of DLS__RETIRE_BATCH, each after one grace
+   * period; only then is it dropped and the slot reused. grace_may_wait: false where the calling thread may not
+   * wait now (it pins), so the batch waits for a later retirement. */
+  void (*grace)(void);
+  bool (*grace_may_wait)(void);
   /* Resolves a handle of the reserved generation (DLS_STREAM_RESERVED_GENERATION: the default streams, named by
    * device and kind, never in a slot), as dls__hold_get does (no hold needed: they live as long as their device);
    * NULL for kinds that have none, whose reserved-generation handles are stale. */
@@ -55,13 +63,21 @@ typedef struct dls__table {
   _Atomic(dls__slot *) chunks[DLS__MAX_CHUNKS];
   _Atomic uint32_t nslots; /* slots handed out from the end so far (index 0 reserved) */
   _Atomic uint64_t free_head; /* (tag << 32) | index; index 0 = empty */
+  _Atomic uint64_t retired;   /* retired slots: (count << 32) | first index, linked by next_free; 0 = none */
 } dls__table;
+
+#define DLS__RETIRE_BATCH 64
+/* DLSTREAM_TEST_NO_RETIRE=1 (read at the runtime's start, core/runtime.c): retiring tables drop at once, as the
+ * negative control of test_event_retire.c. */
+DLS__INTERNAL extern _Atomic bool dls__retire_off;
 
 /* A kind's table, for its file's definition: `dls__table dls__event_table =
  * DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);` (reserved_fn: see .reserved). */
-#define DLS__TABLE(name, kind_value, drop_fn, reserved_fn)                                   \
-  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .reserved = (reserved_fn), \
-   .mu = PTHREAD_MUTEX_INITIALIZER}
+#define DLS__TABLE(name, kind_value, drop_fn, reserved_fn) DLS__TABLE_RETIRING(name, kind_value, drop_fn, reserved_fn, NULL, NULL)
+/* A table whose ended objects retire (see .grace). */
+#define DLS__TABLE_RETIRING(name, kind_value, drop_fn, reserved_fn, grace_fn, may_wait_fn)                  \
+  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .reserved = (reserved_fn), .grace = (grace_fn), \
+   .grace_may_wait = (may_wait_fn), .mu = PTHREAD_MUTEX_INITIALIZER}
 
 /* Calls fn on every live object of a table, holding each while fn runs (a
  * concurrent end of the handle then drops the object after fn). */
@@ -115,6 +131,21 @@ static inline void *dls__slot_hold(dls__table *t, uint64_t id, dls__slot **out_s
   *out_slot = s;
   return obj;
 }
+
+/* The object of a live handle (not ended), without a hold: only for a retiring table's reader inside a grace
+ * period's read-side section (core/pin.h), where the object outlives the section. NULL when stale or never made. */
+static inline void *dls__slot_peek_live(dls__table *t, uint64_t id) {
+  dls__slot *s = dls__slot_named(t, id);
+  if (DLS__UNLIKELY(s == NULL))
+    return NULL;
+  uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
+  if (DLS__UNLIKELY(dls__slot_gen(w) != (uint32_t)(id >> 32) || (w & DLS__SLOT_DYING) != 0))
+    return NULL;
+  return atomic_load_explicit(&s->obj, memory_order_acquire);
+}
+
+/* Drops every object a table has retired, after one grace period (shutdown, tests). */
+DLS__INTERNAL void dls__table_reclaim(dls__table *t);
 
 /* Fast check without a message or a hold: the object or NULL. Only for
  * callers that hold the object by other means (a reference, a hold of
@@ -207,8 +238,8 @@ DLS__INTERNAL bool dls__table_end(dls__table *t, uint64_t id);
  * are numbered by their users (DLS__OBJ_* in core/runtime.h). */
 #define DLS__OBJ_CLASSES 5
 
-#define DLS__SLOT_CACHE 16 /* freed slots of one kind a thread keeps for its next handles */
-#define DLS__OBJ_CACHE 32  /* freed objects of one class a thread keeps */
+#define DLS__SLOT_CACHE 64 /* freed slots of one kind a thread keeps for its next handles (a retired batch) */
+#define DLS__OBJ_CACHE 64  /* freed objects of one class a thread keeps (a retired batch) */
 
 /* Hot paths make and free handles and objects on one thread: what the
  * thread freed comes back to it without a locked instruction. A finished

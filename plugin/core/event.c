@@ -120,7 +120,9 @@ void dls__event_drop(void *obj) {
     dls__event_pool_put(e->dev, e->displaced);
   dls__obj_free(DLS__OBJ_EVENT, e);
 }
-dls__table dls__event_table = DLS__TABLE("event", DLS_HANDLE_EVENT, dls__event_drop, NULL);
+/* Events retire (base/handle.h): record and wait read them inside their pin without a hold (core/pin.h). */
+dls__table dls__event_table =
+    DLS__TABLE_RETIRING("event", DLS_HANDLE_EVENT, dls__event_drop, NULL, dls__pin_grace, dls__pin_grace_may_wait);
 
 /* A record refused: the stream's capture was invalidated (the driver was not asked), or the driver refused. */
 static DLS__NOINLINE DLS__COLD dls_status_t record_refused(const char *call, bool invalidated, dls_status_t st) {
@@ -129,17 +131,15 @@ static DLS__NOINLINE DLS__COLD dls_status_t record_refused(const char *call, boo
   return dls__fail_prefix(st, "%s", call);
 }
 
-dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
-  static const char call[] = "dls_event_record";
-  DLS__ENTER(call);
-  DLS__GET_OF(event, e, event, call, "event");
-  DLS__GET_OF(stream, s, stream, call, "stream");
+/* dls_event_record's work, inside its pin (pinned_on): the event read without a hold (the pin keeps it), the stream
+ * held by the caller, whose hold ends after the unpin (a stream's last hold may end its captures and release what
+ * keeps its native: never inside a pin).
+ * The capture noted is the one the record lands in: a record taken for eager but made in a capture would be
+ * queried eagerly, and its pooled native reused while the capture still holds it. */
+static DLS__HOT_INLINE dls_status_t record_pinned(dls__event *e, dls__stream *s, const char *call) {
   if (DLS__UNLIKELY(e->dev != s->dev))
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: event is on %s but stream is on %s", call, e->dev->name,
                      s->dev->name);
-  /* The capture noted is the one the record lands in (a pin): a record taken for eager but made in a capture
-   * would be queried eagerly, and its pooled native reused while the capture still holds it. */
-  dls__capture_pin();
   uint64_t cap = 0;
   bool invalidated = dls__stream_capture(s, &cap) == DLS__CAPTURE_INVALIDATED;
   dls_status_t st = DLS_ERR_STATE;
@@ -148,9 +148,29 @@ dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
   if (DLS__LIKELY(st == DLS_OK)) {
     atomic_store_explicit(&e->cap_id, cap, memory_order_relaxed);
     atomic_store_explicit(&e->recorded, true, memory_order_release);
+    return DLS_OK;
   }
+  return record_refused(call, invalidated, st);
+}
+
+/* A record's or a wait's frame: the stream held (before the pin, so that its last hold ends after the unpin), the
+ * event looked up and the work done inside the pin. */
+static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
+                                              dls_status_t (*work)(dls__event *, dls__stream *, const char *)) {
+  DLS__ENTER(call);
+  DLS__GET_OF(stream, s, stream, call, "stream");
+  DLS__HOLD_VAR(e_hold); /* held only where the pin does not keep it (dls__pinned_get) */
+  dls_status_t st;
+  dls__capture_pin();
+  dls__event *e = dls__pinned_get(&e_hold, &dls__event_table, event.id, call, "event", &st);
+  if (DLS__LIKELY(e != NULL))
+    st = work(e, s, call);
   dls__capture_unpin();
-  return DLS__LIKELY(st == DLS_OK) ? DLS_OK : record_refused(call, invalidated, st);
+  return st;
+}
+
+dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {
+  return pinned_on(stream, event, "dls_event_record", record_pinned);
 }
 
 /* A record made in a capture is a node of the graph, not work that runs:
@@ -180,36 +200,31 @@ static DLS__NOINLINE DLS__COLD dls_status_t wait_across(const char *call, dls__s
                    call, dls__stream_describe(s, cap, d, sizeof d));
 }
 
-dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
-  static const char call[] = "dls_stream_wait_event";
-  DLS__ENTER(call);
-  DLS__GET_OF(stream, s, stream, call, "stream");
-  DLS__GET_OF(event, e, event, call, "event");
+/* dls_stream_wait_event's work, inside its pin (the event read without a hold, the stream held by the caller, as
+ * for a record). Both in one capture state, or the wait would tie a capture to eager work: checked and queued in
+ * the pin (a capture begun or ended in between would do the same). Nothing is known of a foreign event's record:
+ * no capture state is read. */
+static DLS__HOT_INLINE dls_status_t wait_pinned(dls__event *e, dls__stream *s, const char *call) {
   /* Another device of the same backend is fine: the driver orders across devices. */
   if (DLS__UNLIKELY(e->dev->be != s->dev->be))
     return dls__fail(DLS_ERR_INVALID_DEVICE,
                      "%s: stream is on %s but event is on %s; a stream can wait only for events of its own backend",
                      call, s->dev->name, e->dev->name);
   const dls__backend *be = s->dev->be;
-  dls_status_t st;
-  if (e->foreign) {
-    /* Nothing is known of a foreign event's record, so nothing is read of the capture state: no pin. */
-    st = be->stream_wait_event(be, s->dev->id, s->native, native_of(e));
-  } else {
+  if (!e->foreign) {
     if (!atomic_load_explicit(&e->recorded, memory_order_acquire))
       return DLS_OK; /* a never-recorded event is complete: nothing to wait for */
-    /* Both in one capture state, or the wait would tie a capture to eager work: checked and queued in one pin (a
-     * capture begun or ended in between would do the same). */
-    dls__capture_pin();
     uint64_t cap = 0, ecap = atomic_load_explicit(&e->cap_id, memory_order_relaxed);
     (void)dls__stream_capture(s, &cap);
-    st = DLS__LIKELY(cap == ecap) ? be->stream_wait_event(be, s->dev->id, s->native, native_of(e))
-                                  : wait_across(call, s, cap, ecap);
-    dls__capture_unpin();
     if (DLS__UNLIKELY(cap != ecap))
-      return st;
+      return wait_across(call, s, cap, ecap);
   }
+  dls_status_t st = be->stream_wait_event(be, s->dev->id, s->native, native_of(e));
   return DLS__LIKELY(st == DLS_OK) ? DLS_OK : dls__fail_prefix(st, "%s", call);
+}
+
+dls_status_t dls_stream_wait_event(dls_stream_t stream, dls_event_t event) {
+  return pinned_on(stream, event, "dls_stream_wait_event", wait_pinned);
 }
 
 dls_status_t dls_event_wait(dls_event_t event, dls_stream_t stream) { return dls_stream_wait_event(stream, event); }

@@ -2,14 +2,18 @@
 /* Pins and changes of the capture state (pin.h), as Dekker's pattern with the fence on the change's side.
  *
  * Each thread pins through a slot of its own (a cache line, taken at its first pin and given back when it ends,
- * for a later thread). A pin stores 1 in its slot, then reads whether a change is underway; a change sets its
+ * for a later thread). A pin makes its slot's word odd (the word counts pins and unpins), then reads whether a
+ * change is underway; a change sets its
  * flag, then reads every slot, so either the pin sees the flag (and backs off until the change is over) or the
  * change sees the pin (and waits for it). Both need a full fence between their store and their load. Pins come by
  * millions and changes by the handful, so where the kernel offers it (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED,
  * registered at the first pin) the change pays for both: it makes every running thread of the process pass a full
  * fence after its flag is set, and the pin is a plain store, a plain load and a plain store back (no locked
  * instruction). Without it (an old kernel, a seccomp filter) the pin fences itself. Threads past the slots share
- * one counted slot, locked as before. */
+ * one counted slot, locked as before.
+ *
+ * The same slots make the pin an epoch (pin.h): a grace period fences every thread as a change does, then waits for
+ * each odd word to move on, so every pin that could have read what its caller made unreachable has ended. */
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
@@ -24,7 +28,9 @@
 enum { PIN_SLOTS = 1024 };
 
 typedef struct pin_slot {
-  _Atomic long held;   /* the thread pins now (the shared slot: how many threads do) */
+  /* Own slots: how many pins and unpins the slot has seen, odd while its thread pins (a grace period waits for an
+   * odd word to change). The shared slot: how many threads pin now. */
+  _Atomic long held;
   _Atomic bool taken;  /* a thread owns the slot */
   char pad[64 - sizeof(long) - sizeof(bool)];
 } pin_slot;
@@ -73,10 +79,16 @@ static DLS__COLD pin_slot *slot_take(void) {
 
 /* Stores that the thread pins, then reads whether a change is underway (the fence between: the change's, or ours). */
 static inline bool pin_try(pin_slot *s) {
-  if (DLS__LIKELY(g_asymmetric && s != &g_crowd)) {
-    atomic_store_explicit(&s->held, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
-    return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
+  if (DLS__LIKELY(s != &g_crowd)) { /* only its thread writes the word */
+    long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
+    if (DLS__LIKELY(g_asymmetric)) {
+      /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
+      atomic_store_explicit(&s->held, odd, memory_order_release);
+      atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
+      return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
+    }
+    atomic_store_explicit(&s->held, odd, memory_order_seq_cst);
+    return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
   }
   atomic_fetch_add_explicit(&s->held, 1, memory_order_seq_cst);
   return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
@@ -84,7 +96,7 @@ static inline bool pin_try(pin_slot *s) {
 
 static inline void pin_drop(pin_slot *s) {
   if (s != &g_crowd)
-    atomic_store_explicit(&s->held, 0, memory_order_release);
+    atomic_store_explicit(&s->held, atomic_load_explicit(&s->held, memory_order_relaxed) + 1, memory_order_release);
   else
     atomic_fetch_sub_explicit(&s->held, 1, memory_order_release);
 }
@@ -101,12 +113,14 @@ void dls__capture_pin_first(dls__pin_thread *t) {
     pthread_mutex_unlock(&g_change_mu);
   }
   t->counted = true;
+  t->epoch = s != &g_crowd;
 }
 
 void dls__capture_unpin_last(dls__pin_thread *t) {
   if (!t->counted)
     return;
   t->counted = false;
+  t->epoch = false;
   pin_drop(t->slot);
 }
 
@@ -128,7 +142,7 @@ void dls__capture_change_begin(void) {
     long held = atomic_load_explicit(&g_crowd.held, memory_order_seq_cst);
     int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
     for (int i = 0; i < n; i++)
-      held += atomic_load_explicit(&g_slots[i].held, memory_order_seq_cst);
+      held += atomic_load_explicit(&g_slots[i].held, memory_order_seq_cst) & 1;
     if (held <= own)
       break;
     sched_yield(); /* a pin lasts a few backend calls */
@@ -140,4 +154,27 @@ void dls__capture_change_end(void) {
     return;
   atomic_store_explicit(&g_changing, 0, memory_order_release);
   pthread_mutex_unlock(&g_change_mu);
+}
+
+bool dls__pin_grace_may_wait(void) { return dls__pins.held == 0; }
+
+void dls__pin_grace(void) {
+  pthread_once(&g_once, pins_start);
+  /* What the caller made unreachable is stored; every thread passes a full fence after it (or the caller fences,
+   * where pins fence themselves): a pin that missed it is in its slot's word below. */
+#ifdef DLS__HAVE_MEMBARRIER
+  if (g_asymmetric)
+    (void)syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  else
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+  pin_slot *own = dls__pins.slot;
+  int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+  for (int i = 0; i < n; i++) {
+    if (&g_slots[i] == own)
+      continue;
+    long w = atomic_load_explicit(&g_slots[i].held, memory_order_seq_cst);
+    while ((w & 1) != 0 && atomic_load_explicit(&g_slots[i].held, memory_order_acquire) == w)
+      sched_yield(); /* a pin lasts a few backend calls */
+  }
 }

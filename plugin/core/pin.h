@@ -19,6 +19,7 @@
 typedef struct dls__pin_thread {
   int held;            /* pins held (they nest) */
   bool counted;        /* the outer pin is counted (not taken inside a change) */
+  bool epoch;          /* ... in a slot of the thread's own: a grace period (dls__pin_grace) waits for it */
   int changes;         /* changes this thread is in (they nest) */
   struct pin_slot *slot; /* NULL until the thread's first pin */
 } dls__pin_thread;
@@ -40,4 +41,29 @@ static DLS__HOT_INLINE void dls__capture_unpin(void) {
 DLS__INTERNAL void dls__capture_change_begin(void);
 DLS__INTERNAL void dls__capture_change_end(void);
 
+/* ---- the pin as an epoch ----
+ * A pin in a slot of the thread's own is also a read-side section: a grace period (dls__pin_grace) returns once
+ * every thread pinned when it began has unpinned. Tables whose handles end by retirement (base/handle.h: their
+ * objects are dropped, and their slots reused, only after a grace period) can then be read inside a pin without a
+ * hold: no locked instruction, nothing to let go of. */
+/* Waits until every other thread that pins now has unpinned (a few backend calls at most). The caller holds no
+ * pin (dls__pin_grace_may_wait): two threads waiting inside their pins would wait for each other. */
+DLS__INTERNAL void dls__pin_grace(void);
+DLS__INTERNAL bool dls__pin_grace_may_wait(void);
+
+/* The object of a live handle of a retiring table (event), looked up inside the caller's pin: the pin keeps it (no
+ * hold) where the thread pins in its own slot; elsewhere (a thread past the slots, or inside a change) it is held
+ * as dls__hold_get does. Stale handles fail with the message as there. The object may be used until the unpin:
+ * a call that reads this way ends no handle of that table inside its pin. */
+static DLS__HOT_INLINE void *dls__pinned_get(dls__hold *h, dls__table *t, uint64_t id, const char *call,
+                                             const char *arg, dls_status_t *out_status) {
+  if (DLS__LIKELY(dls__pins.epoch)) {
+    void *obj = dls__slot_peek_live(t, id);
+    if (DLS__LIKELY(obj != NULL)) {
+      h->table = t;
+      return obj;
+    }
+  }
+  return dls__hold_get(h, t, id, call, arg, out_status);
+}
 #endif /* DLSTREAM_CORE_PIN_H */

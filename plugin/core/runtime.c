@@ -40,6 +40,8 @@ dls_status_t dls__enter_slow(const char *call) {
       atomic_store(&dls__foreign_off, off != NULL && off[0] == '1');
       off = getenv("DLSTREAM_TEST_BREAK_NOTED");
       atomic_store(&dls__noted_broken, off != NULL && off[0] == '1');
+      off = getenv("DLSTREAM_TEST_NO_RETIRE"); /* ended events dropped at once: test_event_retire's control */
+      atomic_store(&dls__retire_off, off != NULL && off[0] == '1');
       atomic_store_explicit(&dls__state, 1, memory_order_release);
     }
     pthread_mutex_unlock(&g_init_mu);

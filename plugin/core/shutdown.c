@@ -30,6 +30,7 @@ static void shutdown_kind(dls__table *t, void (*end)(uint64_t id, void *obj)) {
       break;
     live = now;
   }
+  dls__table_reclaim(t); /* what retired (events) is dropped now */
 }
 
 /* Ends every handle callers still hold, kind by kind in shutdown order, each by its verb. */
