@@ -207,15 +207,23 @@ def smoke(args, reps=1, calls=20):
     return args
 
 
-def arguments(doc, reps, calls, cpu_help):
-    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke."""
+def arguments(doc, reps, calls, cpu_help, pairs=None):
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke; with `pairs` (its
+    default), --pairs and --pair-calls for the rows measured in pairs (measure_pairs; --smoke: 3 pairs of 20)."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=reps)
     p.add_argument("--calls", type=int, default=calls)
+    if pairs is not None:
+        p.add_argument("--pairs", type=int, default=pairs, help="pairs of the paired rows (default: %(default)s)")
+        p.add_argument("--pair-calls", type=int, default=500,
+                       help="calls in each loop of a pair (default: %(default)s)")
     p.add_argument("--cpu", action="store_true", help=cpu_help)
     add_smoke(p)
-    return smoke(p.parse_args())
+    args = smoke(p.parse_args())
+    if pairs is not None and args.smoke:
+        args.pairs, args.pair_calls = min(args.pairs, 3), min(args.pair_calls, 20)
+    return args
 
 
 def main():
