@@ -160,6 +160,14 @@ bool dls__pin_grace_may_wait(void) { return dls__pins.held == 0; }
 
 void dls__pin_grace(void) {
   pthread_once(&g_once, pins_start);
+  /* No other thread has pinned in a slot of its own (a single-threaded program): none can be reading what the
+   * caller made unreachable, and one that takes a slot from now on reads after it (slot_take's update of g_nslots
+   * is ordered before its first pin's reads; the fence orders the caller's update before the load here). */
+  pin_slot *own = dls__pins.slot;
+  atomic_thread_fence(memory_order_seq_cst);
+  int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+  if (n == 0 || (n == 1 && own == &g_slots[0]))
+    return;
   /* What the caller made unreachable is stored; every thread passes a full fence after it (or the caller fences,
    * where pins fence themselves): a pin that missed it is in its slot's word below. */
 #ifdef DLS__HAVE_MEMBARRIER
@@ -168,8 +176,7 @@ void dls__pin_grace(void) {
   else
 #endif
     atomic_thread_fence(memory_order_seq_cst);
-  pin_slot *own = dls__pins.slot;
-  int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+  n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
   for (int i = 0; i < n; i++) {
     if (&g_slots[i] == own)
       continue;
