@@ -4,43 +4,15 @@
  * other threads record and wait on it gives them DLS_OK or DLS_ERR_INVALID_HANDLE, never a stream used after it is
  * freed (run under ASan and TSan: `make test SANITIZE=address|thread`), and its end's effects are done when
  * dls_stream_destroy returns. */
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "common.h"
+#include "retire_race.h"
 #include "base/fault.h"
 
 TestSuite(stream_retire, .fini = dlst_fini);
 
 /* ---- streams destroyed under recording and waiting threads ---- */
 
-enum { RACE_READERS = 3, RACE_ROUNDS = 300 };
-
-typedef struct race {
-  DLDevice device;
-  dls_event_t event;
-  dls_stream_t other;       /* a stream that lives throughout: the other side of each record and wait */
-  _Atomic uint64_t current; /* the stream the readers use now (its handle's id) */
-  _Atomic bool done;
-  _Atomic long used;        /* records and waits that found the stream live */
-} race;
-
-static void *reader(void *p) {
-  race *r = p;
-  long used = 0;
-  for (unsigned i = 0; !atomic_load_explicit(&r->done, memory_order_acquire); i++) {
-    dls_stream_t s = {atomic_load_explicit(&r->current, memory_order_acquire)};
-    dls_status_t a = dls_event_record(r->event, (i & 1) ? s : r->other);
-    dls_status_t b = dls_stream_wait_event((i & 1) ? r->other : s, r->event);
-    if ((a != DLS_OK && a != DLS_ERR_INVALID_HANDLE) || (b != DLS_OK && b != DLS_ERR_INVALID_HANDLE)) {
-      fprintf(stderr, "record %d, wait %d: %s\n", a, b, dls_last_error());
-      abort();
-    }
-    used += (a == DLS_OK) + (b == DLS_OK);
-  }
-  atomic_fetch_add(&r->used, used);
-  return NULL;
-}
+enum { RACE_ROUNDS = 300 };
 
 /* A stream of each kind dlstream can end: owned, pooled, and a wrap of an owned stream's native. */
 static dls_stream_t make_stream(DLDevice d, int i, dls_stream_t *out_native_owner) {
@@ -64,30 +36,30 @@ static dls_stream_t make_stream(DLDevice d, int i, dls_stream_t *out_native_owne
 }
 
 BACKEND_TEST(stream_retire, streams_destroyed_while_other_threads_record_and_wait_on_them) {
-  race r = {.device = dlst_device(*backend_type)};
-  OK(dls_stream_create(r.device, NULL, &r.other));
-  OK(dls_event_create(r.device, DLS_EVENT_DEFAULT, &r.event));
-  dls_stream_t owner, s = make_stream(r.device, 0, &owner);
-  atomic_init(&r.current, s.id);
-  pthread_t th[RACE_READERS];
-  for (int t = 0; t < RACE_READERS; t++)
-    cr_assert_eq(pthread_create(&th[t], NULL, reader, &r), 0);
+  DLDevice device = dlst_device(*backend_type);
+  retire_race r = {0};
+  dls_stream_t other; /* lives throughout: the other side of each record and wait */
+  OK(dls_stream_create(device, NULL, &other));
+  dls_event_t e;
+  OK(dls_event_create(device, DLS_EVENT_DEFAULT, &e));
+  dls_stream_t owner, s = make_stream(device, 0, &owner);
+  atomic_init(&r.event, e.id);
+  atomic_init(&r.streams[0], s.id);
+  atomic_init(&r.streams[1], other.id);
+  retire_race_start(&r);
   for (int i = 1; i <= RACE_ROUNDS; i++) {
-    dls_stream_t next_owner, next = make_stream(r.device, i, &next_owner);
-    dls_stream_t old = {atomic_exchange(&r.current, next.id)};
+    dls_stream_t next_owner, next = make_stream(device, i, &next_owner);
+    dls_stream_t old = {atomic_exchange(&r.streams[0], next.id)};
     OK(dls_stream_destroy(old)); /* readers may be inside a record or a wait on it right now */
     OK(dls_stream_destroy(owner));
     owner = next_owner;
   }
-  atomic_store(&r.done, true);
-  for (int t = 0; t < RACE_READERS; t++)
-    pthread_join(th[t], NULL);
-  cr_assert_gt(atomic_load(&r.used), 0, "no record or wait ever found a live stream: the race was not run");
-  OK(dls_stream_destroy((dls_stream_t){atomic_load(&r.current)}));
+  retire_race_stop(&r);
+  OK(dls_stream_destroy((dls_stream_t){atomic_load(&r.streams[0])}));
   OK(dls_stream_destroy(owner));
-  OK(dls_stream_synchronize(r.other));
-  OK(dls_event_destroy(r.event));
-  OK(dls_stream_destroy(r.other));
+  OK(dls_stream_synchronize(other));
+  OK(dls_event_destroy(e));
+  OK(dls_stream_destroy(other));
 }
 
 #ifdef DLS_FAULT_INJECTION
