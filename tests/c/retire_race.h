@@ -9,7 +9,9 @@
 
 #include "common.h"
 
-enum { RACE_READERS = 3 };
+/* Each reader stops after RACE_READER_OPS turns at most: on the CPU backend every record and wait is work its
+ * streams' threads run, and the test's last synchronize waits for all of it. */
+enum { RACE_READERS = 3, RACE_READER_OPS = 4000 };
 
 typedef struct retire_race {
   _Atomic uint64_t event;      /* the event the readers use now (its handle's id) */
@@ -22,7 +24,7 @@ typedef struct retire_race {
 static void *retire_reader(void *p) {
   retire_race *r = p;
   long used = 0;
-  for (unsigned i = 0; !atomic_load_explicit(&r->done, memory_order_acquire); i++) {
+  for (unsigned i = 0; i < RACE_READER_OPS && !atomic_load_explicit(&r->done, memory_order_acquire); i++) {
     dls_event_t e = {atomic_load_explicit(&r->event, memory_order_acquire)};
     dls_stream_t on = {atomic_load_explicit(&r->streams[i & 1], memory_order_acquire)};
     dls_stream_t waiter = {atomic_load_explicit(&r->streams[(i + 1) & 1], memory_order_acquire)};
