@@ -77,6 +77,17 @@ static int dls_capture_question(void *p, int n) {
   return 0;
 }
 
+/* The driver's other capture-state question: the state without the capture's id (weighed against
+ * raw_capture_question: dlstream could ask it first and the full question only while a capture is active). */
+static int raw_is_capturing(void *p, int n) {
+  cuda_ctx *c = p;
+  for (int i = 0; i < n; i++) {
+    dls__CUstreamCaptureStatus status;
+    CU_CHECK(cu.cuStreamIsCapturing(c->s1, &status));
+  }
+  return 0;
+}
+
 /* Allocations taking turns on two streams, each freed at once: with the cache every allocation takes over the block
  * the other stream freed (that stream's mark recorded, a wait on it); the anchor's pool reuses across streams by
  * itself. */
@@ -129,6 +140,10 @@ void step_rows(cuda_ctx *c, const char *streams) {
   if (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL)
     add_row(bench_gpu_label, op, "cuStreamGetCaptureInfo", raw_capture_question, dls_capture_question, cuda_drain, c,
             2000);
+  if (streams[0] == '\0' && cu.cuStreamIsCapturing != NULL &&
+      (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL))
+    add_row(bench_gpu_label, "step: the driver's capture-state questions, cuStreamIsCapturing against the one dlstream asks",
+            "cuStreamGetCaptureInfo", raw_capture_question, raw_is_capturing, cuda_drain, c, 2000);
   snprintf(op, sizeof op, "alloc+free 1 MiB taking turns on 2 streams (a handover each)%s", streams);
   add_row(bench_gpu_label, op, "cuMemAllocAsync+cuMemFreeAsync, the same turns", raw_alloc_free_turns,
           dls_alloc_free_turns, cuda_drain, c, 1000);

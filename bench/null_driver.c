@@ -159,6 +159,7 @@ static R n_cuStreamEndCapture(dls__CUstream s, dls__CUgraph *g) { return SET(*g,
 static R n_cuStreamGetCaptureInfo(dls__CUstream s, dls__CUstreamCaptureStatus *st, dls__cuuint64_t *id) {
   return SET(*st, 0) | SET(*id, 0);
 }
+static R n_cuStreamIsCapturing(dls__CUstream s, dls__CUstreamCaptureStatus *st) { return SET(*st, 0); }
 static R n_cuGraphInstantiateWithFlags(dls__CUgraphExec *e, dls__CUgraph g, unsigned long long f) {
   return SET(*e, fake());
 }
@@ -197,6 +198,7 @@ static const struct {
     DLS__CUDA_REQUIRED_SYMBOLS(NULL_ENTRY) DLS__CUDA_OPTIONAL_SYMBOLS(NULL_ENTRY) DLS__CUDA_TOOLS_SYMBOLS(NULL_ENTRY)
     DLS__CUDA_OLD_ABI_SYMBOLS(NULL_ENTRY)
 #undef NULL_ENTRY
+    {"cuStreamIsCapturing", (void *)n_cuStreamIsCapturing}, /* bench_c's step row only */
 };
 
 __attribute__((visibility("default"))) R cuGetProcAddress_v2(const char *symbol, void **out_fn, int version,

@@ -6,6 +6,7 @@
 #ifdef DLS_FAULT_INJECTION
 
 #include <stdatomic.h>
+#include <string.h>
 
 static _Atomic uint64_t g_points;   /* points passed since the latest arm or reset */
 static _Atomic uint64_t g_target;   /* the point to fail; 0 = none */
@@ -14,11 +15,20 @@ static _Atomic uint64_t g_injected; /* failures injected since the latest arm or
 static _Atomic(const char *) g_last = "";
 static _Atomic uint64_t g_created[DLS_FAULT_OBJECT_KINDS];
 static _Atomic uint64_t g_destroyed[DLS_FAULT_OBJECT_KINDS];
+static _Atomic(int (*)(void *)) g_hook; /* dls_fault_hook's */
+static _Atomic(const char *) g_hook_point;
+static void *_Atomic g_hook_arg;
 
-int dls__fault_hit(const char *point, dls_status_t natural, dls_status_t *out_status) {
-  uint64_t k = atomic_fetch_add_explicit(&g_points, 1, memory_order_relaxed) + 1;
-  uint64_t target = atomic_load_explicit(&g_target, memory_order_relaxed);
-  if (DLS__LIKELY(target == 0 || k != target))
+/* A point past the fast path: a test's hook (dls_fault_hook), then the armed point. */
+static DLS__NOINLINE DLS__COLD int fault_hit_slow(const char *point, dls_status_t natural, dls_status_t *out_status,
+                                                  uint64_t k, uint64_t target) {
+  int (*hook)(void *) = atomic_load_explicit(&g_hook, memory_order_acquire);
+  if (hook != NULL && strcmp(point, atomic_load(&g_hook_point)) == 0 && hook(atomic_load(&g_hook_arg))) {
+    if (out_status != NULL)
+      *out_status = dls__fail(natural, "fault injection: %s failed (a test's hook)", point);
+    return 1;
+  }
+  if (target == 0 || k != target)
     return 0;
   /* One failure per arming, even if two threads raced past the target. */
   if (!atomic_compare_exchange_strong(&g_target, &target, 0))
@@ -31,6 +41,14 @@ int dls__fault_hit(const char *point, dls_status_t natural, dls_status_t *out_st
                             (unsigned long long)k);
   }
   return 1;
+}
+
+int dls__fault_hit(const char *point, dls_status_t natural, dls_status_t *out_status) {
+  uint64_t k = atomic_fetch_add_explicit(&g_points, 1, memory_order_relaxed) + 1;
+  uint64_t target = atomic_load_explicit(&g_target, memory_order_relaxed);
+  if (DLS__LIKELY((target == 0 || k != target) && atomic_load_explicit(&g_hook, memory_order_relaxed) == NULL))
+    return 0;
+  return fault_hit_slow(point, natural, out_status, k, target);
 }
 
 void dls__fault_count(dls_fault_object_t kind, int delta) {
@@ -61,6 +79,13 @@ void dls_fault_arm(uint64_t n, dls_status_t status) {
   atomic_store(&g_last, "");
   atomic_store(&g_status, (int)status);
   atomic_store(&g_target, n);
+}
+
+void dls_fault_hook(const char *point, int (*fn)(void *arg), void *arg) {
+  atomic_store(&g_hook, NULL);
+  atomic_store(&g_hook_point, point != NULL ? point : "");
+  atomic_store(&g_hook_arg, arg);
+  atomic_store(&g_hook, point != NULL ? fn : NULL);
 }
 
 void dls_fault_disarm(void) { atomic_store(&g_target, 0); }

@@ -69,6 +69,11 @@ DLS_API const char *dls_fault_object_name(dls_fault_object_t kind);
  * end only with the latch's timeout when the caller is the one to open it (a host wait the caller cannot end);
  * counted by the fault-injecting backend (backend/fault.c), whatever the machine's speed. */
 DLS_API uint64_t dls_fault_blocked_waits(void);
+/* Calls fn(arg) on the thread that passes a point named `point` ("event_record" ...), before the point's own
+ * decision, until replaced; fn NULL: none. A nonzero return fails that point as an armed one would (status
+ * DLS_ERR_BACKEND for backend points). For tests that hold a thread inside a call (test_stream_retire.c); fn runs
+ * inside whatever the call holds (a pin). */
+DLS_API void dls_fault_hook(const char *point, int (*fn)(void *arg), void *arg);
 
 DLS_EXTERN_C_END
 

@@ -139,7 +139,7 @@ static DLS__HOT_INLINE void slot_free(dls__table *t, dls__slot *s) {
   void *obj = atomic_load_explicit(&s->obj, memory_order_acquire);
   atomic_store_explicit(&s->obj, NULL, memory_order_release);
   /* Lookups fail on the flags until here, on the NULL object after. */
-  atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED), memory_order_acq_rel);
+  atomic_fetch_and_explicit(&s->state, ~(DLS__SLOT_DYING | DLS__SLOT_CLAIMED | DLS__SLOT_READ), memory_order_acq_rel);
   slot_recycle(t, s->index);
   if (obj != NULL)
     t->drop(obj);
@@ -175,10 +175,18 @@ static void slot_retire(dls__table *t, dls__slot *s) {
 _Atomic bool dls__retire_off;
 
 static void slot_drop(dls__table *t, dls__slot *s) {
-  if (t->grace != NULL && !atomic_load_explicit(&dls__retire_off, memory_order_relaxed))
-    slot_retire(t, s);
-  else
+  if (t->grace == NULL || atomic_load_explicit(&dls__retire_off, memory_order_relaxed)) {
     slot_free(t, s);
+  } else if (!t->retire_read_only) {
+    slot_retire(t, s);
+  } else if ((atomic_load_explicit(&s->state, memory_order_acquire) & DLS__SLOT_READ) == 0) {
+    slot_free(t, s); /* no call read it without a hold, and none can now: DYING is set */
+  } else if (t->grace_may_wait()) {
+    t->grace(); /* every call that read it without a hold has left its pin */
+    slot_free(t, s);
+  } else {
+    slot_retire(t, s);
+  }
 }
 
 void dls__table_reclaim(dls__table *t) {
@@ -197,7 +205,8 @@ bool dls__table_end(dls__table *t, uint64_t id) {
     if (dls__slot_gen(w) != gen || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
       return false;
     uint64_t holds = w & DLS__SLOT_HOLDS;
-    uint64_t want = ((uint64_t)next << 32) | holds | DLS__SLOT_DYING | (holds == 0 ? DLS__SLOT_CLAIMED : 0);
+    uint64_t want = ((uint64_t)next << 32) | holds | (w & DLS__SLOT_READ) | DLS__SLOT_DYING |
+                    (holds == 0 ? DLS__SLOT_CLAIMED : 0);
     if (atomic_compare_exchange_weak_explicit(&s->state, &w, want, memory_order_acq_rel, memory_order_acquire))
       break;
   }

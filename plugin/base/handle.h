@@ -22,11 +22,14 @@
 /* A slot's state word: the generation (high 32 bits), DYING (the handle was
  * ended: its object is going; no new hold succeeds), CLAIMED (one thread is
  * dropping the object: the last to let go, or the ender when none held it),
- * and how many calls hold it now (the low 30 bits). The flags stay set until
- * the object pointer is cleared, so a lookup racing the drop never finds it. */
+ * READ (a call has read the object inside its pin without a hold: on a table
+ * that retires what was read, its drop waits for a grace period) and how many
+ * calls hold it now (the low 29 bits). The flags stay set until the object
+ * pointer is cleared, so a lookup racing the drop never finds it. */
 #define DLS__SLOT_DYING (1ull << 31)
 #define DLS__SLOT_CLAIMED (1ull << 30)
-#define DLS__SLOT_HOLDS (DLS__SLOT_CLAIMED - 1)
+#define DLS__SLOT_READ (1ull << 29)
+#define DLS__SLOT_HOLDS (DLS__SLOT_READ - 1)
 
 typedef struct dls__slot {
   _Atomic uint64_t state;       /* generation | DYING | holds */
@@ -52,6 +55,11 @@ typedef struct dls__table {
    * wait now (it pins), so the batch waits for a later retirement. */
   void (*grace)(void);
   bool (*grace_may_wait)(void);
+  /* Retirement of what was read only (streams): an ended object no call read without a hold (READ unset) is
+   * dropped at once; one that was read is dropped at once after a grace period where the ending thread may wait
+   * for one, else retired as above. The end's effects then happen before the end returns, as without retirement,
+   * at the cost of a grace period for objects read without a hold. */
+  bool retire_read_only;
   /* Resolves a handle of the reserved generation (DLS_STREAM_RESERVED_GENERATION: the default streams, named by
    * device and kind, never in a slot), as dls__hold_get does (no hold needed: they live as long as their device);
    * NULL for kinds that have none, whose reserved-generation handles are stale. */
@@ -78,6 +86,11 @@ DLS__INTERNAL extern _Atomic bool dls__retire_off;
 #define DLS__TABLE_RETIRING(name, kind_value, drop_fn, reserved_fn, grace_fn, may_wait_fn)                  \
   {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .reserved = (reserved_fn), .grace = (grace_fn), \
    .grace_may_wait = (may_wait_fn), .mu = PTHREAD_MUTEX_INITIALIZER}
+/* A table whose ended objects wait for a grace period only where a call read them without a hold (see
+ * .retire_read_only). */
+#define DLS__TABLE_RETIRING_READ(name, kind_value, drop_fn, reserved_fn, grace_fn, may_wait_fn)                    \
+  {.kind_name = (name), .kind = (kind_value), .drop = (drop_fn), .reserved = (reserved_fn), .grace = (grace_fn), \
+   .grace_may_wait = (may_wait_fn), .retire_read_only = true, .mu = PTHREAD_MUTEX_INITIALIZER}
 
 /* Calls fn on every live object of a table, holding each while fn runs (a
  * concurrent end of the handle then drops the object after fn). */
@@ -141,6 +154,28 @@ static inline void *dls__slot_peek_live(dls__table *t, uint64_t id) {
   uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
   if (DLS__UNLIKELY(dls__slot_gen(w) != (uint32_t)(id >> 32) || (w & DLS__SLOT_DYING) != 0))
     return NULL;
+  return atomic_load_explicit(&s->obj, memory_order_acquire);
+}
+
+/* The object of a live handle (not ended), without a hold, for a reader inside a grace period's read-side section
+ * on a table that retires what was read (.retire_read_only): the slot is marked READ (one locked instruction, at
+ * the handle's first such read), so that the handle's end waits for a grace period before the drop. NULL when
+ * stale or never made. */
+static inline void *dls__slot_peek_read(dls__table *t, uint64_t id) {
+  dls__slot *s = dls__slot_named(t, id);
+  if (DLS__UNLIKELY(s == NULL))
+    return NULL;
+  uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
+  for (;;) {
+    if (DLS__UNLIKELY(dls__slot_gen(w) != (uint32_t)(id >> 32) || (w & DLS__SLOT_DYING) != 0))
+      return NULL;
+    if (DLS__LIKELY((w & DLS__SLOT_READ) != 0))
+      break;
+    /* On the state word, as the end's own update: either the end sees READ, or this sees DYING. */
+    if (atomic_compare_exchange_weak_explicit(&s->state, &w, w | DLS__SLOT_READ, memory_order_acq_rel,
+                                              memory_order_acquire))
+      break;
+  }
   return atomic_load_explicit(&s->obj, memory_order_acquire);
 }
 

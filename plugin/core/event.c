@@ -131,9 +131,8 @@ static DLS__NOINLINE DLS__COLD dls_status_t record_refused(const char *call, boo
   return dls__fail_prefix(st, "%s", call);
 }
 
-/* dls_event_record's work, inside its pin (pinned_on): the event read without a hold (the pin keeps it), the stream
- * held by the caller, whose hold ends after the unpin (a stream's last hold may end its captures and release what
- * keeps its native: never inside a pin).
+/* dls_event_record's work, inside its pin (pinned_on): the event and the stream read without a hold (the pin keeps
+ * them).
  * The capture noted is the one the record lands in: a record taken for eager but made in a capture would be
  * queried eagerly, and its pooled native reused while the capture still holds it. */
 static DLS__HOT_INLINE dls_status_t record_pinned(dls__event *e, dls__stream *s, const char *call) {
@@ -153,18 +152,29 @@ static DLS__HOT_INLINE dls_status_t record_pinned(dls__event *e, dls__stream *s,
   return record_refused(call, invalidated, st);
 }
 
-/* A record's or a wait's frame: the stream held (before the pin, so that its last hold ends after the unpin), the
- * event looked up and the work done inside the pin. */
+/* A record's or a wait's frame: the stream and the event looked up and the work done inside the pin, which keeps
+ * both (their tables retire: base/handle.h). Where the pin cannot keep them (dls__pinned_get), they are held, and
+ * the holds end after the unpin (a stream's last hold may end its captures and release what keeps its native:
+ * never inside a pin). A default stream's reserved handle is resolved before the pin (its first use makes the
+ * device's default stream object: no such work inside a pin); it lives as long as its device. */
 static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
                                               dls_status_t (*work)(dls__event *, dls__stream *, const char *)) {
   DLS__ENTER(call);
-  DLS__GET_OF(stream, s, stream, call, "stream");
-  DLS__HOLD_VAR(e_hold); /* held only where the pin does not keep it (dls__pinned_get) */
+  DLS__HOLD_VAR(s_hold);
+  DLS__HOLD_VAR(e_hold);
   dls_status_t st;
+  dls__stream *s = NULL;
+  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION) &&
+      (s = dls__stream_get_reserved(stream, call, "stream", &st)) == NULL)
+    return st;
   dls__capture_pin();
-  dls__event *e = dls__pinned_get(&e_hold, &dls__event_table, event.id, call, "event", &st);
-  if (DLS__LIKELY(e != NULL))
-    st = work(e, s, call);
+  if (DLS__LIKELY(s == NULL))
+    s = dls__pinned_get_read(&s_hold, &dls__stream_table, stream.id, call, "stream", &st);
+  if (DLS__LIKELY(s != NULL)) {
+    dls__event *e = dls__pinned_get(&e_hold, &dls__event_table, event.id, call, "event", &st);
+    if (DLS__LIKELY(e != NULL))
+      st = work(e, s, call);
+  }
   dls__capture_unpin();
   return st;
 }

@@ -77,16 +77,21 @@ static DLS__COLD pin_slot *slot_take(void) {
   return s;
 }
 
+/* pin_try on a slot of the thread's own where changes fence every thread (g_asymmetric). */
+static inline bool pin_try_own(pin_slot *s) {
+  long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
+  /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
+  atomic_store_explicit(&s->held, odd, memory_order_release);
+  atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
+  return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
+}
+
 /* Stores that the thread pins, then reads whether a change is underway (the fence between: the change's, or ours). */
 static inline bool pin_try(pin_slot *s) {
   if (DLS__LIKELY(s != &g_crowd)) { /* only its thread writes the word */
+    if (DLS__LIKELY(g_asymmetric))
+      return pin_try_own(s);
     long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
-    if (DLS__LIKELY(g_asymmetric)) {
-      /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
-      atomic_store_explicit(&s->held, odd, memory_order_release);
-      atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
-      return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
-    }
     atomic_store_explicit(&s->held, odd, memory_order_seq_cst);
     return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
   }
@@ -101,7 +106,9 @@ static inline void pin_drop(pin_slot *s) {
     atomic_fetch_sub_explicit(&s->held, 1, memory_order_release);
 }
 
-void dls__capture_pin_first(dls__pin_thread *t) {
+/* dls__capture_pin_first past its common case (no slot yet, the shared slot, pins that fence themselves, a change
+ * underway or the thread's own): kept out of line, so that the common case needs no stack frame. */
+static DLS__NOINLINE void pin_first_slow(dls__pin_thread *t) {
   if (t->changes > 0)
     return; /* the thread's own change holds everything still */
   pin_slot *s = t->slot;
@@ -114,6 +121,19 @@ void dls__capture_pin_first(dls__pin_thread *t) {
   }
   t->counted = true;
   t->epoch = s != &g_crowd;
+}
+
+void dls__capture_pin_first(dls__pin_thread *t) {
+  pin_slot *s = t->slot;
+  if (DLS__LIKELY(t->changes == 0 && s != NULL && s != &g_crowd && g_asymmetric)) {
+    if (DLS__LIKELY(pin_try_own(s))) {
+      t->counted = true;
+      t->epoch = true;
+      return;
+    }
+    pin_drop(s); /* a change is underway: the slow path waits it out and pins again */
+  }
+  pin_first_slow(t);
 }
 
 void dls__capture_unpin_last(dls__pin_thread *t) {
@@ -160,6 +180,14 @@ bool dls__pin_grace_may_wait(void) { return dls__pins.held == 0; }
 
 void dls__pin_grace(void) {
   pthread_once(&g_once, pins_start);
+  /* No other thread has pinned in a slot of its own (a single-threaded program): none can be reading what the
+   * caller made unreachable, and one that takes a slot from now on reads after it (slot_take's update of g_nslots
+   * is ordered before its first pin's reads; the fence orders the caller's update before the load here). */
+  pin_slot *own = dls__pins.slot;
+  atomic_thread_fence(memory_order_seq_cst);
+  int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+  if (n == 0 || (n == 1 && own == &g_slots[0]))
+    return;
   /* What the caller made unreachable is stored; every thread passes a full fence after it (or the caller fences,
    * where pins fence themselves): a pin that missed it is in its slot's word below. */
 #ifdef DLS__HAVE_MEMBARRIER
@@ -168,8 +196,7 @@ void dls__pin_grace(void) {
   else
 #endif
     atomic_thread_fence(memory_order_seq_cst);
-  pin_slot *own = dls__pins.slot;
-  int n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
+  n = atomic_load_explicit(&g_nslots, memory_order_seq_cst);
   for (int i = 0; i < n; i++) {
     if (&g_slots[i] == own)
       continue;

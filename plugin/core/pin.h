@@ -55,15 +55,26 @@ DLS__INTERNAL bool dls__pin_grace_may_wait(void);
  * hold) where the thread pins in its own slot; elsewhere (a thread past the slots, or inside a change) it is held
  * as dls__hold_get does. Stale handles fail with the message as there. The object may be used until the unpin:
  * a call that reads this way ends no handle of that table inside its pin. */
-static DLS__HOT_INLINE void *dls__pinned_get(dls__hold *h, dls__table *t, uint64_t id, const char *call,
-                                             const char *arg, dls_status_t *out_status) {
+static DLS__HOT_INLINE void *dls__pinned_lookup(dls__hold *h, dls__table *t, uint64_t id, const char *call,
+                                                const char *arg, dls_status_t *out_status, bool mark_read) {
   if (DLS__LIKELY(dls__pins.epoch)) {
-    void *obj = dls__slot_peek_live(t, id);
+    void *obj = mark_read ? dls__slot_peek_read(t, id) : dls__slot_peek_live(t, id);
     if (DLS__LIKELY(obj != NULL)) {
       h->table = t;
       return obj;
     }
   }
   return dls__hold_get(h, t, id, call, arg, out_status);
+}
+static DLS__HOT_INLINE void *dls__pinned_get(dls__hold *h, dls__table *t, uint64_t id, const char *call,
+                                             const char *arg, dls_status_t *out_status) {
+  return dls__pinned_lookup(h, t, id, call, arg, out_status, false);
+}
+/* The same for a table that retires what was read (stream: base/handle.h, .retire_read_only): the handle is marked
+ * read at its first such lookup, and its end then waits for a grace period before the drop. Default streams'
+ * reserved handles resolve as dls__hold_get resolves them (they live as long as their device). */
+static DLS__HOT_INLINE void *dls__pinned_get_read(dls__hold *h, dls__table *t, uint64_t id, const char *call,
+                                                  const char *arg, dls_status_t *out_status) {
+  return dls__pinned_lookup(h, t, id, call, arg, out_status, true);
 }
 #endif /* DLSTREAM_CORE_PIN_H */

@@ -522,7 +522,12 @@ static void *reserved_stream(uint64_t id, const char *call, const char *arg, dls
   return dls__stream_get_reserved((dls_stream_t){id}, call, arg, out_status);
 }
 
-dls__table dls__stream_table = DLS__TABLE("stream", DLS_HANDLE_STREAM, dls__stream_drop, reserved_stream);
+/* Streams retire what was read (base/handle.h, .retire_read_only): event record and wait read them inside their pin
+ * without a hold (core/pin.h); the end of a stream one of them read waits for a grace period, then drops it at once,
+ * so that its effects (captures begun through it dropped, its native destroyed or pooled, a framework's object let
+ * go) are done when dls_stream_destroy returns, as for any other stream. */
+dls__table dls__stream_table = DLS__TABLE_RETIRING_READ("stream", DLS_HANDLE_STREAM, dls__stream_drop, reserved_stream,
+                                                        dls__pin_grace, dls__pin_grace_may_wait);
 
 dls_status_t dls_stream_add_callback(dls_stream_t stream, dls_host_fn fn, void *user_data) {
   static const char call[] = "dls_stream_add_callback";

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "common.h"
+#include "retire_race.h"
 
 TestSuite(event_retire, .fini = dlst_fini);
 
@@ -56,57 +57,31 @@ BACKEND_TEST(event_retire, a_destroyed_slot_waits_for_its_grace_period_then_is_r
 
 /* ---- events destroyed under recording and waiting threads ---- */
 
-enum { RACE_READERS = 3, RACE_ROUNDS = 400 };
-
-typedef struct race {
-  DLDevice device;
-  dls_stream_t streams[2];
-  _Atomic uint64_t current; /* the event the readers use now (its handle's id) */
-  _Atomic bool done;
-  _Atomic long used;        /* records and waits that found the event live */
-} race;
-
-static void *reader(void *p) {
-  race *r = p;
-  long used = 0;
-  for (unsigned i = 0; !atomic_load_explicit(&r->done, memory_order_acquire); i++) {
-    dls_event_t e = {atomic_load_explicit(&r->current, memory_order_acquire)};
-    dls_status_t a = dls_event_record(e, r->streams[i & 1]);
-    dls_status_t b = dls_stream_wait_event(r->streams[(i + 1) & 1], e);
-    if ((a != DLS_OK && a != DLS_ERR_INVALID_HANDLE) || (b != DLS_OK && b != DLS_ERR_INVALID_HANDLE)) {
-      fprintf(stderr, "record %d, wait %d: %s\n", a, b, dls_last_error());
-      abort();
-    }
-    used += (a == DLS_OK) + (b == DLS_OK);
-  }
-  atomic_fetch_add(&r->used, used);
-  return NULL;
-}
+enum { RACE_ROUNDS = 400 };
 
 BACKEND_TEST(event_retire, events_destroyed_while_other_threads_record_and_wait_on_them) {
-  race r = {.device = dlst_device(*backend_type)};
-  for (int k = 0; k < 2; k++)
-    OK(dls_stream_create(r.device, NULL, &r.streams[k]));
+  DLDevice device = dlst_device(*backend_type);
+  retire_race r = {0};
+  dls_stream_t streams[2];
+  for (int k = 0; k < 2; k++) {
+    OK(dls_stream_create(device, NULL, &streams[k]));
+    atomic_init(&r.streams[k], streams[k].id);
+  }
   dls_event_t e;
-  OK(dls_event_create(r.device, DLS_EVENT_DEFAULT, &e));
-  atomic_init(&r.current, e.id);
-  pthread_t th[RACE_READERS];
-  for (int t = 0; t < RACE_READERS; t++)
-    cr_assert_eq(pthread_create(&th[t], NULL, reader, &r), 0);
+  OK(dls_event_create(device, DLS_EVENT_DEFAULT, &e));
+  atomic_init(&r.event, e.id);
+  retire_race_start(&r);
   for (int i = 0; i < RACE_ROUNDS; i++) {
     /* Half the events are of the device's pool (their natives go back to it), half own a native of their own. */
     dls_event_t next;
-    OK(dls_event_create(r.device, (i & 1) ? DLS_EVENT_DEFAULT : DLS_EVENT_TIMING, &next));
-    dls_event_t old = {atomic_exchange(&r.current, next.id)};
+    OK(dls_event_create(device, (i & 1) ? DLS_EVENT_DEFAULT : DLS_EVENT_TIMING, &next));
+    dls_event_t old = {atomic_exchange(&r.event, next.id)};
     OK(dls_event_destroy(old)); /* readers may be inside a record or a wait on it right now */
   }
-  atomic_store(&r.done, true);
-  for (int t = 0; t < RACE_READERS; t++)
-    pthread_join(th[t], NULL);
-  cr_assert_gt(atomic_load(&r.used), 0, "no record or wait ever found a live event: the race was not run");
-  OK(dls_event_destroy((dls_event_t){atomic_load(&r.current)}));
+  retire_race_stop(&r);
+  OK(dls_event_destroy((dls_event_t){atomic_load(&r.event)}));
   for (int k = 0; k < 2; k++) {
-    OK(dls_stream_synchronize(r.streams[k]));
-    OK(dls_stream_destroy(r.streams[k]));
+    OK(dls_stream_synchronize(streams[k]));
+    OK(dls_stream_destroy(streams[k]));
   }
 }
