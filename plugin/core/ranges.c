@@ -173,7 +173,7 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
 }
 
 /* The one entry [lo, hi) overlaps on `home`, when it holds all of it, its owner alive; NULL otherwise (mu held). */
-static const dls__range *sole(const dls__ranges *r, DLDevice home, uintptr_t lo, uintptr_t hi) {
+static DLS__HOT_INLINE const dls__range *sole(const dls__ranges *r, DLDevice home, uintptr_t lo, uintptr_t hi) {
   /* Entries from lower_bound(hi) on start at or past hi: the last one below it is the only candidate, when no entry
    * before it reaches past lo. */
   size_t i = lower_bound(r, hi);

@@ -35,17 +35,13 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
   dls__buffer *b = dlspy_exported_any() ? dls__ext_alias_find(home, lo, n) : NULL;
   if (b != NULL)
     return dlspy_call_use(c, b, mode);
-  dls__buffer *quick;
-  uint32_t epoch;
-  if (!framework && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) != 0 && c->nposts < DLSPY_MAX_POSTS &&
-      dls__foreign_use_noted(home, (uintptr_t)lo, n, c->s, mode, &quick, &epoch)) {
-    dlspy_post *p = &c->posts[c->nposts];
-    (void)dlspy_add_post(c, DLSPY_POST_USE, NULL, NULL); /* room checked above */
-    p->buf = quick;
-    p->mode = mode;
-    p->ordered = true;
-    p->unheld = true;
-    p->epoch = epoch;
+  int q = c->nquick;
+  if (!framework && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) != 0 &&
+      c->nposts + q < DLSPY_MAX_POSTS &&
+      dls__foreign_use_noted(home, (uintptr_t)lo, n, c->s, mode, q > 0, &c->quick_buf[q], &c->quick_epoch[q])) {
+    c->quick_mode[q] = mode; /* in the quick list: noted once the work is queued (dlspy_call_end), unheld */
+    c->nquick = q + 1;
+    c->more = true;
     return 0;
   }
   dls__ext_foreign f;

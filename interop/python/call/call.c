@@ -78,7 +78,7 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
 }
 
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
-  if (c->nposts == DLSPY_MAX_POSTS) {
+  if (c->nposts + c->nquick >= DLSPY_MAX_POSTS) {
     dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments", c->pycall, DLSPY_MAX_POSTS);
     return -1;
   }
@@ -90,8 +90,8 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->tmp = NULL;
   p->buf = NULL;
   p->ordered = false;
-  p->unheld = false;
   p->epoch = 0;
+  c->posted_use |= kind == DLSPY_POST_USE;
   return 0;
 }
 
@@ -119,13 +119,25 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
   return *out ? 0 : -1;
 }
 
-/* Notes every USE post's use of the work queued on `s`, in one pass (one event recorded for all; *marked: `s`'s mark
- * when that was it, which the call's releases then share). 0, or -1 with an exception. */
+/* Notes the quick uses and every USE post's use of the work queued on `s`, in one pass (one event recorded for all;
+ * *marked: `s`'s mark when that was it, which the call's releases then share). The quick list is taken as it is when
+ * no post is a USE post. 0, or -1 with an exception. */
 static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
-  dls__buffer *bufs[DLSPY_MAX_POSTS];
-  int modes[DLSPY_MAX_POSTS];
-  uint32_t epochs[DLSPY_MAX_POSTS];
-  int n = 0;
+  dls__buffer *all_bufs[DLSPY_MAX_POSTS];
+  int all_modes[DLSPY_MAX_POSTS];
+  uint32_t all_epochs[DLSPY_MAX_POSTS];
+  dls__buffer **bufs = c->quick_buf;
+  int *modes = c->quick_mode;
+  uint32_t *epochs = c->quick_epoch;
+  int n = c->nquick;
+  if (DLSPY_LIKELY(!c->posted_use))
+    goto note;
+  bufs = all_bufs; /* the quick ones first, then the posts' (nposts + nquick <= DLSPY_MAX_POSTS) */
+  modes = all_modes;
+  epochs = all_epochs;
+  memcpy(bufs, c->quick_buf, (size_t)n * sizeof bufs[0]);
+  memcpy(modes, c->quick_mode, (size_t)n * sizeof modes[0]);
+  memcpy(epochs, c->quick_epoch, (size_t)n * sizeof epochs[0]);
   for (int i = 0; i < c->nposts; i++) {
     const dlspy_post *p = &c->posts[i];
     if (p->kind != DLSPY_POST_USE)
@@ -134,6 +146,7 @@ static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
     modes[n] = p->ordered ? p->mode : p->mode | DLS__EXT_ACCESS_DECLARED; /* work that was not ordered first */
     epochs[n++] = p->epoch;
   }
+note:
   if (n == 0)
     return 0;
   if (c->in_block && c->block == NULL)
@@ -220,6 +233,10 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   const void *marked = NULL;
   if (ok && end_uses(c, s, &marked) != 0 && result == 0)
     result = -1;
+  for (int i = 0; i < c->nquick && !ok; i++) /* in flight, unheld: let go of by their note, else here */
+    dls__ext_use_unordered(c->quick_buf[i], c->quick_epoch[i]);
+  c->nquick = 0;
+  c->posted_use = false;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {
@@ -249,8 +266,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
     case DLSPY_POST_USE: /* noted by end_uses */
       if (!ok)
         dls__ext_use_unordered(p->buf, p->epoch);
-      if (!p->unheld) /* else let go of by its note: untouched since */
-        dls__buffer_unref(p->buf);
+      dls__buffer_unref(p->buf);
       break;
     case DLSPY_POST_HOLD:
       dls__buffer_unref(p->buf);

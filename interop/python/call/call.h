@@ -47,7 +47,6 @@ typedef struct dlspy_post {
   int mode;             /* USE: how the work used it (DLS_ACCESS_READ / DLS_ACCESS_WRITE) */
   uint32_t epoch;       /* USE ordered before the work (dlspy_call_use): the state it was ordered against */
   bool ordered;         /* USE: ordered before the work (else noted as a declared use) */
-  bool unheld;          /* USE: `buf` is a record in flight with no reference (dls__ext_foreign_use_noted) */
   void *managed;        /* MANAGED_*: the consumed DLPack tensor (deleter runs once) */
   int release_kind;     /* STAGE: how `managed` is released (MANAGED_V / MANAGED_L / KEEP) */
   dls__buffer *tmp;     /* STAGE: the stream-ordered temporary */
@@ -146,6 +145,8 @@ typedef struct dlspy_call {
                             with the three above (one store) */
   bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
   int nposts;
+  int nquick;            /* uses of records noted as they were ordered (dlspy_call_memory_slow's quick way): quick_* */
+  bool posted_use;       /* some post is a USE post (dlspy_call_use, dlspy_call_record_use) */
   int nordered;
   int cai_index;         /* the slot whose array interface (or CuPy view with its shape) `cai` holds; -1: none */
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
@@ -160,6 +161,11 @@ typedef struct dlspy_call {
   dlspy_post posts[DLSPY_MAX_POSTS];
   dlspy_arg args[DLS_MAX_ARGS];
   void *params[DLS_MAX_ARGS]; /* a planned launch's values: a fast tensor's &args[i].ptr, a scalar's conversion */
+  /* The uses of records noted as they were ordered, unheld (dls__foreign_use_noted), in the arrays
+   * dls__ext_uses_note takes: with the posts, at most DLSPY_MAX_POSTS in all. */
+  dls__buffer *quick_buf[DLSPY_MAX_POSTS];
+  int quick_mode[DLSPY_MAX_POSTS];
+  uint32_t quick_epoch[DLSPY_MAX_POSTS];
 } dlspy_call;
 /* What `desc` names argument `index`: its name, else "args[3]". */
 const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size);

@@ -223,6 +223,8 @@ void dlspy_call_cold(dlspy_call *c) {
   c->staged = false;
   c->in_block = false;
   c->nposts = 0;
+  c->nquick = 0;
+  c->posted_use = false;
   c->nordered = 0;
   c->cai_index = -1;
   c->cai.stream = NULL;

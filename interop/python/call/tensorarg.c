@@ -409,6 +409,7 @@ void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode) {
       c->posts[i].mode = c->posts[i].kind == DLSPY_POST_USE ? c->posts[i].mode | mode : mode;
       c->posts[i].ordered &= !more; /* a use not ordered first is noted as a declared one */
       c->posts[i].kind = DLSPY_POST_USE;
+      c->posted_use = true;
     }
   }
 }
