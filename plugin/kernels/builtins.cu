@@ -68,7 +68,18 @@ __device__ __forceinline__ void dls_fill_as(T *dst, u64 count, T v) {
   const u64 rep = (u64)v * (sizeof(T) == 1 ? 0x0101010101010101ull : sizeof(T) == 2 ? 0x0001000100010001ull
                                             : sizeof(T) == 4 ? 0x0000000100000001ull : 1ull);
   const uint4 pattern = make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32));
-  dls_k::tiles<DLS__FILL_VECS>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
+  const fill_words words{reinterpret_cast<uint4 *>(dst + sp.head), pattern};
+  // As few vectors a thread as the grid covers the fill with (8, 4, 2 or 1: layout.h's dls__fill_vecs, whose grid
+  // holds more threads for a small fill); the same branch for the whole grid. A smaller grid takes 8 a thread.
+  const u64 threads = dls_k::thread_count();
+  if (sp.body > threads * (DLS__FILL_VECS / 2))
+    dls_k::tiles<DLS__FILL_VECS>(sp.body, words);
+  else if (sp.body > threads * (DLS__FILL_VECS / 4))
+    dls_k::tiles<DLS__FILL_VECS / 2>(sp.body, words);
+  else if (sp.body > threads)
+    dls_k::tiles<DLS__FILL_VECS / 4>(sp.body, words);
+  else
+    dls_k::tiles<1>(sp.body, words);
   dls_k::run<2>(sp.rest_count(count), fill_one<T>{dst, sp.rest(), v});
 }
 
@@ -149,6 +160,13 @@ __global__ void DLS_K_BOUNDS dls_axpy_f64(unsigned long long n, double a, const 
 // ndim 0 copies one element.
 __global__ void DLS_K_BOUNDS dls_copy_strided(void *dst, const void *src, const DLS_K_PARAM dls_copy_desc_t desc) {
   dls_k::copy_view(dst, src, desc.ndim, desc.shape, desc.dst_strides, desc.src_strides, desc.elem_size);
+}
+
+// The core's twin of dls_copy_strided for a contiguous view (builtin_table.h's DLS__TWINS): copy_view's contiguous
+// path, `bytes` bytes at any two addresses, without the descriptor (its 208 bytes of parameters cost ~0.6 us a call
+// at 2^20 float32 on an H200).
+__global__ void DLS_K_BOUNDS dls__copy_bytes(void *dst, const void *src, unsigned long long bytes) {
+  dls_k::copy_bytes(dst, src, bytes);
 }
 
 // One thread busy-waits `ns` nanoseconds of %globaltimer; the others leave at once.
