@@ -85,13 +85,12 @@ FILL_VECS, MOVE_VECS, CORE_BLOCK = 8, 2, 256
 
 
 def core_fill_vecs(vecs, device_threads):
-    """layout.h's dls__fill_vecs: a fill's vectors a thread on the core's grid, halved from FILL_VECS while the grid
-    would hold fewer than half the threads the device holds at once (the dls_fill kernel takes as few a thread as its
-    grid allows)."""
-    per = FILL_VECS
-    while per > 1 and vecs // per < device_threads // 2:
-        per //= 2
-    return per
+    """layout.h's dls__fill_vecs: a fill's vectors a thread on the core's grid, FILL_VECS, 2 or 1, the first whose grid
+    holds at least half the threads the device holds at once (the dls_fill kernel takes as few a thread as its grid
+    allows)."""
+    if vecs // FILL_VECS >= device_threads // 2:
+        return FILL_VECS
+    return 2 if vecs // 2 >= device_threads // 2 else 1
 
 
 def grid_rows(torch, dlstream, rows, n, label, x, y):
@@ -117,10 +116,11 @@ def grid_rows(torch, dlstream, rows, n, label, x, y):
             core_s = " (the core's)" if block == CORE_BLOCK and (name == "axpy" or per == fill_per) else ""
             shapes.append((name, grid, block, f"grid {grid}x{block}{core_s}, {per} x 16 bytes a thread"))
         if name == "fill":  # fewer vectors a thread, more blocks (the core's pick at this size is marked)
-            for fewer in (4, 2, 1):
+            for fewer in (2, 1):
                 grid = -(-items // (fewer * CORE_BLOCK))
                 core_s = " (the core's)" if fewer == fill_per else ""
-                shapes.append((name, grid, CORE_BLOCK, f"grid {grid}x{CORE_BLOCK}{core_s}, {fewer} x 16 bytes a thread"))
+                shape = f"grid {grid}x{CORE_BLOCK}{core_s}, {fewer} x 16 bytes a thread"
+                shapes.append((name, grid, CORE_BLOCK, shape))
         before = max(1, items // 256)
         shapes.append((name, before, 256, f"grid {before}x256 (the core's before: a thread per 16 bytes)"))
     for name, grid, block, shape in shapes:

@@ -233,7 +233,7 @@ static dls_status_t queue_call(const char *call, dls__stream *s, int k, dls__fun
   return dls__launch_args(call, tf, s, &cfg, small, 3);
 }
 
-/* A copy of `count` elements through the copy kernel or its twin (the arguments are checked already). */
+/* A copy through the copy kernel or its twin (the arguments are checked already). */
 static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst, dls_arg_t src,
                                 const dls_copy_desc_t *d) {
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(d, sizeof *d)};
