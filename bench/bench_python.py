@@ -2,20 +2,27 @@
 """dlstream from Python beside its anchors (docs/benchmarks.md), in one run: host time per call, median of
 repetitions after warm-up. Prints a Markdown table (with ratios) and writes JSON with --json FILE.
 
-  python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000] [--cpu] [--smoke]
+  python3 bench/bench_python.py [--json out.json] [--reps 9] [--calls 10000] [--pairs 300] [--pair-calls 500]
+                                [--cpu] [--smoke]
 
-Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
+The launch rows above the C floor (cuLaunchKernel of the same kernel looped in C in this process) are measured in
+pairs (gpubench.measure_pairs): --pairs pairs of a loop of --pair-calls launches and a loop of as many floor
+launches, back to back, the order alternating, the device drained after each outside its timing; the row is the
+median of the pairs' differences, printed after the table with its IQR and the 95 % confidence interval of that
+median. Needs torch with CUDA; CuPy, cuda.core and cuda.bindings add their rows when present. Without CUDA or torch it
 prints "skipped: <reason>" and exits 0. --cpu measures dlstream's own CPU-side cost with the CPU backend. --smoke
 (CI: scripts/bench-smoke) runs the CPU rows with a few calls, then the GPU rows likewise: on the GPU where torch has
 CUDA, else on the null CUDA driver (bench/null_driver.c on LD_LIBRARY_PATH) with fake tensors, else it says it
-skipped them."""
+skipped them. With the null driver on LD_LIBRARY_PATH the GPU rows run on it without --smoke too (dlstream's host
+cost beside the null driver's: how the paired method's spread is checked without a GPU)."""
 import ctypes
 import json
 import statistics
 import sys
 import time
 
-from gpubench import arguments, measure, measure_interleaved, measure_loop, measure_loop_few, measure_paired, slope
+from gpubench import (arguments, fmt_spread, measure, measure_interleaved, measure_loop, measure_loop_few,
+                      measure_paired, paired_row, slope)
 from launch_anchors import AXPY_SRC, cuda_core_row, cupy_stream_rows, empty_ptx, raw_launch_row
 
 
@@ -31,6 +38,7 @@ class GpuKit:
     def __init__(self, torch):
         self.torch = torch
         self._ptrs = {}
+        self.spreads = {}  # the paired rows' spreads (gpubench.spread), by tag
 
     def tensor(self, n, value):
         if self.torch is not None:
@@ -80,10 +88,29 @@ def gpu_rows(args, kit):
     def raw_c_loop(n):
         raw_c(cur, kit.ptr(x), kit.ptr(y), N, n)
 
-    t_launch, t_raw, t_over = measure_paired(dl_loop, raw_c_loop, calls, max(reps, 15), sync)
+    # each launch-above-the-floor row: pairs of short loops (gpubench.measure_pairs), the median of the pairs'
+    # differences with its spread (kit.spreads: printed after the table, and in the JSON)
+    def paired(fa, fb, tag):
+        r = paired_row(fa, fb, args.pair_calls, args.pairs, sync)
+        kit.spreads[tag] = r["diff"]
+        return r["a"], r["b"], r["diff"]["median"]
+
+    t_launch, t_raw, t_over = paired(dl_loop, raw_c_loop, "over")
     rows.append(("dlstream launch: axpy, 2 torch tensors + 2 scalars, torch's current stream", t_launch, "launch"))
     rows.append(("raw cuLaunchKernel from C, same kernel and arguments (the floor)", t_raw, "raw"))
-    rows.append(("the launch above the floor (median of the interleaved pairs' differences)", t_over, "over"))
+    rows.append(("the launch above the floor (median of the paired loops' differences)", t_over, "over"))
+
+    # the same launches looped from C (dlstream._dlstream._bench_loop, what scripts/callgrind-python counts): the
+    # interpreter's `for` around each launch left out, its call of the launch kept
+    bench_loop = dlstream._dlstream._bench_loop
+    launch_args = (4, 256, N, 1.0, x, y)
+
+    def dl_cloop(n):
+        bench_loop(launch, launch_args, n)
+
+    t_cl, _, t_over_cl = paired(dl_cloop, raw_c_loop, "over_cloop")
+    rows.append(("the same launch looped from C (_bench_loop: no interpreter loop around it)", t_cl, "launch_cloop"))
+    rows.append(("that launch above the floor (median of the paired loops' differences)", t_over_cl, "over_cloop"))
 
     # the same with other tensors at each call (two pairs in turn): a planned built-in checks its arguments again
     # whenever its tensors' pointers or extents differ from those that passed last
@@ -94,10 +121,10 @@ def gpu_rows(args, kit):
             launch(4, 256, N, 1.0, x, y)
             launch(4, 256, N, 1.0, x2, y2)
 
-    t_alt, _, t_over_alt = measure_paired(dl_alt_loop, raw_c_loop, max(2, calls - calls % 2), max(reps, 15), sync)
+    t_alt, _, t_over_alt = paired(dl_alt_loop, raw_c_loop, "over_alt")
     rows.append(("dlstream launch as above, two pairs of tensors in turn (the argument check runs at each call)",
                  t_alt, "launch_alt"))
-    rows.append(("that launch above the floor (median of the interleaved pairs' differences)", t_over_alt,
+    rows.append(("that launch above the floor (median of the paired loops' differences)", t_over_alt,
                  "over_alt"))
 
     def raw_c_torch_loop(n):
@@ -105,10 +132,10 @@ def gpu_rows(args, kit):
 
     # the same floor with torch's part of any launcher that takes torch tensors on torch's current stream: both
     # tensors read and the current stream asked through the DLPack exchange API at each launch
-    t_launch2, t_raw_torch, t_over_torch = measure_paired(dl_loop, raw_c_torch_loop, calls, max(reps, 15), sync)
+    t_launch2, t_raw_torch, t_over_torch = paired(dl_loop, raw_c_torch_loop, "over_torch")
     rows.append(("raw cuLaunchKernel from C, after reading both tensors and torch's current stream (exchange API)",
                  t_raw_torch, "raw_torch"))
-    rows.append(("the launch above that floor (median of the interleaved pairs' differences)", t_over_torch,
+    rows.append(("the launch above that floor (median of the paired loops' differences)", t_over_torch,
                  "over_torch"))
 
     if torch is not None:
@@ -471,11 +498,12 @@ def gpu_kit(dlstream, smoke, result):
         result["device"] = torch.cuda.get_device_name()
         result["torch"] = torch.__version__
         return GpuKit(torch)
-    if smoke and null_driver() and dlstream.device_count("cuda") > 0:
+    if null_driver() and dlstream.device_count("cuda") > 0:
         try:
             import _dls_fake_exchange  # noqa: F401
-            print(f"smoke: {why}: the GPU rows run on the null CUDA driver with fake tensors (nothing runs on a "
-                  "GPU; the figures mean nothing; the rows that need torch are skipped)")
+            print(f"{'smoke: ' if smoke else ''}{why}: the GPU rows run on the null CUDA driver with fake tensors "
+                  "(nothing runs on a GPU; the figures are dlstream's host cost beside the null driver's; the rows "
+                  "that need torch are skipped)")
             result["device"] = "null CUDA driver (smoke)"
             return GpuKit(None)
         except ImportError:
@@ -507,7 +535,7 @@ def gpu_summary(rows, result):
 
 
 def main():
-    args = arguments(__doc__, 9, 10000, "measure the CPU backend (no GPU needed)")
+    args = arguments(__doc__, 9, 10000, "measure the CPU backend (no GPU needed)", pairs=300)
     try:
         import dlstream
     except ImportError as e:
@@ -523,6 +551,11 @@ def main():
         if kit is not None:
             gpu = gpu_rows(args, kit)
             gpu_summary(gpu, result)
+            print(f"\n### The paired rows ({args.pairs} pairs of {args.pair_calls} calls): the pairs' differences, "
+                  "µs per call\n")
+            for tag, d in kit.spreads.items():
+                print(f"- {tag}: {fmt_spread(d, ' µs', 3)}")
+            result["paired"] = kit.spreads
             rows += gpu
     result["rows"] = [{"name": n, "us": t, "tag": tag} for n, t, tag in rows]
     if args.json:

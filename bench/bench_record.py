@@ -1,46 +1,72 @@
 # SPDX-License-Identifier: Apache-2.0
 """The record of foreign memory's cost per tensor (issue 32: at most 30 ns per foreign tensor argument on another
-stream), on dlstream's CPU backend, in one run beside its anchor: a launch on NumPy arrays (foreign memory: each is a
-use of its record, looked up by address range, ordered and noted) against the very same launch with the record off
-(dlstream._dlstream._test_foreign(False): nothing looked up, nothing noted), interleaved repetitions, medians; the
-cost per tensor is the difference over the tensors of the call. The same arrays on the same stream call after call
-is the record's quick way (docs/hazard-rule.md, "Uses noted as they are ordered": the stream is already each record's
-only writer). The host time of a call is what is measured (the
-work is queued on a CPU stream, drained outside the timing). On an H200 the same figure for torch tensors comes from
-bench/bench_parallel.py (record_ns_per_tensor).
+stream), each row beside its anchor in one run: a call with the record on against the very same call with it off
+(dlstream._dlstream._test_foreign(False): nothing looked up, nothing noted; the switch is flipped outside the timed
+loops), measured in pairs (gpubench.measure_pairs): a short loop of each, back to back in the same warm state, the
+order alternating from pair to pair, the device drained after each loop outside its timing. A row gives the median of
+the pairs' differences per tensor, their interquartile range and the 95 % confidence interval of that median (which
+says what the run can resolve); an A/A row (the same loop on both sides) shows the method's own zero. The host time of
+a call is what is measured.
 
-Where torch with CUDA is importable, a second table: 8 dlstream.fill calls on 8 torch tensors inside
-`use_stream(s)` (the block carries torch: its current stream is s, so each call is a use of its tensor's record on
-s, the tensor kept in the block's list: interop/python/call/block.h), once with the block entered around all the
-calls and once with a block around each 8, beside the anchor: the same 8 calls on torch's current stream outside any
-block (the fast path). The anchor runs in the same process after blocks were used, as a program that uses both does.
+- GPU (torch with CUDA): an empty kernel launched on 4 torch tensors with `stream=` a stream other than torch's (each
+  joins torch's stream and is a use of its record), and the same 4 on torch's current stream (the framework's fast
+  path, which must not move); without torch but on the null CUDA driver (bench/null_driver.c on LD_LIBRARY_PATH, as
+  scripts/callgrind-python runs), the same rows on the test suite's fake exchange-API tensors: dlstream's own host
+  cost, nothing run on a GPU.
+- CPU backend: axpy and fill on NumPy arrays (foreign memory whose only ordering is the record) with `stream=`.
+- torch with CUDA: 8 dlstream.fill calls on 8 torch tensors inside `use_stream(s)` (the block carries torch: each call
+  a use of its tensor's record on s, the tensor kept in the block's list: interop/python/call/block.h), with the block
+  entered around all the calls and around each 8, beside the same 8 calls on torch's current stream outside any block.
 
-  python3 bench/bench_record.py [--json out.json] [--reps 15] [--calls 20000] [--smoke]"""
+  python3 bench/bench_record.py [--json out.json] [--pairs 400] [--calls 250] [--cpu] [--smoke]
+
+--calls: calls in each loop of a pair; --pairs: pairs per row. --cpu: the CPU-backend rows only."""
+import argparse
 import json
-import statistics
 import sys
 
 import numpy as np
 
 import gpubench
+from launch_anchors import empty_ptx
 
 N = 256  # elements: small, so that the host's cost is what is measured
 
 
-def rows(dlstream, s):
-    """(label, anchor label or None, loop, tensors of the call) for the rows."""
-    x, y = np.ones(N, np.float32), np.zeros(N, np.float32)
-    z = np.zeros(N, np.float32)
-    axpy, fill = dlstream.axpy, dlstream.fill
+def switched_off(dlstream, fn):
+    """fn(n) with the record of foreign memory off (the switch flipped around the loop, outside nothing timed but
+    two calls of a loop of n)."""
+    def run(n):
+        was = dlstream._dlstream._test_foreign(False)
+        try:
+            fn(n)
+        finally:
+            dlstream._dlstream._test_foreign(was)
+    return run
 
-    def off(fn):
-        def run(n):
-            was = dlstream._dlstream._test_foreign(False)
-            try:
-                fn(n)
-            finally:
-                dlstream._dlstream._test_foreign(was)
-        return run
+
+def report(title, rows, unit):
+    """Prints a table of paired rows (label, gpubench.paired_row result, tensors) and returns them as dicts."""
+    print(title)
+    print(f"| row | on, µs per call | anchor, µs per call | {unit}: median of the pairs | IQR | 95 % CI of the median |"
+          "\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    out = []
+    for label, r, k in rows:
+        d = r["diff"]
+        scale = 1e3 / k  # µs per call -> ns per tensor (or per call: k = 1)
+        print(f"| {label} | {r['a']:.3f} | {r['b']:.3f} | {d['median'] * scale:.1f} | "
+              f"{d['q1'] * scale:.1f}..{d['q3'] * scale:.1f} | {d['lo'] * scale:.1f}..{d['hi'] * scale:.1f} |")
+        out.append({"name": label, "us": r["a"], "anchor_us": r["b"], "per": k,
+                    "ns_median": d["median"] * scale, "ns_q1": d["q1"] * scale, "ns_q3": d["q3"] * scale,
+                    "ns_ci_lo": d["lo"] * scale, "ns_ci_hi": d["hi"] * scale, "pairs": d["n"]})
+    return out
+
+
+def cpu_rows(dlstream, args):
+    """The CPU backend: NumPy arrays with stream=, record on against off."""
+    s = dlstream.Stream("cpu")
+    x, y, z = np.ones(N, np.float32), np.zeros(N, np.float32), np.zeros(N, np.float32)
+    axpy, fill = dlstream.axpy, dlstream.fill
 
     def axpy_loop(n):
         for _ in range(n):
@@ -50,19 +76,90 @@ def rows(dlstream, s):
         for _ in range(n):
             fill(z, 1.0, stream=s)
 
-    a2 = "axpy(a, x, y, stream=s) on 2 NumPy arrays, the record off"
-    a1 = "fill(z, v, stream=s) on 1 NumPy array, the record off"
-    return [(a2, None, off(axpy_loop), 2),
-            ("the same, the record on (2 uses of records)", a2, axpy_loop, 2),
-            (a1, None, off(fill_loop), 1),
-            ("the same, the record on (1 use of a record)", a1, fill_loop, 1)]
+    rows = []
+    for label, fn, k in (("axpy(a, x, y, stream=s), 2 NumPy arrays: record on - off", axpy_loop, 2),
+                         ("fill(z, v, stream=s), 1 NumPy array: record on - off", fill_loop, 1),
+                         ("A/A: fill with the record on on both sides (the method's zero)", None, 1)):
+        fa, fb = (fn, switched_off(dlstream, fn)) if fn is not None else (fill_loop, fill_loop)
+        rows.append((label, gpubench.paired_row(fa, fb, args.calls, args.pairs, s.synchronize), k))
+    out = report(f"# The record of foreign memory, CPU backend, {args.pairs} pairs of {args.calls} calls\n", rows,
+                 "ns per tensor")
+    s.synchronize()
+    s.close()
+    return out
 
 
-def torch_rows(dlstream, torch, dev):
-    """(label, anchor label or None, loop, calls of an iteration) for the torch rows (issue 32: a call on a framework
-    tensor inside a block at near the fast path's cost)."""
-    xs = [torch.zeros(N, device=dev) for _ in range(8)]
-    s = dlstream.Stream(dev)
+def gpu_kit(dlstream):
+    """(torch or None, make a 1-D float tensor of n elements, sync, what it runs on) for the GPU rows: torch with
+    CUDA, else fake exchange-API tensors on the null CUDA driver; None (a line says why) otherwise."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            torch = None
+    except ImportError:
+        torch = None
+    if torch is not None:
+        return (torch, lambda n: torch.zeros(n, device="cuda"), torch.cuda.synchronize,
+                torch.cuda.get_device_name())
+    import ctypes
+    try:
+        null = hasattr(ctypes.CDLL("libcuda.so.1"), "dls_null_stats")
+        import _dls_fake_exchange as fx
+    except (OSError, ImportError):
+        null = False
+    if not null or dlstream.device_count("cuda") == 0:
+        print("\n(the GPU rows need torch with CUDA, or the null CUDA driver and the tests' _dls_fake_exchange: "
+              "skipped)")
+        return None
+    fx.set_current_stream(0)
+    made = []
+
+    def fake(n):
+        made.append(fx.FakeTensor(None, 0x7f0000000000 + len(made) * 0x100000, (n,), device_type=2))
+        return made[-1]
+    return None, fake, lambda: dlstream.synchronize("cuda:0"), "the null CUDA driver (dlstream's host cost only)"
+
+
+def gpu_rows(dlstream, args, kit):
+    """An empty kernel on 4 tensors: stream= another stream (the record's cost) and torch's current stream (must not
+    move), record on against off; the A/A row."""
+    torch, tensor, sync, where = kit
+    xs = [tensor(N) for _ in range(4)]
+    other = dlstream.Stream("cuda:0")
+    touch4 = dlstream.Module(empty_ptx(4).encode(), device="cuda:0").function("touch", "p,p,p,p").launch
+
+    def other_loop(n):
+        for _ in range(n):
+            touch4(1, 32, *xs, stream=other)
+
+    def current_loop(n):
+        for _ in range(n):
+            touch4(1, 32, *xs)
+
+    def drain():
+        other.synchronize()
+        sync()
+
+    rows = []
+    for label, fa, fb in (
+            ("empty kernel, 4 tensors, stream= another stream: record on - off", other_loop,
+             switched_off(dlstream, other_loop)),
+            ("empty kernel, 4 tensors on the framework's current stream: record on - off (must not move)",
+             current_loop, switched_off(dlstream, current_loop)),
+            ("A/A: 4 tensors, stream= another stream, the record on on both sides (the method's zero)", other_loop,
+             other_loop)):
+        rows.append((label, gpubench.paired_row(fa, fb, args.calls, args.pairs, drain), 4))
+    out = report(f"\n# The record of foreign memory per {'torch' if torch else 'fake'} tensor, {where}, "
+                 f"{args.pairs} pairs of {args.calls} calls\n", rows, "ns per tensor")
+    drain()
+    other.close()
+    return out
+
+
+def block_rows(dlstream, args, torch):
+    """8 fill calls on torch tensors inside use_stream(s) against the same 8 on torch's current stream."""
+    xs = [torch.zeros(N, device="cuda") for _ in range(8)]
+    s = dlstream.Stream("cuda:0")
     fill = dlstream.fill
 
     def current(n):
@@ -80,71 +177,47 @@ def torch_rows(dlstream, torch, dev):
                 for x in xs:
                     fill(x, 1.0)
 
-    a = "8 fill calls on 8 torch tensors, torch's current stream, no block (the fast path)"
-    return [(a, None, current, 8),
-            ("the same 8 calls inside one use_stream(s) block (torch carried: its current stream is s)", a,
-             one_block, 8),
-            ("the same 8 calls, a use_stream(s) block around each 8 (its entry and exit included)", a, blocks, 8)], s
+    def drain():
+        s.synchronize()
+        torch.cuda.synchronize()
 
-
-def table_of(title, table, samples, per_tensor):
-    """Prints a table of rows (label, anchor, loop, n) with their samples; returns the rows as dicts."""
-    by_name = {r[0]: sm for r, sm in zip(table, samples)}
-    print(title)
-    unit = "ns per tensor above the anchor" if per_tensor else "ns per call above the anchor"
-    print(f"| call | µs per {'call' if per_tensor else 'iteration (8 calls)'} | × anchor | {unit} |\n"
-          "| --- | ---: | ---: | ---: |")
-    results = []
-    for name, anchor, _, n in table:
-        med = statistics.median(by_name[name])
-        ratio = per = None
-        if anchor is not None:
-            ratio = statistics.median(a / b for a, b in zip(by_name[name], by_name[anchor]))
-            per = (med - statistics.median(by_name[anchor])) * 1e3 / n
-        print(f"| {name} | {med:.3f} | {'anchor' if ratio is None else f'{ratio:.3f}'} | "
-              f"{'' if per is None else f'{per:.0f}'} |")
-        results.append({"name": name, "us": med, "anchor": anchor, "ratio": ratio,
-                        "ns_per_tensor" if per_tensor else "ns_per_call": per})
-    return results
-
-
-def run_torch(args, dlstream):
-    """The torch rows, or None (a line says why) without torch with CUDA."""
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is None or not torch.cuda.is_available():
-        print("\n(the torch rows need torch with CUDA: skipped)")
-        return None
-    dev = f"cuda:{torch.cuda.current_device()}"
-    table, s = torch_rows(dlstream, torch, dev)
-    samples = gpubench.measure_interleaved([r[2] for r in table], 20 if args.smoke else max(200, args.calls // 8),
-                                           args.reps, torch.cuda.synchronize)
-    results = table_of(f"\n# Calls on torch tensors inside a block, {torch.cuda.get_device_name()}, {args.reps} "
-                       "interleaved repetitions\n", table, samples, False)
-    torch.cuda.synchronize()
+    calls = max(1, args.calls // 8)
+    rows = [("8 fill calls on 8 torch tensors inside one use_stream(s) block - the same 8 on torch's current stream",
+             gpubench.paired_row(one_block, current, calls, args.pairs, drain), 8),
+            ("the same 8 calls, a use_stream(s) block around each 8 (entry and exit included) - the same anchor",
+             gpubench.paired_row(blocks, current, calls, args.pairs, drain), 8)]
+    out = report(f"\n# Calls on torch tensors inside a block, {torch.cuda.get_device_name()}, {args.pairs} pairs of "
+                 f"{calls} iterations of 8 calls (µs per iteration)\n", rows, "ns per call")
+    drain()
     s.close()
-    return results
+    return out
 
 
 def main():
-    args = gpubench.arguments(__doc__, 15, 20000, "(the default: this benchmark runs on the CPU backend)")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--pairs", type=int, default=400, help="pairs per row (default: %(default)s)")
+    p.add_argument("--calls", type=int, default=250, help="calls in each loop of a pair (default: %(default)s)")
+    p.add_argument("--cpu", action="store_true", help="only the CPU-backend rows")
+    gpubench.add_smoke(p)
+    args = p.parse_args()
+    if args.smoke:
+        args.pairs, args.calls = min(args.pairs, 3), min(args.calls, 20)
     import dlstream
-    s = dlstream.Stream("cpu")
-    table = rows(dlstream, s)
-    samples = gpubench.measure_interleaved([r[2] for r in table], args.calls, args.reps, s.synchronize)
-    results = table_of(f"# The record of foreign memory, CPU backend, {args.reps} interleaved repetitions of "
-                       f"{args.calls} calls\n", table, samples, True)
-    s.synchronize()
-    s.close()
-    worst = max(r["ns_per_tensor"] for r in results if r["ns_per_tensor"] is not None)
-    print(f"\nthe record per foreign tensor: {worst:.0f} ns at most over the rows (target <= 30)")
-    block = run_torch(args, dlstream)
+    result = {"pairs": args.pairs, "calls": args.calls, "cpu": cpu_rows(dlstream, args)}
+    if not args.cpu:
+        kit = gpu_kit(dlstream)
+        if kit is not None:
+            result["device"] = kit[3]
+            result["gpu"] = gpu_rows(dlstream, args, kit)
+            on = result["gpu"][0]
+            print(f"\nthe record per foreign tensor on another stream: {on['ns_median']:.1f} ns (95 % CI "
+                  f"{on['ns_ci_lo']:.1f}..{on['ns_ci_hi']:.1f}; target <= 30)")
+            if kit[0] is not None:
+                result["torch_block"] = block_rows(dlstream, args, kit[0])
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": "cpu", "reps": args.reps, "calls": args.calls, "rows": results, "torch_block": block},
-                      f, indent=1)
+            json.dump(result, f, indent=1)
     return 0
 
 

@@ -121,6 +121,56 @@ def measure_paired(fa, fb, calls, reps, sync):
     return statistics.median(ta), statistics.median(tb), statistics.median(a - b for a, b in zip(ta, tb))
 
 
+def measure_pairs(fa, fb, calls, pairs, sync):
+    """Pairs of short loops, fa(calls) and fb(calls) back to back in the same warm state, the order alternating from
+    pair to pair (a first, then b first), sync() draining after each loop outside its timing. Returns the two loops'
+    samples and each pair's difference a - b, in µs per call, one per pair. What differs between two loops that run
+    within a few ms of each other is what fa does that fb does not: the machine's slower drifts (clock, other
+    processes, the device's queue) fall on both sides of a pair and leave its difference."""
+    for f in (fa, fb):
+        f(max(200, calls))
+        sync()
+    ta, tb, diffs = [], [], []
+    for p in range(pairs):
+        t = [0.0, 0.0]
+        for i in ((0, 1) if p % 2 == 0 else (1, 0)):
+            f = fa if i == 0 else fb
+            t0 = time.perf_counter()
+            f(calls)
+            t[i] = (time.perf_counter() - t0) / calls * 1e6
+            sync()
+        ta.append(t[0])
+        tb.append(t[1])
+        diffs.append(t[0] - t[1])
+    return ta, tb, diffs
+
+
+def spread(samples):
+    """{median, q1, q3 (the interquartile range), lo and hi (a 95 % confidence interval of the median: the order
+    statistics a binomial count puts around it, which needs no assumption about the samples' distribution), n} of a
+    list of samples."""
+    xs = sorted(samples)
+    n = len(xs)
+    q = statistics.quantiles(xs, n=4) if n > 1 else [xs[0]] * 3
+    k = max(0, int((n - 1.96 * n ** 0.5) / 2) - 1)  # the CI's lower order statistic (0-based)
+    return {"median": statistics.median(xs), "q1": q[0], "q3": q[2], "lo": xs[k], "hi": xs[n - 1 - k], "n": n}
+
+
+def paired_row(fa, fb, calls, pairs, sync, scale=1.0):
+    """measure_pairs summed up: {"a", "b": medians of the loops, "diff": spread() of the pairs' differences}, every
+    figure in µs per call times `scale` (1e3 / tensors: ns per tensor)."""
+    ta, tb, diffs = measure_pairs(fa, fb, calls, pairs, sync)
+    d = spread([x * scale for x in diffs])
+    return {"a": statistics.median(ta) * scale, "b": statistics.median(tb) * scale, "diff": d}
+
+
+def fmt_spread(d, unit="", digits=0):
+    """A spread() as "median [q1, q3], 95 % CI of the median lo..hi"."""
+    f = f"{{:.{digits}f}}"
+    return (f"{f.format(d['median'])}{unit} (IQR {f.format(d['q1'])}..{f.format(d['q3'])}, 95 % CI of the median "
+            f"{f.format(d['lo'])}..{f.format(d['hi'])}, {d['n']} pairs)")
+
+
 def slope(xs, ys):
     """The least-squares slope of ys over xs."""
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -157,15 +207,23 @@ def smoke(args, reps=1, calls=20):
     return args
 
 
-def arguments(doc, reps, calls, cpu_help):
-    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke."""
+def arguments(doc, reps, calls, cpu_help, pairs=None):
+    """The options the Python benchmarks share: --json FILE, --reps, --calls, --cpu, --smoke; with `pairs` (its
+    default), --pairs and --pair-calls for the rows measured in pairs (measure_pairs; --smoke: 3 pairs of 20)."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=reps)
     p.add_argument("--calls", type=int, default=calls)
+    if pairs is not None:
+        p.add_argument("--pairs", type=int, default=pairs, help="pairs of the paired rows (default: %(default)s)")
+        p.add_argument("--pair-calls", type=int, default=500,
+                       help="calls in each loop of a pair (default: %(default)s)")
     p.add_argument("--cpu", action="store_true", help=cpu_help)
     add_smoke(p)
-    return smoke(p.parse_args())
+    args = smoke(p.parse_args())
+    if pairs is not None and args.smoke:
+        args.pairs, args.pair_calls = min(args.pairs, 3), min(args.pair_calls, 20)
+    return args
 
 
 def main():
@@ -183,8 +241,12 @@ def main():
 
     samples = measure_interleaved([loop(0), loop(1)], 10, 3, lambda: None)
     assert [len(s) for s in samples] == [3, 3] and count == [230, 230], (samples, count)  # 200 warm-up calls each
+    ta, tb, diffs = measure_pairs(loop(0), loop(1), 10, 4, lambda: None)
+    assert len(ta) == len(tb) == len(diffs) == 4 and count == [470, 470], (ta, tb, diffs, count)
+    d = spread([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert d["median"] == 3.0 and d["lo"] <= d["q1"] <= d["median"] <= d["q3"] <= d["hi"] and d["n"] == 5, d
     assert wall_ms(lambda: None, lambda: loop(0)(1), 2) >= 0 and host_us(lambda: None, loop(1), 5, 2) >= 0
-    print("gpubench: measure_interleaved, wall_ms and host_us ok on trivial loops; skipped: sleep_cycles (torch with "
+    print("gpubench: measure_interleaved, measure_pairs, spread, wall_ms and host_us ok on trivial loops; skipped: sleep_cycles (torch with "
           "CUDA: it runs inside the GPU benchmarks)")
     return 0
 
