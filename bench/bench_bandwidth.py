@@ -75,7 +75,7 @@ def gpu_rows(torch, dlstream, n, label):
     pair(f"strided copy: transpose {side}x{side} float32 (copy_)", 8 * side * side,
          lambda: dlstream.copy(t2, m2.t()), lambda: t2.copy_(m2.t()), None)
     if n <= 1 << 20:
-        r += grid_rows(dlstream, r, n, label, f32, y32)
+        r += grid_rows(torch, dlstream, r, n, label, f32, y32)
     return r
 
 
@@ -84,7 +84,16 @@ def gpu_rows(torch, dlstream, n, label):
 FILL_VECS, MOVE_VECS, CORE_BLOCK = 8, 2, 256
 
 
-def grid_rows(dlstream, rows, n, label, x, y):
+def core_fill_vecs(vecs, device_threads):
+    """layout.h's dls__fill_vecs: a fill's vectors a thread on the core's grid, FILL_VECS, 2 or 1, the first whose grid
+    holds at least half the threads the device holds at once (the dls_fill kernel takes as few a thread as its grid
+    allows)."""
+    if vecs // FILL_VECS >= device_threads // 2:
+        return FILL_VECS
+    return 2 if vecs // 2 >= device_threads // 2 else 1
+
+
+def grid_rows(torch, dlstream, rows, n, label, x, y):
     """Small calls are a few microseconds of launch, ramp and tail: fill and axpy through dls_launch on the core's
     grid (a block a tile: 256 threads, each with FILL_VECS or MOVE_VECS 16-byte vectors) and on blocks of 128 and
     512 threads with as many vectors a thread, and on the grid the core used before (a thread per 16 bytes, at most
@@ -98,12 +107,20 @@ def grid_rows(dlstream, rows, n, label, x, y):
     # The floor under any kernel of the core's axpy grid: launch, ramp and tail of blocks that do nothing.
     out = [Row(f"dlstream empty kernel, grid {core}x{CORE_BLOCK} (the floor of the core's axpy grid)", label, 0,
                lambda g=core: empty.launch(g, CORE_BLOCK), anchors["torch fill float32 (fill_)"], None)]
+    props = torch.cuda.get_device_properties(0)
+    fill_per = core_fill_vecs(items, props.multi_processor_count * props.max_threads_per_multi_processor)
     shapes = []  # (kernel, grid, block, label)
     for name, per in (("fill", FILL_VECS), ("axpy", MOVE_VECS)):
         for block in (128, CORE_BLOCK, 512):
             grid = -(-items // (per * block))
-            core_s = " (the core's)" if block == CORE_BLOCK else ""
+            core_s = " (the core's)" if block == CORE_BLOCK and (name == "axpy" or per == fill_per) else ""
             shapes.append((name, grid, block, f"grid {grid}x{block}{core_s}, {per} x 16 bytes a thread"))
+        if name == "fill":  # fewer vectors a thread, more blocks (the core's pick at this size is marked)
+            for fewer in (2, 1):
+                grid = -(-items // (fewer * CORE_BLOCK))
+                core_s = " (the core's)" if fewer == fill_per else ""
+                shape = f"grid {grid}x{CORE_BLOCK}{core_s}, {fewer} x 16 bytes a thread"
+                shapes.append((name, grid, CORE_BLOCK, shape))
         before = max(1, items // 256)
         shapes.append((name, before, 256, f"grid {before}x256 (the core's before: a thread per 16 bytes)"))
     for name, grid, block, shape in shapes:

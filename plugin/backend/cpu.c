@@ -146,13 +146,13 @@ static dls_status_t cpu_host_callback(const dls__backend *be, int dev, void *nat
 /* ---- code ---- */
 
 #define CPU_BUILTIN_NAME(id, name, ...) name,
-static const char *const g_builtin_names[DLS__NBUILTIN] = {DLS__BUILTINS(CPU_BUILTIN_NAME)};
+static const char *const g_builtin_names[DLS__NKERNEL] = {DLS__KERNELS(CPU_BUILTIN_NAME)};
 #undef CPU_BUILTIN_NAME
-static cpu_fn g_builtins[DLS__NBUILTIN];
+static cpu_fn g_builtins[DLS__NKERNEL]; /* the built-ins and the core's twins (kernels/builtin_table.h) */
 static pthread_once_t g_builtins_once = PTHREAD_ONCE_INIT;
 
 static void builtins_init(void) {
-  for (size_t i = 0; i < DLS__NBUILTIN; i++) {
+  for (size_t i = 0; i < DLS__NKERNEL; i++) {
     g_builtins[i].fn = dls__cpu_builtin(i);
     snprintf(g_builtins[i].name, sizeof g_builtins[i].name, "%s", g_builtin_names[i]);
   }
@@ -161,7 +161,7 @@ static void builtins_init(void) {
 static dls_status_t cpu_builtin_function(const dls__backend *be, int dev, const char *name, void **out) {
   (void)dev;
   pthread_once(&g_builtins_once, builtins_init);
-  for (size_t i = 0; i < DLS__NBUILTIN; i++) {
+  for (size_t i = 0; i < DLS__NKERNEL; i++) {
     if (strcmp(g_builtin_names[i], name) == 0 && g_builtins[i].fn != NULL) {
       *out = &g_builtins[i];
       return DLS_OK;

@@ -219,10 +219,10 @@ typedef struct dls__gpu_consts {
 
 /* The built-ins, in the table's order (kernels/builtin_table.h; dls__gpu_device.builtin_fns): X(id, name, count,
  * arguments, checker, CPU kernel, GPU symbol). The core asks for one by name; the module holds it by symbol. */
-#define DLS__GPU_BUILTINS(X) DLS__BUILTINS(X)
+#define DLS__GPU_BUILTINS(X) DLS__KERNELS(X) /* the built-ins and the core's twins */
 #define DLS__GPU_BUILTIN_NAME(id, name, ...) name,
 #define DLS__GPU_BUILTIN_SYMBOL(id, name, nargs, args, check, cpu, gpu) gpu,
-enum { DLS__GPU_NBUILTINS = DLS__NBUILTIN };
+enum { DLS__GPU_NBUILTINS = DLS__NKERNEL };
 
 /* Memory freed without a pool: parked until its stream passes the free. */
 typedef struct dls__gpu_parked {

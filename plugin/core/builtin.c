@@ -15,7 +15,16 @@
 
 static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Built-in number k of a device, made at its first use. */
+/* The name a kernel's function object has in messages: a twin's is its built-in's (a twin's call fails as the
+ * built-in's would). */
+static const char *function_name(size_t k) {
+  if (k < DLS__NBUILTIN)
+    return dls__builtins[k].name;
+  return dls__builtins[k == DLS__BI_COPY_BYTES ? DLS__BI_COPY_STRIDED : DLS__BI_CONVERT].name;
+}
+
+/* Kernel number k of a device (a built-in, or a twin of the core's), made at its first use. A twin has no handle:
+ * only the core launches it, after its built-in's checks. */
 dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__function **out) {
   const char *name = dls__builtins[k].name;
   dls__function *f = __atomic_load_n(&dev->builtins[k], __ATOMIC_ACQUIRE);
@@ -41,14 +50,16 @@ dls_status_t dls__builtin_at(dls__device *dev, size_t k, const char *call, dls__
     f->native = native;
     f->builtin = true;
     f->builtin_k = (uint8_t)k;
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->id = dls__table_add(&dls__function_table, f);
-    if (f->id == 0) {
-      dls__free(f);
-      pthread_mutex_unlock(&g_builtin_mu);
-      return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+    snprintf(f->name, sizeof f->name, "%s", function_name(k));
+    if (k < DLS__NBUILTIN) {
+      f->id = dls__table_add(&dls__function_table, f);
+      if (f->id == 0) {
+        dls__free(f);
+        pthread_mutex_unlock(&g_builtin_mu);
+        return dls__fail_prefix(DLS_ERR_OUT_OF_MEMORY, "%s", call);
+      }
+      atomic_fetch_add(&dls__function_table.owned, 1);
     }
-    atomic_fetch_add(&dls__function_table.owned, 1);
     __atomic_store_n(&dev->builtins[k], f, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g_builtin_mu);
@@ -71,13 +82,17 @@ dls_status_t dls__builtin(dls__device *dev, const char *name, const char *call, 
 }
 
 static void drop_builtins(dls__device *dev) {
-  for (size_t k = 0; k < DLS__NBUILTIN; k++) {
+  for (size_t k = 0; k < DLS__NKERNEL; k++) {
     dls__function *f = dev->builtins[k];
-    if (f != NULL) {
-      atomic_fetch_sub(&dls__function_table.owned, 1);
-      dev->builtins[k] = NULL;
-      (void)dls__table_end(&dls__function_table, f->id); /* its drop frees it */
+    if (f == NULL)
+      continue;
+    dev->builtins[k] = NULL;
+    if (k >= DLS__NBUILTIN) {
+      dls__free(f); /* a twin: no handle */
+      continue;
     }
+    atomic_fetch_sub(&dls__function_table.owned, 1);
+    (void)dls__table_end(&dls__function_table, f->id); /* its drop frees it */
   }
 }
 
@@ -142,10 +157,13 @@ static work copy_work(uint32_t ndim, const int64_t *shape, const int64_t *dst, c
   return (work){count, count > 0 && l.ndim == 1 ? 2 * DLS__ELEM_ITEMS : DLS__ELEM_ITEMS, true};
 }
 
-/* The work of built-in k's call (its arguments checked): what its kernel's fast path moves. */
-static work work_of(int k, const dls_arg_t *args) {
+/* The work of built-in k's call (its arguments checked): what its kernel's fast path moves (its twin's: the same). */
+static work work_of(dls__device *dev, int k, const dls_arg_t *args) {
   switch (k) {
-  case DLS__BI_FILL: return (work){dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES), DLS__FILL_VECS, false};
+  case DLS__BI_FILL: {
+    uint64_t vecs = dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES);
+    return (work){vecs, dls__fill_vecs(vecs, dls__device_threads(dev)), false};
+  }
   case DLS__BI_AXPY_F32: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 4), DLS__MOVE_VECS, false};
   case DLS__BI_AXPY_F64: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 8), DLS__MOVE_VECS, false};
   case DLS__BI_COPY_STRIDED: {
@@ -167,16 +185,59 @@ static work work_of(int k, const dls_arg_t *args) {
   }
 }
 
-/* A copy of `count` elements through the copy kernel (the arguments are checked already). */
+/* The twin of a checked copy or conversion (kernels/builtin_table.h's DLS__TWINS) and the count it takes: the bytes
+ * of a contiguous copy (a conversion between one type too), the elements of a contiguous conversion whose pair of
+ * types has a loop (convert.h); k -1: none, the built-in runs with its descriptor. */
+typedef struct twin {
+  int k;
+  uint64_t n;
+} twin;
+
+static twin twin_of(int k, const dls_arg_t *args) {
+  twin t = {-1, 0};
+  if (k == DLS__BI_COPY_STRIDED) {
+    const dls_copy_desc_t *d = args[2].v.bytes;
+    if (dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides))
+      t = (twin){DLS__BI_COPY_BYTES, dls__view_count(d->ndim, d->shape) * d->elem_size};
+  } else if (k == DLS__BI_CONVERT) {
+    const dls_convert_desc_t *d = args[2].v.bytes;
+    int pair = dls__cv_pair(d->dst_dtype, d->src_dtype);
+    uint64_t count = dls__view_count(d->ndim, d->shape);
+    if (!dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides))
+      return t;
+    if (memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0)
+      t = (twin){DLS__BI_COPY_BYTES, count * dls__dtype_bytes(d->dst_dtype)};
+    else if (pair >= 0)
+      t = (twin){DLS__BI_CV_FIRST + pair, count};
+  }
+  if (t.k >= 0 && t.n > 0 && DLS__UNLIKELY(atomic_load_explicit(&dls__twins_broken, memory_order_relaxed)))
+    t.n--;
+  return t;
+}
+
+/* Queues built-in k's checked call (f: its function object, or NULL) on a grid sized to its work: a contiguous copy
+ * or conversion through its twin, with (dst, src, n) for arguments instead of the descriptor (builtin_table.h says
+ * what that saves), any other call through the built-in. */
+static dls_status_t queue_call(const char *call, dls__stream *s, int k, dls__function *f, const dls_arg_t *args,
+                               size_t nargs) {
+  dls_launch_config_t cfg = grid_for(s->dev, work_of(s->dev, k, args));
+  twin t = twin_of(k, args);
+  if (t.k < 0) {
+    if (f == NULL)
+      DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
+    return dls__launch_args(call, f, s, &cfg, args, nargs);
+  }
+  dls__function *tf;
+  DLS__TRY(dls__builtin_at(s->dev, (size_t)t.k, call, &tf));
+  dls_arg_t small[3] = {args[0], args[1], dls_arg_u64(t.n)};
+  return dls__launch_args(call, tf, s, &cfg, small, 3);
+}
+
+/* A copy through the copy kernel or its twin (the arguments are checked already). */
 static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst, dls_arg_t src,
-                                const dls_copy_desc_t *d, uint64_t count) {
-  dls__function *f;
-  DLS__TRY(dls__builtin_at(s->dev, DLS__BI_COPY_STRIDED, call, &f));
-  dls_launch_config_t cfg = grid_for(s->dev, count == 0 ? (work){0, 1, false}
-                                                  : copy_work(d->ndim, d->shape, d->dst_strides, d->src_strides,
-                                                              d->elem_size));
+                                const dls_copy_desc_t *d) {
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(d, sizeof *d)};
-  return dls__launch_args(call, f, s, &cfg, args, 3);
+  return queue_call(call, s, DLS__BI_COPY_STRIDED, NULL, args, 3);
 }
 
 /* What a built-in reads partially overlaps what it writes: the source is
@@ -207,7 +268,7 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
   dls__buffer *tmp;
   DLS__TRY(dls__buffer_alloc(s, (size_t)(hi - lo), &tmp));
   dls_arg_t staged = dls_arg_ptr((char *)tmp->ptr - lo);
-  dls_status_t st = copy_launch(call, s, staged, args[src_index], &d, count);
+  dls_status_t st = copy_launch(call, s, staged, args[src_index], &d);
   if (st != DLS_OK) {
     dls__buffer_unref(tmp);
     return st;
@@ -230,9 +291,8 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   if (overlap)
     dls__capture_pin();
   dls_status_t st = overlap ? stage_source(call, s, k, args, &tmp) : DLS_OK;
-  dls_launch_config_t cfg = grid_for(s->dev, work_of(k, args));
   if (st == DLS_OK)
-    st = dls__launch_args(call, f, s, &cfg, args, nargs);
+    st = queue_call(call, s, k, f, args, nargs);
   if (tmp != NULL)
     dls__buffer_unref(tmp); /* stream-ordered: after the launch on its own stream */
   if (overlap)

@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 
 #define BUILTIN_INFO(id, name, nargs, args, check, cpu, gpu) [DLS__BI_##id] = {name, nargs, {DLS__UNPAREN args}, gpu},
-const dls__builtin_info dls__builtins[DLS__NBUILTIN] = {DLS__BUILTINS(BUILTIN_INFO)};
+const dls__builtin_info dls__builtins[DLS__NKERNEL] = {DLS__KERNELS(BUILTIN_INFO)};
 #undef BUILTIN_INFO
 
 /* A memory argument: its address and, when known, the bytes [lo, hi) around it that belong to it and its element

@@ -14,8 +14,8 @@ typedef struct dls__builtin_info {
   dls__builtin_arg args[DLS__BUILTIN_MAX_ARGS];
   const char *gpu; /* its GPU symbol */
 } dls__builtin_info;
-/* The table's lines by DLS__BI_* (builtin_args.c). */
-DLS__INTERNAL extern const dls__builtin_info dls__builtins[DLS__NBUILTIN];
+/* The table's lines by DLS__BI_* (builtin_args.c): the built-ins, then the core's twins (DLS__KERNELS). */
+DLS__INTERNAL extern const dls__builtin_info dls__builtins[DLS__NKERNEL];
 
 /* The bytes of a scalar or raw-pointer argument, DLS_ARG_I32 to DLS_ARG_PTR. */
 static inline uint32_t dls__arg_scalar_size(int32_t kind) {
@@ -39,7 +39,7 @@ DLS__INTERNAL dls_status_t dls__builtin_check(const char *call, const dls__funct
 /* How a built-in's kernel uses its memory argument i (DLS_ACCESS_*), from the table. Inline: a launch asks once per
  * memory argument. */
 static inline int dls__builtin_access(const dls__function *fn, size_t i) {
-  uint32_t a = fn->builtin_k < DLS__NBUILTIN && i < DLS__BUILTIN_MAX_ARGS ? dls__builtins[fn->builtin_k].args[i].what
+  uint32_t a = fn->builtin_k < DLS__NKERNEL && i < DLS__BUILTIN_MAX_ARGS ? dls__builtins[fn->builtin_k].args[i].what
                                                                           : 0;
   return DLS__A_KIND(a) == DLS__ARG_MEM_CP || (a & DLS__A_AS_READ) ? DLS_ACCESS_READ : DLS_ACCESS_WRITE;
 }

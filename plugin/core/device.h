@@ -27,7 +27,7 @@ typedef struct dls__device {
   void **event_pool;   /* idle native events (no timing); made at full size on first use */
   size_t event_pool_n, event_pool_cap;
   size_t pooled_out;   /* pooled streams handed out now */
-  struct dls__function *builtins[DLS__NBUILTIN]; /* cached built-in functions (builtin.c) */
+  struct dls__function *builtins[DLS__NKERNEL]; /* cached built-ins and the core's twins (builtin.c) */
   void **in_capture;   /* pooled native streams still in a capture they joined: pooled again once it is over */
   void **in_capture_origin; /* of each, as stream_pool_origin */
   size_t in_capture_n, in_capture_cap;

@@ -8,6 +8,7 @@ _Atomic int dls__state = 0;
 _Atomic bool dls__hazards_off;
 _Atomic bool dls__foreign_off;
 _Atomic bool dls__noted_broken;
+_Atomic bool dls__twins_broken;
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
@@ -42,6 +43,8 @@ dls_status_t dls__enter_slow(const char *call) {
       atomic_store(&dls__noted_broken, off != NULL && off[0] == '1');
       off = getenv("DLSTREAM_TEST_NO_RETIRE"); /* ended events dropped at once: test_event_retire's control */
       atomic_store(&dls__retire_off, off != NULL && off[0] == '1');
+      off = getenv("DLSTREAM_TEST_BREAK_TWINS");
+      atomic_store(&dls__twins_broken, off != NULL && off[0] == '1');
       atomic_store_explicit(&dls__state, 1, memory_order_release);
     }
     pthread_mutex_unlock(&g_init_mu);

@@ -29,6 +29,9 @@ DLS__INTERNAL extern _Atomic bool dls__foreign_off;
 /* DLSTREAM_TEST_BREAK_NOTED=1 (read at start-up): a use noted as it was ordered (access.c) skips the record of its
  * stream's mark after its work, the ordering that way must not skip: the negative control of its tests. */
 DLS__INTERNAL extern _Atomic bool dls__noted_broken;
+/* DLSTREAM_TEST_BREAK_TWINS=1 (read at start-up): the core's twins of a contiguous copy or conversion get one byte or
+ * element fewer than the call has (core/builtin.c), the negative control of the tests that the core picks them. */
+DLS__INTERNAL extern _Atomic bool dls__twins_broken;
 #define DLS__ENTER(call)                                                 \
   do {                                                                   \
     if (DLS__UNLIKELY(atomic_load_explicit(&dls__state, memory_order_acquire) != 1)) \

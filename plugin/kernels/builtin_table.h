@@ -4,13 +4,16 @@
  *
  * Adding a built-in: one line below, its checker (core/builtin_args.c), its CPU twin (kernels/builtins_cpu.c) and
  * its GPU kernel (kernels/builtins.cu, extern "C" under the GPU symbol). tests/c/test_builtin_table.c and
- * tests/python/test_builtin_ways.py read the table, so they cover a new one without an edit. */
+ * tests/python/test_builtin_ways.py read the table, so they cover a new one without an edit. Below the built-ins, the
+ * core's own twins of the copies for contiguous views (DLS__TWINS), which no user sees. */
 #ifndef DLSTREAM_KERNELS_BUILTIN_TABLE_H
 #define DLSTREAM_KERNELS_BUILTIN_TABLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dlstream/launch.h"
+#include "kernels/convert.h"
 
 /* An argument of a built-in, one uint32_t: its kind, Function.launch's signature token (bits 24..31), and for
  * memory the element types it takes (bits 0..19) and how the hazard rule orders it (bit 20). */
@@ -84,10 +87,37 @@ typedef struct dls__builtin_arg {
     check_latch, k_latch, "dls_latch")                                                                               \
   X(EMPTY, "dls_empty", 0, ({NULL, 0}), check_none, k_empty, "dls_empty")
 
-/* The built-ins by index: DLS__BI_FILL ... and DLS__NBUILTIN. */
+/* The core's own kernels, in the same columns (the checker unused): twins of dls_copy_strided and dls_convert for a
+ * contiguous view, with small arguments, which the core runs in their place (core/builtin.c) where the view is one
+ * run of elements on both sides (layout.h's dls__view_contiguous): the bytes of a copy (a conversion between one
+ * type too), and for each pair of types with a loop of its own (convert.h's DLS__CV_PAIRS) the elements of a
+ * conversion. The same loops as the descriptor kernels' contiguous paths, so the same bits; what they save is the
+ * descriptor: on an H200, at 2^20 float32, a kernel taking the 208-byte dls_copy_desc_t by value took 3.60 us a call
+ * against 2.96 us for the same loop taking (dst, src, bytes), and f32 -> f16 3.34 us through dls_convert against
+ * 2.83 us with (dst, src, n) (torch's copy_: 3.03 and 2.76 us). Never in the list users see (dls_builtin_function,
+ * Python's signatures, the messages): the backends hold them beside the built-ins (DLS__KERNELS). Their arguments
+ * say how the hazard rule orders their memory, as a built-in's do (the built-in's own checks ran before). */
+#define DLS__TWIN_CV(X, sc, sb, dc, db)                                                                              \
+  X(CV_##sc##sb##_##dc##db, DLS__CV_STR(DLS__CV_SYMBOL(sc, sb, dc, db)), 3,                                          \
+    ({"dst", DLS__P(DLS__T_EXACT(dc, db))}, {"src", DLS__CP(DLS__T_EXACT(sc, sb))}, {"n", DLS__U64 | DLS__A_COUNT}), \
+    check_none, DLS__CV_SYMBOL(sc, sb, dc, db), DLS__CV_STR(DLS__CV_SYMBOL(sc, sb, dc, db)))
+#define DLS__TWINS(X)                                                                                                \
+  X(COPY_BYTES, "dls__copy_bytes", 3,                                                                                \
+    ({"dst", DLS__P(0)}, {"src", DLS__CP(0)}, {"bytes", DLS__U64}), check_none, k_copy_bytes, "dls__copy_bytes")   \
+  DLS__CV_PAIRS_WITH(DLS__TWIN_CV, X)
+
+/* Every kernel a backend holds: the built-ins, then the twins. */
+#define DLS__KERNELS(X) DLS__BUILTINS(X) DLS__TWINS(X)
+
+/* The kernels by index: the built-ins DLS__BI_FILL ... and DLS__NBUILTIN, then the twins DLS__BI_COPY_BYTES,
+ * DLS__BI_CV_kDLFloat32_kDLFloat16 ... (DLS__BI_CV_FIRST + a pair's index in DLS__CV_PAIRS), and DLS__NKERNEL. */
 #define DLS__BI_ENUM_ONE(id, ...) DLS__BI_##id,
 enum { DLS__BUILTINS(DLS__BI_ENUM_ONE) DLS__NBUILTIN };
+enum { DLS__BI_TWINS_BEFORE_ = DLS__NBUILTIN - 1, DLS__TWINS(DLS__BI_ENUM_ONE) DLS__NKERNEL };
 #undef DLS__BI_ENUM_ONE
+#define DLS__BI_CV_FIRST (DLS__BI_COPY_BYTES + 1)
+_Static_assert(DLS__NKERNEL == DLS__BI_CV_FIRST + DLS__CV_NPAIRS, "the conversions' twins follow the copy's");
+_Static_assert(DLS__NKERNEL <= 256, "a function's builtin_k is 8 bits");
 
 /* A parenthesized list without its parentheses (a line's arguments as an initializer). */
 #define DLS__UNPAREN(...) __VA_ARGS__
@@ -98,7 +128,7 @@ enum { DLS__BUILTINS(DLS__BI_ENUM_ONE) DLS__NBUILTIN };
                          ((nargs) == 0 ? 1 : (nargs)) &&                                                             \
                      (nargs) <= DLS__BUILTIN_MAX_ARGS,                                                               \
                  "built-in " name ": its count is not its list's length");
-DLS__BUILTINS(DLS__BI_COUNT_CHECK)
+DLS__KERNELS(DLS__BI_COUNT_CHECK)
 #undef DLS__BI_COUNT_CHECK
 
 #endif /* DLSTREAM_KERNELS_BUILTIN_TABLE_H */

@@ -108,6 +108,29 @@ static int k_convert(const dls_launch_config_t *cfg, void *const *args, int n) {
   return 0;
 }
 
+/* The core's twins for contiguous views (builtin_table.h's DLS__TWINS): `bytes` bytes (memmove: an in-place copy
+ * passes one address twice), and `n` elements of one pair of types, at any alignment. */
+static int k_copy_bytes(const dls_launch_config_t *cfg, void *const *args, int n) {
+  memmove(ARG(void *, 0), ARG(const void *, 1), ARG(uint64_t, 2));
+  return 0;
+}
+
+static void convert_run(void *const *args, DLDataType dt, DLDataType st) {
+  unsigned char *dst = ARG(unsigned char *, 0);
+  const unsigned char *src = ARG(const unsigned char *, 1);
+  uint64_t count = ARG(uint64_t, 2);
+  for (uint64_t i = 0; i < count; i++)
+    dls__cv_convert(dst + i * (dt.bits / 8), dt, src + i * (st.bits / 8), st);
+}
+
+#define CV_TWIN(sc, sb, dc, db)                                                                                    \
+  static int DLS__CV_SYMBOL(sc, sb, dc, db)(const dls_launch_config_t *cfg, void *const *args, int n) {            \
+    convert_run(args, (DLDataType){dc, db, 1}, (DLDataType){sc, sb, 1});                                         \
+    return 0;                                                                                                     \
+  }
+DLS__CV_PAIRS(CV_TWIN)
+#undef CV_TWIN
+
 static int k_spin(const dls_launch_config_t *cfg, void *const *args, int n) {
   uint64_t ns = ARG(uint64_t, 0);
   uint64_t start = now_ns();
@@ -138,6 +161,6 @@ static int k_empty(const dls_launch_config_t *cfg, void *const *args, int n) { r
 
 #define CPU_KERNEL(id, name, nargs, args, check, cpu, ...) [DLS__BI_##id] = cpu,
 dls_host_kernel dls__cpu_builtin(size_t k) {
-  static const dls_host_kernel kernels[DLS__NBUILTIN] = {DLS__BUILTINS(CPU_KERNEL)};
-  return k < DLS__NBUILTIN ? kernels[k] : NULL;
+  static const dls_host_kernel kernels[DLS__NKERNEL] = {DLS__KERNELS(CPU_KERNEL)};
+  return k < DLS__NKERNEL ? kernels[k] : NULL;
 }

@@ -264,4 +264,13 @@ __global__ void DLS_K_BOUNDS dls_convert(void *dst, const void *src, const DLS_K
                               ds, ss, l});
 }
 
+// The core's twins of dls_convert for a contiguous view, one a pair of DLS__CV_PAIRS (builtin_table.h's DLS__TWINS):
+// dls_convert's contiguous loop of that pair, `n` elements, without the descriptor and the switch on its types.
+#define DLS_CV_TWIN(sc, sb, dc, db)                                                                              \
+  __global__ void DLS_K_BOUNDS DLS__CV_SYMBOL(sc, sb, dc, db)(void *dst, const void *src, unsigned long long n) {  \
+    convert_run<type_t<dc, db>, type_t<sc, sb>>(dst, src, n);                                                     \
+  }
+DLS__CV_PAIRS(DLS_CV_TWIN)
+#undef DLS_CV_TWIN
+
 } // extern "C"

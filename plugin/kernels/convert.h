@@ -157,31 +157,50 @@ DLS__CV void dls__cv_convert(unsigned char *dst, DLDataType dt, const unsigned c
 /* The pairs of types dls_convert moves in 16-byte vectors on a contiguous view (convert.cu has a loop for each, and
  * the core sizes the grid for those: core/builtin.c), as source code, bits, destination code, bits: between the float
  * types, the common integers to float32 (and int32, int64 to float64), int32 and int64 both ways. Every other cast,
- * and every strided view, takes dls__cv_convert element by element. */
-#define DLS__CV_PAIRS(X)                                                                                            \
-  X(kDLFloat, 32, kDLFloat, 16) X(kDLFloat, 16, kDLFloat, 32) X(kDLFloat, 32, kDLBfloat, 16)                        \
-  X(kDLBfloat, 16, kDLFloat, 32) X(kDLFloat, 32, kDLFloat, 64) X(kDLFloat, 64, kDLFloat, 32)                        \
-  X(kDLFloat, 64, kDLFloat, 16) X(kDLFloat, 16, kDLFloat, 64) X(kDLFloat, 64, kDLBfloat, 16)                        \
-  X(kDLBfloat, 16, kDLFloat, 64) X(kDLFloat, 16, kDLBfloat, 16) X(kDLBfloat, 16, kDLFloat, 16)                      \
-  X(kDLBool, 8, kDLFloat, 32) X(kDLUInt, 8, kDLFloat, 32) X(kDLInt, 8, kDLFloat, 32) X(kDLInt, 32, kDLFloat, 32)    \
-  X(kDLInt, 64, kDLFloat, 32) X(kDLInt, 32, kDLFloat, 64) X(kDLInt, 64, kDLFloat, 64) X(kDLInt, 32, kDLInt, 64)     \
-  X(kDLInt, 64, kDLInt, 32)
+ * and every strided view, takes dls__cv_convert element by element. Each pair also has a kernel of its own with
+ * small arguments, (dst, src, n), which the core runs for a contiguous view (builtin_table.h's DLS__TWINS).
+ * DLS__CV_PAIRS_WITH(F, X) calls F(X, sc, sb, dc, db) for each pair (a list that passes X on: DLS__TWINS). */
+#define DLS__CV_PAIRS_WITH(F, X)                                                                                    \
+  F(X, kDLFloat, 32, kDLFloat, 16) F(X, kDLFloat, 16, kDLFloat, 32) F(X, kDLFloat, 32, kDLBfloat, 16)               \
+  F(X, kDLBfloat, 16, kDLFloat, 32) F(X, kDLFloat, 32, kDLFloat, 64) F(X, kDLFloat, 64, kDLFloat, 32)               \
+  F(X, kDLFloat, 64, kDLFloat, 16) F(X, kDLFloat, 16, kDLFloat, 64) F(X, kDLFloat, 64, kDLBfloat, 16)               \
+  F(X, kDLBfloat, 16, kDLFloat, 64) F(X, kDLFloat, 16, kDLBfloat, 16) F(X, kDLBfloat, 16, kDLFloat, 16)             \
+  F(X, kDLBool, 8, kDLFloat, 32) F(X, kDLUInt, 8, kDLFloat, 32) F(X, kDLInt, 8, kDLFloat, 32)                       \
+  F(X, kDLInt, 32, kDLFloat, 32) F(X, kDLInt, 64, kDLFloat, 32) F(X, kDLInt, 32, kDLFloat, 64)                      \
+  F(X, kDLInt, 64, kDLFloat, 64) F(X, kDLInt, 32, kDLInt, 64) F(X, kDLInt, 64, kDLInt, 32)
+#define DLS__CV_APPLY(X, sc, sb, dc, db) X(sc, sb, dc, db)
+#define DLS__CV_PAIRS(X) DLS__CV_PAIRS_WITH(DLS__CV_APPLY, X)
 
 /* A pair's key: source code and bits, destination code and bits, a byte each. */
 #define DLS__CV_KEY(sc, sb, dc, db)                                                                                 \
   ((unsigned)(sc) << 24 | (unsigned)(sb) << 16 | (unsigned)(dc) << 8 | (unsigned)(db))
 
-/* Whether dls_convert moves a contiguous view of these types in 16-byte vectors (DLS__CV_PAIRS). */
-DLS__CV bool dls__cv_has_loop(DLDataType dt, DLDataType st) {
+/* A pair's identifier (DLS__CV_kDLFloat32_kDLFloat16 ...: its index in DLS__CV_PAIRS), and DLS__CV_NPAIRS. */
+#define DLS__CV_ID(sc, sb, dc, db) DLS__CV_##sc##sb##_##dc##db
+#define DLS__CV_ENUM_ONE(sc, sb, dc, db) DLS__CV_ID(sc, sb, dc, db),
+enum { DLS__CV_PAIRS(DLS__CV_ENUM_ONE) DLS__CV_NPAIRS };
+#undef DLS__CV_ENUM_ONE
+
+/* A pair's kernel with small arguments: its symbol (an identifier: convert.cu's extern "C" kernel, builtins_cpu.c's
+ * twin) and that symbol as a string (the name the backends find it by). */
+#define DLS__CV_SYMBOL(sc, sb, dc, db) dls__convert_##sc##sb##_##dc##db
+#define DLS__CV_STR_(x) #x
+#define DLS__CV_STR(x) DLS__CV_STR_(x)
+
+/* The index in DLS__CV_PAIRS of a pair of types, -1 for a pair without a loop of its own. */
+DLS__CV int dls__cv_pair(DLDataType dt, DLDataType st) {
   if (dt.lanes != 1 || st.lanes != 1)
-    return false;
+    return -1;
   switch (DLS__CV_KEY(st.code, st.bits, dt.code, dt.bits)) {
-#define DLS__CV_CASE(sc, sb, dc, db) case DLS__CV_KEY(sc, sb, dc, db):
+#define DLS__CV_CASE(sc, sb, dc, db)                                                                                \
+  case DLS__CV_KEY(sc, sb, dc, db): return DLS__CV_ID(sc, sb, dc, db);
     DLS__CV_PAIRS(DLS__CV_CASE)
 #undef DLS__CV_CASE
-    return true;
-  default: return false;
+  default: return -1;
   }
 }
+
+/* Whether dls_convert moves a contiguous view of these types in 16-byte vectors (DLS__CV_PAIRS). */
+DLS__CV bool dls__cv_has_loop(DLDataType dt, DLDataType st) { return dls__cv_pair(dt, st) >= 0; }
 
 #endif /* DLSTREAM_KERNELS_CONVERT_H */

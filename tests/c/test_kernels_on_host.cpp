@@ -75,7 +75,10 @@ void test_fill(bool big) {
   for (unsigned es = 1; es <= 8; es *= 2)
     for (unsigned off = 0; off < 24; off += big ? 5 * es : es)
       for (uint64_t count : counts(big))
-        for (const Grid &gr : grids((count * es + 15) / 16, count, DLS__FILL_VECS)) {
+        for (unsigned per : {DLS__FILL_VECS, 2u, 1u}) // the core's grids (layout.h's dls__fill_vecs)
+        for (const Grid &gr : grids((count * es + 15) / 16, count, per)) {
+          if (per != DLS__FILL_VECS && (gr.b.x != 256 || gr.blocks != 0))
+            continue; // the other grids: once (sanitizer builds run this test near its time limit)
           std::vector<unsigned char> buf = random_bytes(off + count * es + 64);
           unsigned char *base = aligned16(buf);
           std::vector<unsigned char> want = buf;
@@ -145,6 +148,8 @@ std::vector<View> views() {
   add({2, 3}, {3, 1}, {0, 1});                       // broadcast rows
   return out;
 }
+
+bool contiguous(const View &v) { return dls__view_contiguous(v.ndim, v.shape, v.dst, v.src); }
 
 uint64_t count_of(const View &v) {
   uint64_t c = 1;
@@ -235,9 +240,21 @@ void test_copy() {
             emulate(gr.g, gr.b, gr.blocks, dls_copy_strided, (void *)k.d, (const void *)k.s, desc);
             CHECK(db == k.want, "copy %u-byte elements, ndim %u, shape[0] %lld, dst at +%u, src at +%u, grid %u x %u",
                   es, v.ndim, (long long)v.shape[0], doff, soff, gr.g.x, gr.b.x);
+            if (!contiguous(v) || gr.b.x != 256)
+              continue; // the twin on the core's grids (the others once, above: the test's time)
+            db = start; // the core's twin of a contiguous view (builtin_table.h's DLS__TWINS): the same bytes
+            emulate(gr.g, gr.b, gr.blocks, dls__copy_bytes, (void *)k.d, (const void *)k.s, c * es);
+            CHECK(db == k.want, "dls__copy_bytes of %u-byte elements, shape[0] %lld, dst at +%u, src at +%u, grid %u x %u",
+                  es, (long long)v.shape[0], doff, soff, gr.g.x, gr.b.x);
           }
         }
 }
+
+// The core's twins of dls_convert for a contiguous view, by the index of their pair in DLS__CV_PAIRS.
+typedef void twin_kernel(void *, const void *, unsigned long long);
+#define TWIN_ROW(sc, sb, dc, db) DLS__CV_SYMBOL(sc, sb, dc, db),
+twin_kernel *const cv_twins[] = {DLS__CV_PAIRS(TWIN_ROW)};
+#undef TWIN_ROW
 
 struct Type {
   uint8_t code, bits;
@@ -294,9 +311,18 @@ void test_convert() {
             desc.src_dtype = sd;
             set_view(desc, v);
             const std::vector<unsigned char> start = db;
+            const int pair = dls__cv_pair(dd, sd);
+            for (int twin = 0; twin < 2; twin++)
             for (const Grid &gr : grids(c / 2 + 1, c)) {
               db = start;
-              emulate(gr.g, gr.b, gr.blocks, dls_convert, (void *)d, (const void *)k.s, desc);
+              if (!twin)
+                emulate(gr.g, gr.b, gr.blocks, dls_convert, (void *)d, (const void *)k.s, desc);
+              else if (!contiguous(v) || (!same && pair < 0) || gr.b.x != 256)
+                continue; // the descriptor kernel's only; the twin on the core's grids (the test's time)
+              else if (same) // the core's twins of a contiguous view (builtin_table.h's DLS__TWINS)
+                emulate(gr.g, gr.b, gr.blocks, dls__copy_bytes, (void *)d, (const void *)k.s, c * ds);
+              else
+                emulate(gr.g, gr.b, gr.blocks, cv_twins[pair], (void *)d, (const void *)k.s, (unsigned long long)c);
               std::vector<unsigned char> got = db; // a NaN of another payload is a NaN: counted as want's
               for (uint64_t i = 0; i < c; i++) {
                 int64_t a, b;
@@ -306,8 +332,9 @@ void test_convert() {
                   std::memcpy(g, wd + a * ds, ds);
               }
               bool ok = got == k.want;
-              CHECK(ok, "convert %u/%u -> %u/%u, ndim %u, shape[0] %lld, dst at +%u, src at +%u, grid %u x %u",
-                    st.code, st.bits, dt.code, dt.bits, v.ndim, (long long)v.shape[0], doff, soff, gr.g.x, gr.b.x);
+              CHECK(ok, "convert %u/%u -> %u/%u%s, ndim %u, shape[0] %lld, dst at +%u, src at +%u, grid %u x %u",
+                    st.code, st.bits, dt.code, dt.bits, twin ? " (its twin)" : "", v.ndim, (long long)v.shape[0], doff,
+                    soff, gr.g.x, gr.b.x);
             }
           }
     }
