@@ -80,17 +80,9 @@ def gpu_rows(torch, dlstream, n, label):
 
 
 # 16-byte vectors a thread of the fast paths moves (plugin/kernels/layout.h: DLS__FILL_VECS, DLS__MOVE_VECS); the
-# core's grid gives a block a tile of that many for each of its 256 threads.
-FILL_VECS, MOVE_VECS, CORE_BLOCK = 8, 2, 256
-
-
-def core_fill_vecs(vecs, device_threads):
-    """layout.h's dls__fill_vecs: a fill's vectors a thread on the core's grid, FILL_VECS, 2 or 1, the first whose grid
-    holds at least half the threads the device holds at once (the dls_fill kernel takes as few a thread as its grid
-    allows)."""
-    if vecs // FILL_VECS >= device_threads // 2:
-        return FILL_VECS
-    return 2 if vecs // 2 >= device_threads // 2 else 1
+# core's grid gives a block a tile of that many for each of its threads: 256 a block for a fill, 128 for an axpy and
+# a contiguous copy (plugin/core/builtin.c: BLOCK, MOVE_BLOCK).
+FILL_VECS, MOVE_VECS, CORE_BLOCK, MOVE_BLOCK = 2, 2, 256, 128
 
 
 def grid_rows(torch, dlstream, rows, n, label, x, y):
@@ -103,24 +95,16 @@ def grid_rows(torch, dlstream, rows, n, label, x, y):
     fill, axpy, empty = (dlstream.builtin_function(k, "cuda:0") for k in ("dls_fill", "dls_axpy_f32", "dls_empty"))
     pattern = 0x3fc00000  # 1.5f
     items = n // 4  # 16-byte items of n float32
-    core = -(-items // (MOVE_VECS * CORE_BLOCK))
+    core = -(-items // (MOVE_VECS * MOVE_BLOCK))
     # The floor under any kernel of the core's axpy grid: launch, ramp and tail of blocks that do nothing.
-    out = [Row(f"dlstream empty kernel, grid {core}x{CORE_BLOCK} (the floor of the core's axpy grid)", label, 0,
-               lambda g=core: empty.launch(g, CORE_BLOCK), anchors["torch fill float32 (fill_)"], None)]
-    props = torch.cuda.get_device_properties(0)
-    fill_per = core_fill_vecs(items, props.multi_processor_count * props.max_threads_per_multi_processor)
+    out = [Row(f"dlstream empty kernel, grid {core}x{MOVE_BLOCK} (the floor of the core's axpy grid)", label, 0,
+               lambda g=core: empty.launch(g, MOVE_BLOCK), anchors["torch fill float32 (fill_)"], None)]
     shapes = []  # (kernel, grid, block, label)
     for name, per in (("fill", FILL_VECS), ("axpy", MOVE_VECS)):
         for block in (128, CORE_BLOCK, 512):
             grid = -(-items // (per * block))
-            core_s = " (the core's)" if block == CORE_BLOCK and (name == "axpy" or per == fill_per) else ""
+            core_s = " (the core's)" if block == (CORE_BLOCK if name == "fill" else MOVE_BLOCK) else ""
             shapes.append((name, grid, block, f"grid {grid}x{block}{core_s}, {per} x 16 bytes a thread"))
-        if name == "fill":  # fewer vectors a thread, more blocks (the core's pick at this size is marked)
-            for fewer in (2, 1):
-                grid = -(-items // (fewer * CORE_BLOCK))
-                core_s = " (the core's)" if fewer == fill_per else ""
-                shape = f"grid {grid}x{CORE_BLOCK}{core_s}, {fewer} x 16 bytes a thread"
-                shapes.append((name, grid, CORE_BLOCK, shape))
         before = max(1, items // 256)
         shapes.append((name, before, 256, f"grid {before}x256 (the core's before: a thread per 16 bytes)"))
     for name, grid, block, shape in shapes:
@@ -212,10 +196,10 @@ def jax_child(n, reps, smoke):
     dev = "cuda:0" if gpu else "cpu"
     fn = dlstream.builtin_function("dls_axpy_f32", dev)
     calls = 4 if smoke else 100
-    # The grid of dlstream's own calls (a block a tile: 256 threads, each with MOVE_VECS vectors of 4 floats), and the
-    # one docs/jax.md shows (a thread per element: most blocks find no tile).
-    grids = {"core grid": -(-n // (4 * MOVE_VECS * CORE_BLOCK)), "a thread per element": -(-n // 256)}
-    kernels = {k: dj.kernel(fn, in_place=[3], grid=g, block=256) for k, g in grids.items()}
+    # The grid of dlstream's own calls (a block a tile: MOVE_BLOCK threads, each with MOVE_VECS vectors of 4 floats),
+    # and a thread per element (most blocks find no tile): (grid, block).
+    grids = {"core grid": (-(-n // (4 * MOVE_VECS * MOVE_BLOCK)), MOVE_BLOCK), "a thread per element": (-(-n // 256), 256)}
+    kernels = {k: dj.kernel(fn, in_place=[3], grid=g, block=b) for k, (g, b) in grids.items()}
 
     def dls_chain(k):
         def chain(x, y):

@@ -116,18 +116,23 @@ dls_status_t dls_builtin_function(DLDevice device, const char *name, dls_functio
 
 /* ---- the launches ---- */
 
-/* Threads in a block of the core's built-in calls. */
+/* Threads in a block of the core's built-in calls; a contiguous copy's and an axpy's: MOVE_BLOCK. On an H200 blocks of
+ * 128 moved 2^26 float32 in 129.6 us (copy) and 185.4 us (axpy, 2 vectors a thread each) against 133.1 and 188.9 us
+ * with 256, torch's copy_ and add_ 129.2 and 186.3 (bench/results/h200-2026-11-29-builtin-variants-{3,6-graphs}.txt);
+ * fills and conversions measured no better. */
 #define BLOCK 256u
+#define MOVE_BLOCK 128u
 /* The most blocks of a grid sized to the work: 2^32 threads less a block (HIP bounds a grid's threads by 2^32 - 1). A
  * larger call's blocks take the tiles a grid further on (kernels/grid.cuh). */
 #define MOST_BLOCKS ((1u << 24) - 1u)
 
 /* A built-in call's work (kernels/layout.h): `items` items, `per` a thread; `capped`: an element-wise path (a
- * strided view), whose threads loop from a grid the device holds at once. */
+ * strided view), whose threads loop from a grid the device holds at once; `block`: its threads a block (0: BLOCK). */
 typedef struct work {
   uint64_t items;
   uint32_t per;
   bool capped;
+  uint32_t block;
 } work;
 
 /* The grid of a call's work. A fast path (tiles of 16-byte vectors, `per` a thread) gets a block a tile, so that no
@@ -137,12 +142,13 @@ typedef struct work {
 static dls_launch_config_t grid_for(dls__device *dev, work w) {
   if (w.items == 0)
     return dls_config_1d(1, 1); /* spin: one thread; an empty call is never launched */
-  uint64_t most = MOST_BLOCKS, blocks = dls__items(w.items, w.per * BLOCK);
+  uint32_t block = w.block != 0 ? w.block : BLOCK;
+  uint64_t most = MOST_BLOCKS, blocks = dls__items(w.items, w.per * block);
   if (w.capped) {
-    most = dls__device_threads(dev) / BLOCK;
+    most = dls__device_threads(dev) / block;
     most = most == 0 ? 1 : most;
   }
-  return dls_config_1d((uint32_t)(blocks < most ? blocks : most), BLOCK);
+  return dls_config_1d((uint32_t)(blocks < most ? blocks : most), block);
 }
 
 /* The work of a strided copy: 16-byte vectors of a contiguous view, else its elements (kernels/copy.cuh: twice as
@@ -150,22 +156,22 @@ static dls_launch_config_t grid_for(dls__device *dev, work w) {
 static work copy_work(uint32_t ndim, const int64_t *shape, const int64_t *dst, const int64_t *src, uint32_t elem_size) {
   uint64_t count = dls__view_count(ndim, shape);
   if (dls__view_contiguous(ndim, shape, dst, src))
-    return (work){dls__items(count * elem_size, DLS__VEC_BYTES), DLS__MOVE_VECS, false};
+    return (work){dls__items(count * elem_size, DLS__VEC_BYTES), DLS__MOVE_VECS, false, MOVE_BLOCK};
   dls__layout l;
   if (count > 0)
     dls__layout_make(ndim, shape, dst, src, &l);
-  return (work){count, count > 0 && l.ndim == 1 ? 2 * DLS__ELEM_ITEMS : DLS__ELEM_ITEMS, true};
+  return (work){count, count > 0 && l.ndim == 1 ? 2 * DLS__ELEM_ITEMS : DLS__ELEM_ITEMS, true, 0};
 }
 
 /* The work of built-in k's call (its arguments checked): what its kernel's fast path moves (its twin's: the same). */
-static work work_of(dls__device *dev, int k, const dls_arg_t *args) {
+static work work_of(int k, const dls_arg_t *args) {
   switch (k) {
-  case DLS__BI_FILL: {
-    uint64_t vecs = dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES);
-    return (work){vecs, dls__fill_vecs(vecs, dls__device_threads(dev)), false};
-  }
-  case DLS__BI_AXPY_F32: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 4), DLS__MOVE_VECS, false};
-  case DLS__BI_AXPY_F64: return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 8), DLS__MOVE_VECS, false};
+  case DLS__BI_FILL:
+    return (work){dls__items(args[1].v.u64 * args[2].v.u32, DLS__VEC_BYTES), DLS__FILL_VECS, false, 0};
+  case DLS__BI_AXPY_F32:
+    return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 4), DLS__MOVE_VECS, false, MOVE_BLOCK};
+  case DLS__BI_AXPY_F64:
+    return (work){dls__items(args[0].v.u64, DLS__VEC_BYTES / 8), DLS__MOVE_VECS, false, MOVE_BLOCK};
   case DLS__BI_COPY_STRIDED: {
     const dls_copy_desc_t *d = args[2].v.bytes;
     return copy_work(d->ndim, d->shape, d->dst_strides, d->src_strides, d->elem_size);
@@ -178,10 +184,10 @@ static work work_of(dls__device *dev, int k, const dls_arg_t *args) {
     uint64_t count = dls__view_count(d->ndim, d->shape);
     if (!dls__view_contiguous(d->ndim, d->shape, d->dst_strides, d->src_strides) ||
         !dls__cv_has_loop(d->dst_dtype, d->src_dtype))
-      return (work){count, 1, true};
-    return (work){dls__items(count, DLS__CV_ELEMS(ds, ss)), DLS__CV_ITEMS(ds, ss), false};
+      return (work){count, 1, true, 0};
+    return (work){dls__items(count, DLS__CV_ELEMS(ds, ss)), DLS__CV_ITEMS(ds, ss), false, 0};
   }
-  default: return (work){0, 1, false};
+  default: return (work){0, 1, false, 0};
   }
 }
 
@@ -220,7 +226,7 @@ static twin twin_of(int k, const dls_arg_t *args) {
  * what that saves), any other call through the built-in. */
 static dls_status_t queue_call(const char *call, dls__stream *s, int k, dls__function *f, const dls_arg_t *args,
                                size_t nargs) {
-  dls_launch_config_t cfg = grid_for(s->dev, work_of(s->dev, k, args));
+  dls_launch_config_t cfg = grid_for(s->dev, work_of(k, args));
   twin t = twin_of(k, args);
   if (t.k < 0) {
     if (f == NULL)

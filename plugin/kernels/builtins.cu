@@ -59,19 +59,17 @@ struct fill_one {
   template <typename I> __device__ __forceinline__ void store(I j, value) const { d[at.at(j)] = v; }
 };
 
-// A fill's 16-byte vectors, as few a thread as the grid covers them with (DLS__FILL_VECS, 2 or 1: layout.h's
-// dls__fill_vecs, whose grid holds more threads for a small fill); the same branch for the whole grid. A smaller grid
-// takes DLS__FILL_VECS a thread. One loop for every element size, and three widths: with 4 a thread as well, or a
-// loop per element size, sm_90's 32 registers spill.
-__device__ __forceinline__ void fill_vectors(uint4 *d, u64 body, uint4 pattern) {
-  const fill_words words{d, pattern};
-  const u64 threads = dls_k::thread_count();
-  if (body > threads * 2)
-    dls_k::tiles<DLS__FILL_VECS>(body, words);
-  else if (body > threads)
-    dls_k::tiles<2>(body, words);
-  else
-    dls_k::tiles<1>(body, words);
+// `count` elements T at `dst` (aligned to T: the runtime checks it) set to `v`: 16-byte stores of the pattern
+// repeated from the first 16-byte boundary (an element boundary: T's size divides 16), the rest one by one.
+template <typename T>
+__device__ __forceinline__ void dls_fill_as(T *dst, u64 count, T v) {
+  const dls_k::split sp((uintptr_t)dst, (uintptr_t)dst, count, sizeof(T));
+  // v repeated over 8 bytes (little-endian), then over 16.
+  const u64 rep = (u64)v * (sizeof(T) == 1 ? 0x0101010101010101ull : sizeof(T) == 2 ? 0x0001000100010001ull
+                                            : sizeof(T) == 4 ? 0x0000000100000001ull : 1ull);
+  const uint4 pattern = make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32));
+  dls_k::tiles<DLS__FILL_VECS>(sp.body, fill_words{reinterpret_cast<uint4 *>(dst + sp.head), pattern});
+  dls_k::run<2>(sp.rest_count(count), fill_one<T>{dst, sp.rest(), v});
 }
 
 // 16 bytes of x and y (V: float4 or double2).
@@ -130,22 +128,12 @@ __global__ void dls_empty(void) {}
 // Sets `count` elements of `elem_size` bytes (1, 2, 4 or 8) to the low
 // elem_size bytes of `pattern` (little-endian, as the host wrote them).
 __global__ void DLS_K_BOUNDS dls_fill(void *dst, unsigned long long count, unsigned int elem_size, unsigned long long pattern) {
-  if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8)
-    return; // the runtime rejects other sizes before launching
-  // 16-byte stores of the element repeated (little-endian) from the first 16-byte boundary (an element boundary: the
-  // size divides 16; `dst` is aligned to it: the runtime checks it), the rest one by one.
-  const dls_k::split sp((uintptr_t)dst, (uintptr_t)dst, count, elem_size);
-  const u64 v = elem_size == 8 ? pattern : pattern & ((1ull << (8 * elem_size)) - 1);
-  const u64 rep = v * (elem_size == 1 ? 0x0101010101010101ull : elem_size == 2 ? 0x0001000100010001ull
-                       : elem_size == 4 ? 0x0000000100000001ull : 1ull);
-  fill_vectors(reinterpret_cast<uint4 *>(static_cast<char *>(dst) + sp.head * elem_size), sp.body,
-               make_uint4((unsigned)rep, (unsigned)(rep >> 32), (unsigned)rep, (unsigned)(rep >> 32)));
-  const u64 rest = sp.rest_count(count);
   switch (elem_size) {
-  case 1: dls_k::run<2>(rest, fill_one<uint8_t>{static_cast<uint8_t *>(dst), sp.rest(), (uint8_t)v}); break;
-  case 2: dls_k::run<2>(rest, fill_one<uint16_t>{static_cast<uint16_t *>(dst), sp.rest(), (uint16_t)v}); break;
-  case 4: dls_k::run<2>(rest, fill_one<uint32_t>{static_cast<uint32_t *>(dst), sp.rest(), (uint32_t)v}); break;
-  default: dls_k::run<2>(rest, fill_one<uint64_t>{static_cast<uint64_t *>(dst), sp.rest(), v}); break;
+  case 1: dls_fill_as(static_cast<uint8_t *>(dst), count, (uint8_t)pattern); break;
+  case 2: dls_fill_as(static_cast<uint16_t *>(dst), count, (uint16_t)pattern); break;
+  case 4: dls_fill_as(static_cast<uint32_t *>(dst), count, (uint32_t)pattern); break;
+  case 8: dls_fill_as(static_cast<uint64_t *>(dst), count, (uint64_t)pattern); break;
+  default: break;  // the runtime rejects other sizes before launching
   }
 }
 

@@ -83,23 +83,13 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
 }
 
 /* 16-byte vectors a thread moves on the fast paths (kernels/grid.cuh's tiles: a block moves that many times its
- * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. A fill only
- * stores: more a thread, fewer blocks to start. An axpy and a copy load before they store: two a thread in flight. */
-#define DLS__FILL_VECS 8u
+ * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. An axpy and a
+ * copy load before they store: two a thread in flight. A fill takes two too: on an H200 (blocks of 256) 2^20 float32
+ * took 2.76 us at 2 a thread, 2.77 at 8 and at 1, and 2^26 59.9 us at 2 against 61.0 at 8 (torch's fill_: 2.59 and
+ * 59.5; bench/results/h200-2026-11-29-builtin-variants-3.txt); choosing 1 a thread for small fills from the grid in
+ * the kernel cost 5.5 us at 2^20 (main cb09d16). */
+#define DLS__FILL_VECS 2u
 #define DLS__MOVE_VECS 2u
-
-/* Vectors a thread of a fill of `vecs` 16-byte vectors moves on the core's grid: DLS__FILL_VECS, or 2, or 1, the
- * first whose grid holds at least half the threads the device holds at once (`device_threads`; four blocks of 256 a
- * multiprocessor on an H200), else 1. A large fill keeps 8 (at 2^26 float32 on an H200, 1 a thread took 89 us
- * against 61 us); a small one starts more blocks: 8 a thread gave 2^20 float32 128 blocks of 32 KiB, one a
- * multiprocessor of the H200's 132, 3.10 us a call against torch's fill_ 2.64 us. The kernel takes as few a thread as
- * the grid it runs on allows (kernels/builtins.cu: three widths keep its registers from spilling), so the grid alone
- * says. */
-DLS__LY uint32_t dls__fill_vecs(uint64_t vecs, uint64_t device_threads) {
-  if (vecs / DLS__FILL_VECS >= device_threads / 2)
-    return DLS__FILL_VECS;
-  return vecs / 2 >= device_threads / 2 ? 2u : 1u;
-}
 
 /* Elements a thread of a strided copy moves (of one word each: kernels/copy.cuh's copy_words), loaded together: this
  * many over several merged dimensions (more would take more registers than a thread has at a full device), twice as
