@@ -82,7 +82,7 @@ def gpu_rows(torch, dlstream, n, label):
 # 16-byte vectors a thread of the fast paths moves (plugin/kernels/layout.h: DLS__FILL_VECS, DLS__MOVE_VECS); the
 # core's grid gives a block a tile of that many for each of its threads: 256 a block for a fill, 128 for an axpy and
 # a contiguous copy (plugin/core/builtin.c: BLOCK, MOVE_BLOCK).
-FILL_VECS, MOVE_VECS, CORE_BLOCK, MOVE_BLOCK = 2, 2, 256, 128
+FILL_VECS, MOVE_VECS, CORE_BLOCK, MOVE_BLOCK = 8, 2, 256, 128
 
 
 def grid_rows(torch, dlstream, rows, n, label, x, y):

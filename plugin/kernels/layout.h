@@ -83,12 +83,12 @@ DLS__LY void dls__layout_make(uint32_t ndim, const int64_t *shape, const int64_t
 }
 
 /* 16-byte vectors a thread moves on the fast paths (kernels/grid.cuh's tiles: a block moves that many times its
- * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. An axpy and a
- * copy load before they store: two a thread in flight. A fill takes two too: on an H200 (blocks of 256) 2^20 float32
- * took 2.76 us at 2 a thread, 2.77 at 8 and at 1, and 2^26 59.9 us at 2 against 61.0 at 8 (torch's fill_: 2.59 and
- * 59.5; bench/results/h200-2026-11-29-builtin-variants-3.txt); choosing 1 a thread for small fills from the grid in
- * the kernel cost 5.5 us at 2^20 (main cb09d16). */
-#define DLS__FILL_VECS 2u
+ * threads). The core sizes its grid with them (core/builtin.c), a block a tile, so that no thread loops. A fill only
+ * stores: more a thread, fewer blocks to start; on an H200 (main 16c7d86) this kernel with 2 a thread took 3.15 us at
+ * 2^20 float32 and ran at 0.74 of the copy bandwidth at 2^26, against 2.80-2.87 us and 1.03-1.05 with 8 (the same
+ * loop alone, without the kernel's leftovers, measured 2 a thread as fast as 8: bench/results/
+ * h200-2026-11-29-builtin-variants-3.txt). An axpy and a copy load before they store: two a thread in flight. */
+#define DLS__FILL_VECS 8u
 #define DLS__MOVE_VECS 2u
 
 /* Elements a thread of a strided copy moves (of one word each: kernels/copy.cuh's copy_words), loaded together: this
