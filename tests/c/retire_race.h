@@ -5,6 +5,7 @@
 #define DLSTREAM_TESTS_RETIRE_RACE_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "common.h"
@@ -18,6 +19,7 @@ typedef struct retire_race {
   _Atomic uint64_t streams[2]; /* the streams they record on and wait on, by turns */
   _Atomic bool done;
   _Atomic long used;           /* records and waits that found both handles live */
+  _Atomic int started;         /* readers past their first turn (taken before anything is destroyed) */
   pthread_t th[RACE_READERS];
 } retire_race;
 
@@ -35,14 +37,20 @@ static void *retire_reader(void *p) {
       abort();
     }
     used += (a == DLS_OK) + (b == DLS_OK);
+    if (i == 0)
+      atomic_fetch_add_explicit(&r->started, 1, memory_order_release);
   }
   atomic_fetch_add(&r->used, used);
   return NULL;
 }
 
+/* Starts the readers and returns once each has made its first turn, on handles still live: the race is run even
+ * where the threads start slowly (a loaded machine, a sanitizer), not only where they happen to start in time. */
 static inline void retire_race_start(retire_race *r) {
   for (int t = 0; t < RACE_READERS; t++)
     cr_assert_eq(pthread_create(&r->th[t], NULL, retire_reader, r), 0);
+  while (atomic_load_explicit(&r->started, memory_order_acquire) < RACE_READERS)
+    sched_yield();
 }
 
 /* Stops the readers; the race must have been run (some record or wait found its handles live). */
