@@ -9,7 +9,8 @@
  * scripts/callgrind-ops, scripts/callgrind-python and the tests of the CuPy
  * path (tests/python/test_cupy_path.py) and of IPC's wiring
  * (tests/python/test_ipc.py), which read what it was asked through
- * dls_null_stats, dls_null_ipc_stats and dls_null_host_stats. Handles are
+ * dls_null_stats, dls_null_ipc_stats, dls_null_host_stats and
+ * dls_null_order_stats. Handles are
  * distinct fake addresses, never dereferenced; host allocations are real
  * memory (the backend writes them). */
 #include <stdatomic.h>
@@ -66,6 +67,13 @@ void dls_null_host_stats(unsigned long *out_syncs, unsigned long *out_allocs, un
   *out_copies = g_copies;
   *out_loads = g_loads;
 }
+
+/* What the load-order test reads (tests/python/test_ipc.py): module loads that came after a stream wait (an event's
+ * or a word's) was queued. A real driver's load may drain the device first: behind such a wait, a host wait. */
+static unsigned long g_loads_after_wait;
+
+__attribute__((visibility("default"))) void dls_null_order_stats(unsigned long *out_loads_after_wait);
+void dls_null_order_stats(unsigned long *out_loads_after_wait) { *out_loads_after_wait = g_loads_after_wait; }
 
 static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
 
@@ -126,6 +134,7 @@ static R n_cuMemHostGetDevicePointer(dptr *d, void *host, unsigned f) { return S
 static R n_cuMemFreeHost(void *host) { return free(host), OK; }
 static R n_cuModuleLoadDataEx(dls__CUmodule *m, const void *image, unsigned n, dls__CUjit_option *o, void **v) {
   g_loads++;
+  g_loads_after_wait += g_waits + g_value_waits > 0;
   return SET(*m, fake());
 }
 static R n_cuModuleUnload(dls__CUmodule m) { return OK; }

@@ -151,6 +151,53 @@ def test_the_handoff_is_wired_both_ways(ordered):
         assert exp["value_waits"] == 0
 
 
+
+# ---- code is loaded before anything waits: the importer's first built-in call ----
+# A real driver's module load may wait for the device to drain: if the built-ins were loaded at the first built-in
+# call, behind a stream waiting for another process's event (or a latch), that call would wait on the host until the
+# wait passed (the exporter's latch timed out in the GPU test below). dlstream loads them when it opens the device.
+
+NULL_LOAD_ORDER = NULL_SIDE + r"""
+lib.dls_null_order_stats.argtypes = [ctypes.POINTER(ul)]
+def loads_after_wait():
+    v = ul()
+    lib.dls_null_order_stats(ctypes.byref(v))
+    return v.value
+s = dlstream.Stream("cuda:0")
+if SCENARIO == "import":
+    x = dlstream.from_ipc(bytes.fromhex(HANDLE), stream=s)  # s waits for the exporter's event
+else:
+    t = dlstream.Stream("cuda:0")
+    s.wait(t.record())                                        # s waits for another stream
+    x = dlstream.empty(1024, "float32", device="cuda:0", stream=s)
+y = dlstream.empty(1024, "float32", device="cuda:0", stream=s)
+try:
+    dlstream.copy(y, x, stream=s)                             # this process's first built-in call
+except dlstream.UnavailableError:                             # built without nvcc: no built-in kernels
+    out["unavailable"] = True
+out["waits"] = stats()["event_waits"]
+out["loads_after_wait"] = loads_after_wait()
+x.close()
+y.close()
+print(json.dumps(out))
+"""
+
+
+@needs_null_driver
+@pytest.mark.parametrize("scenario", ["import", "stream_wait"])
+@pytest.mark.parametrize("lazy", [False, True], ids=["loaded_with_the_device", "lazy_control"])
+def test_no_code_is_loaded_behind_a_stream_wait(scenario, lazy):
+    handle = _null(NULL_EXPORT)["handles"][0] if scenario == "import" else ""
+    env = {"DLSTREAM_TEST_LAZY_BUILTINS": "1"} if lazy else {}
+    got = _null(f"SCENARIO = {scenario!r}\n" + NULL_LOAD_ORDER, env, handle=handle)
+    if got.get("unavailable"):
+        pytest.skip("dlstream was built without nvcc: no CUDA built-in kernels to load")
+    assert got["waits"] >= 1, got
+    if lazy:
+        assert got["loads_after_wait"] == 1, f"negative control: the first call's load follows the wait: {got}"
+    else:
+        assert got["loads_after_wait"] == 0, f"a module was loaded behind a stream wait: {got}"
+
 # ---- two processes on GPUs ----
 
 def _cuda_count():
