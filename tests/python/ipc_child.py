@@ -6,8 +6,8 @@ passes on), what it prints on stdout ("handle <hex>", "queued <busy>", "value <f
 
 - export-held: a tensor of N floats written with 0, then 42 on a stream a latch holds; exported on another stream
   (which waits for that write), closed at once; the latch opens when the test says "open".
-- import-read: imports, copies the import into a tensor of its own on its stream, says whether that stream is still
-  busy (it waits for the exporter's held write), then reads the copy.
+- import-read: opens the device and says "ready"; then imports, copies the import into a tensor of its own on its
+  stream, says whether that stream is still busy (it waits for the exporter's held write), then reads the copy.
 - export-free: a tensor written with 42, exported and closed at once; on "reuse" it allocates and writes 7 into as
   many tensors of the same size as it can reuse (the freed memory comes back first, once it may).
 - import-held: a latch holds its stream; imports, queues a copy of the import, closes the import (its close follows
@@ -59,8 +59,9 @@ def export_held(device, n):
 
 
 def import_read(device, n):
+    s = dlstream.Stream(device)  # the device opened (its code loaded) before the exporter holds its write
+    say("ready")
     h = bytes.fromhex(hear("handle")[1])
-    s = dlstream.Stream(device)
     x = dlstream.from_ipc(h, stream=s)
     assert (x.shape, x.dtype, x.device) == ((n,), "float32", device), (x.shape, x.dtype, x.device)
     out = dlstream.empty(n, "float32", device=device, stream=s)

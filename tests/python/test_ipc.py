@@ -242,9 +242,10 @@ def _devices(where):
 @pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "no_wait_control"])
 def test_first_use_waits_for_the_exporters_held_write(where, ordered):
     dev_e, dev_i = _devices(where)
+    importer = _Side("import-read", dev_i, None if ordered else NO_WAIT)
+    importer.hear("ready")  # its device opened first: no code load of its own runs while the exporter holds a stream
     exporter = _Side("export-held", dev_e)
     handle = exporter.hear("handle")[0]
-    importer = _Side("import-read", dev_i, None if ordered else NO_WAIT)
     importer.say("handle", handle)
     busy = importer.hear("queued")[0]
     exporter.say("open")
