@@ -25,10 +25,6 @@ typedef struct figure {
   bool ok;
 } figure;
 
-/* cuStreamIsCapturing (CUDA 10.0): the capture state without the capture's id; the backend does not use it (it needs
- * the id whenever a capture is active), the step rows weigh it against cuStreamGetCaptureInfo. */
-typedef dls__CUresult (*dls__PFN_cuStreamIsCapturing)(dls__CUstream stream, dls__CUstreamCaptureStatus *out_status);
-
 typedef struct cuda_api {
 #define API_FIELD(name, version, params) dls__PFN_##name name;
   DLS__CUDA_REQUIRED_SYMBOLS(API_FIELD)
@@ -37,7 +33,6 @@ typedef struct cuda_api {
   DLS__CUDA_OLD_ABI_SYMBOLS(API_FIELD)
 #undef API_FIELD
   dls__PFN_cuStreamGetCaptureInfo_v12030 capture_info_v3; /* the ABI the backend prefers, when the driver has it */
-  dls__PFN_cuStreamIsCapturing cuStreamIsCapturing;        /* NULL when the driver lacks it */
 } cuda_api;
 
 extern cuda_api cu;

@@ -53,7 +53,6 @@ static const char *cuda_load(void) {
   if (driver < 12030)
     cu.capture_info_v3 = NULL;
   RESOLVE(cuStreamGetCaptureInfo, 10010, ())
-  RESOLVE(cuStreamIsCapturing, 10000, ())
 #undef RESOLVE
 #define NEED(name, version, params)                                  \
   if (cu.name == NULL) {                                             \

@@ -77,8 +77,8 @@ static int dls_capture_question(void *p, int n) {
   return 0;
 }
 
-/* The driver's other capture-state question: the state without the capture's id (weighed against
- * raw_capture_question: dlstream could ask it first and the full question only while a capture is active). */
+/* The driver's other capture-state question: the state without the capture's id, which the CUDA backend asks first
+ * (the full question only while a capture is active or invalidated), weighed against raw_capture_question. */
 static int raw_is_capturing(void *p, int n) {
   cuda_ctx *c = p;
   for (int i = 0; i < n; i++) {
@@ -142,7 +142,7 @@ void step_rows(cuda_ctx *c, const char *streams) {
             2000);
   if (streams[0] == '\0' && cu.cuStreamIsCapturing != NULL &&
       (cu.capture_info_v3 != NULL || cu.cuStreamGetCaptureInfo != NULL))
-    add_row(bench_gpu_label, "step: the driver's capture-state questions, cuStreamIsCapturing against the one dlstream asks",
+    add_row(bench_gpu_label, "step: the driver's capture-state questions, cuStreamIsCapturing (asked first) against the full one",
             "cuStreamGetCaptureInfo", raw_capture_question, raw_is_capturing, cuda_drain, c, 2000);
   snprintf(op, sizeof op, "alloc+free 1 MiB taking turns on 2 streams (a handover each)%s", streams);
   add_row(bench_gpu_label, op, "cuMemAllocAsync+cuMemFreeAsync, the same turns", raw_alloc_free_turns,

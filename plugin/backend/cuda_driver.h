@@ -261,7 +261,8 @@ typedef struct CUuuid_st {
                                  unsigned int flags))                                                 \
   X(cuStreamWriteValue32, 11070, (dls__CUstream stream, dls__CUdeviceptr addr, dls__cuuint32_t value, \
                                   unsigned int flags))                                                \
-  X(cuDeviceGetUuid, 11040, (struct CUuuid_st *out_uuid, dls__CUdevice device))
+  X(cuDeviceGetUuid, 11040, (struct CUuuid_st *out_uuid, dls__CUdevice device))                      \
+  X(cuStreamIsCapturing, 10000, (dls__CUstream stream, dls__CUstreamCaptureStatus *out_status))
 
 #define DLS__CUDA_OLD_ABI_SYMBOLS(X)                                                                  \
   X(cuStreamGetCaptureInfo, 10010, (dls__CUstream stream, dls__CUstreamCaptureStatus *out_status,     \
