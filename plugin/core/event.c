@@ -24,8 +24,9 @@ typedef struct dls__event {
 static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
 
-static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
-                                  const char *call, dls_event_t *out) {
+/* Inline in create (its hot path) and wrap. */
+static DLS__HOT_INLINE dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign,
+                                                  bool pooled, const char *call, dls_event_t *out) {
   dls__event *e = dls__obj_alloc(DLS__OBJ_EVENT, sizeof *e);
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -37,7 +38,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   atomic_init(&e->pooled, pooled);
   atomic_init(&e->cap_id, 0);
   e->displaced = NULL;
-  atomic_flag_clear(&e->mu.f);
+  atomic_flag_clear_explicit(&e->mu.f, memory_order_relaxed); /* unpublished yet: the table's store publishes it */
   e->id = dls__table_add(&dls__event_table, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
