@@ -86,6 +86,7 @@ void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_d
 }
 
 _Static_assert(DLS__EXT_ACCESS_DECLARED == DLS__ACCESS_DECLARED, "ext.h's declared bit is the core's");
+_Static_assert(DLS__EXT_EPOCH_NOTED == DLS__EPOCH_NOTED, "ext.h's epoch of a quick use is the core's");
 
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
   return dls__buffer_order(b, s, mode, out_epoch);

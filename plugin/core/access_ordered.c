@@ -12,8 +12,10 @@ dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_
   if (DLS__LIKELY(b->record)) {
     uint64_t cap = 0;
     (void)dls__stream_capture(s, &cap);
-    if (dls__buffer_order_noted(b, s, cap, mode, out_epoch))
+    if (dls__buffer_order_noted(b, s, cap, mode)) {
+      *out_epoch = DLS__EPOCH_NOTED;
       return DLS_OK;
+    }
   }
   /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
   dls__capture_pin();
