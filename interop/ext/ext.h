@@ -186,10 +186,11 @@ void dls__ext_foreign_retire(dls__buffer *rec, int held);
  * (plugin/core/foreign.h): where one record holds all of its bytes and `s` is already its only writer (a write: its
  * only reader too), the use is ordered and in flight at once: the record, NOT held, its epoch DLS__EXT_EPOCH_NOTED,
  * for dls__ext_uses_note (or dls__ext_use_unordered), after which the record must not be touched. NULL: nothing
- * done (dls__ext_foreign_find and dls__ext_use_order). `eager`: a use of the same call on `s` took this way already
- * (the record on, `s` eager then): the capture state is not asked again (dls__ext_uses_note asks it before the
- * mark). */
-dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, bool eager);
+ * done (dls__ext_foreign_find and dls__ext_use_order). Asked once dls__foreign_quick_ready(s) said yes for the call's
+ * first such use: the record on, `s` eager (its capture state is not asked again for the call's later uses:
+ * dls__ext_uses_note asks it before the mark). */
+dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode);
+bool dls__foreign_quick_ready(dls__stream *s);
 #define DLS__EXT_EPOCH_NOTED 0x80000000u /* the epoch of a use dls__foreign_use_noted took */
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);

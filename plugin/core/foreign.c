@@ -148,17 +148,18 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   return DLS_OK;
 }
 
-dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, bool eager) {
-  if (!eager) { /* else a use of the caller's call took this way already: the record on, `s` eager then */
-    if (DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
-      return NULL;
-    uint64_t cap = 0;
-    (void)dls__stream_capture(s, &cap); /* before the registry's lock: it may ask the driver */
-    if (cap != 0)
-      return NULL;
-  }
+bool dls__foreign_quick_ready(dls__stream *s) {
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
+    return false;
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap); /* before the registry's lock: it may ask the driver */
+  return cap == 0;
+}
+
+dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode) {
   /* The record is used under the registry's lock: it cannot leave meanwhile, and once the use is in flight it stays
-   * in until the use's mark is recorded (the registry's `busy`: its count of uses in flight), with no reference. */
+   * in until the use's mark is recorded (the registry's `busy`: its count of uses in flight), with no reference.
+   * It calls nothing: no register is saved around it. */
   dls__buffer *b = dls__ranges_sole_locked(&dls__foreign_ranges, home, lo, size);
   if (b == NULL)
     return NULL;
