@@ -127,9 +127,10 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* A use dls__ext_use_order ordered whose work was not queued after all (before its buffer is let go of). */
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch);
-/* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL. */
+/* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL.
+ * `all_noted`: each use came from dls__foreign_use_noted (none declared): they are not looked over first. */
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                int n, const void **out_marked);
+                                int n, bool all_noted, const void **out_marked);
 /* The same for a block's calls (interop/python/call/block.h): where every use was noted as it was ordered, `s`'s mark
  * is owed, not recorded, and the buffers not in held[] (nheld, held by the caller already) are held into owed[] (room
  * for n; *nowed of them) for dls__ext_uses_settle at the block's end (docs/hazard-rule.md, "Owed marks"). */

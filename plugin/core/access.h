@@ -119,6 +119,10 @@ DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int
  * not asked): `s`'s mark where it was recorded eagerly after the work, for dls__buffer_mark_by; else NULL. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
                                              const uint32_t *epochs, int n, void **out_marked);
+/* dls__buffers_note where the caller knows that each use was noted as it was ordered (epoch DLS__EPOCH_NOTED) and
+ * none is declared: they are not looked over first. */
+DLS__INTERNAL dls_status_t dls__buffers_note_noted(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                                   const uint32_t *epochs, int n, void **out_marked);
 /* dls__buffers_note for a block's uses (interop/python/call/block.h) where each was noted as it was ordered, on
  * `s`'s own mark: that mark is owed, not recorded (no driver call per call): each use's entry is left stale, so that
  * whatever waits on it or asks whether it completed first records the mark (dls__use_refresh), and each buffer not

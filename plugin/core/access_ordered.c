@@ -169,8 +169,9 @@ void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
 static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                  int n);
 
-dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                               int n, void **out_marked) {
+/* dls__buffers_note; `all_noted`: the caller knows each use was noted as it was ordered, none declared (no scan). */
+static DLS__HOT_INLINE dls_status_t note_uses(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                              const uint32_t *epochs, int n, void **out_marked, bool all_noted) {
   void *unused = NULL;
   if (out_marked == NULL)
     out_marked = &unused;
@@ -185,7 +186,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
   if (n > MAX)
     n = MAX;
-  int quick = 0; /* the common case: each noted as it was ordered, to be marked (nothing to sort) */
+  int quick = all_noted ? n : 0; /* the common case: each noted as it was ordered, to be marked (nothing to sort) */
   while (quick < n && epochs[quick] == DLS__EPOCH_NOTED && !(modes[quick] & DLS__ACCESS_DECLARED))
     quick++;
   bool tried = DLS__LIKELY(quick == n);
@@ -218,6 +219,16 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   for (int i = 0; i < nn; i++)
     atomic_fetch_sub_explicit(&noted[i]->inflight, 1, memory_order_release);
   return st;
+}
+
+dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                               int n, void **out_marked) {
+  return note_uses(s, bufs, modes, epochs, n, out_marked, false);
+}
+
+dls_status_t dls__buffers_note_noted(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                     const uint32_t *epochs, int n, void **out_marked) {
+  return note_uses(s, bufs, modes, epochs, n, out_marked, true);
 }
 
 /* dls__buffers_note for uses ordered (not noted) by dls__buffer_order. */
