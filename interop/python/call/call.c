@@ -154,7 +154,7 @@ note:
   if (c->in_block && c->block == NULL)
     c->block = dlspy_block_of(c->st, c->stream);
   dls_status_t rc = c->block != NULL ? dlspy_block_note(c->block, s, bufs, modes, epochs, n) /* the mark owed */
-                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, marked);
+                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, c->nuse_posts == 0, marked);
   if (rc == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
