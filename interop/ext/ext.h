@@ -127,9 +127,10 @@ dls_status_t dls__buffer_access(dls__buffer *b, dls__stream *s, int mode, bool o
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch);
 /* A use dls__ext_use_order ordered whose work was not queued after all (before its buffer is let go of). */
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch);
-/* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL. */
+/* *out_marked: `s`'s mark where the notes recorded it eagerly after the work (dls__ext_release_marked), else NULL.
+ * `all_noted`: each use came from dls__foreign_use_noted (none declared): they are not looked over first. */
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                int n, const void **out_marked);
+                                int n, bool all_noted, const void **out_marked);
 /* The same for a block's calls (interop/python/call/block.h): where every use was noted as it was ordered, `s`'s mark
  * is owed, not recorded, and the buffers not in held[] (nheld, held by the caller already) are held into owed[] (room
  * for n; *nowed of them) for dls__ext_uses_settle at the block's end (docs/hazard-rule.md, "Owed marks"). */
@@ -184,12 +185,14 @@ dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes,
 void dls__ext_foreign_retire(dls__buffer *rec, int held);
 /* The quick way of a use of [lo, lo + size) on `home` by eager work on `s` (of `mode`), the core's own
  * (plugin/core/foreign.h): where one record holds all of its bytes and `s` is already its only writer (a write: its
- * only reader too), the use is ordered and in flight at once: *out the record, NOT held, with its epoch, for
- * dls__ext_uses_note (or dls__ext_use_unordered), after which the record must not be touched. false: nothing done
- * (dls__ext_foreign_find and dls__ext_use_order). `eager`: a use of the same call on `s` took this way already (the
- * record on, `s` eager then): the capture state is not asked again (dls__ext_uses_note asks it before the mark). */
-bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, bool eager,
-                            dls__buffer **out, uint32_t *out_epoch);
+ * only reader too), the use is ordered and in flight at once: the record, NOT held, its epoch DLS__EXT_EPOCH_NOTED,
+ * for dls__ext_uses_note (or dls__ext_use_unordered), after which the record must not be touched. NULL: nothing
+ * done (dls__ext_foreign_find and dls__ext_use_order). Asked once dls__foreign_quick_ready(s) said yes for the call's
+ * first such use: the record on, `s` eager (its capture state is not asked again for the call's later uses:
+ * dls__ext_uses_note asks it before the mark). */
+dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode);
+bool dls__foreign_quick_ready(dls__stream *s);
+#define DLS__EXT_EPOCH_NOTED 0x80000000u /* the epoch of a use dls__foreign_use_noted took */
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);
 /* Takes out the records whose uses have all completed (after a host wait). */

@@ -86,6 +86,7 @@ void dls__ext_release_after(dls__stream *s, dls_release_fn release, void *user_d
 }
 
 _Static_assert(DLS__EXT_ACCESS_DECLARED == DLS__ACCESS_DECLARED, "ext.h's declared bit is the core's");
+_Static_assert(DLS__EXT_EPOCH_NOTED == DLS__EPOCH_NOTED, "ext.h's epoch of a quick use is the core's");
 
 dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32_t *out_epoch) {
   return dls__buffer_order(b, s, mode, out_epoch);
@@ -94,9 +95,10 @@ dls_status_t dls__ext_use_order(dls__buffer *b, dls__stream *s, int mode, uint32
 void dls__ext_use_unordered(dls__buffer *b, uint32_t epoch) { dls__buffer_unordered(b, epoch); }
 
 dls_status_t dls__ext_uses_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                                int n, const void **out_marked) {
+                                int n, bool all_noted, const void **out_marked) {
   void *marked = NULL;
-  dls_status_t rc = dls__buffers_note(s, bufs, modes, epochs, n, &marked);
+  dls_status_t rc = all_noted ? dls__buffers_note_noted(s, bufs, modes, epochs, n, &marked)
+                              : dls__buffers_note(s, bufs, modes, epochs, n, &marked);
   *out_marked = marked;
   return rc;
 }

@@ -167,19 +167,6 @@ static void *dls__gpu_pool_create(dls__gpu *g, dls__gpu_device *d, int dev) {
   return pool;
 }
 
-/* The built-in kernels are loaded with the device, before dlstream queues anything there. Loading code may wait for
- * the device to go idle (CUDA loads a module's code lazily by default, and the load can drain the device's work):
- * at a built-in's first call, a stream that waits for what the host releases later (a latch, another process's
- * event) would hold that call on the host until it timed out. DLSTREAM_TEST_LAZY_BUILTINS=1 leaves the load to the
- * first call (the negative control of tests/python/test_ipc.py's load-order test). */
-static void builtins_preload(dls__gpu *g, int dev, dls__gpu_device *d) {
-  const char *lazy = getenv("DLSTREAM_TEST_LAZY_BUILTINS");
-  if (lazy != NULL && lazy[0] == '1')
-    return;
-  (void)dls__gpu_builtins_load(g, dev, d); /* built without kernels, or a failed load: the first built-in call
-                                            * tries again and says why */
-}
-
 dls_status_t dls__gpu_device_open(dls__gpu *g, int dev, dls__gpu_device *d) {
   dls_status_t st = DLS_OK;
   pthread_mutex_lock(&d->mu);
@@ -197,7 +184,6 @@ dls_status_t dls__gpu_device_open(dls__gpu *g, int dev, dls__gpu_device *d) {
   void *prev = NULL;
   if (g->calls.ctx_get(&prev) == DLS__GPU_OK && g->calls.ctx_set(d->ctx) == DLS__GPU_OK) {
     d->pool = dls__gpu_pool_create(g, d, dev);
-    builtins_preload(g, dev, d);
     if (prev != d->ctx)
       g->calls.ctx_set(prev);
   }

@@ -423,8 +423,6 @@ DLS__INTERNAL void dls__gpu_memory_release(dls__gpu *g, dls__gpu_device *d);
 DLS__INTERNAL dls_status_t dls__gpu_plain_alloc(dls__gpu *g, int dev, dls__gpu_device *d, size_t size,
                                                 void **out_ptr);
 DLS__INTERNAL dls_status_t dls__gpu_plain_free(dls__gpu *g, int dev, dls__gpu_device *d, void *ptr, void *stream);
-/* Loads the built-in module and its functions (d->mu held, the device current; gpu_code.c). */
-DLS__INTERNAL dls_status_t dls__gpu_builtins_load(dls__gpu *g, int dev, dls__gpu_device *d);
 /* Loads an image in the device's context (caller entered it; gpu_code.c). */
 DLS__INTERNAL dls_status_t dls__gpu_load_image(dls__gpu *g, int dev, dls__gpu_device *d, const void *image,
                                                size_t size, void **out_module);

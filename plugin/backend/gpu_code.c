@@ -135,11 +135,12 @@ dls_status_t dls__gpu_module_function(const dls__backend *be, int dev, void *mod
 static const char *const dls__gpu_builtin_names[] = {DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_NAME)};
 static const char *const dls__gpu_builtin_symbols[] = {DLS__GPU_BUILTINS(DLS__GPU_BUILTIN_SYMBOL)};
 
-/* Loads the built-in module of a device, every function at once (so no later
- * first use loads a kernel; see dls__gpu_function_get). The device's first
- * use does it (gpu.c), before anything is queued there; a failure there is
- * reported by the first built-in call, which tries again. d->mu held. */
-dls_status_t dls__gpu_builtins_load(dls__gpu *g, int dev, dls__gpu_device *d) {
+/* Loads the built-in module once per device, every function at once (so no
+ * later first use loads a kernel; see dls__gpu_function_get). The core asks
+ * for it when it opens the device (core/device.c), before anything is queued
+ * there; a failure then is reported by the first built-in call, which tries
+ * again. */
+static dls_status_t dls__gpu_builtins_load(dls__gpu *g, int dev, dls__gpu_device *d) {
   const void *image = NULL;
   size_t size = 0;
   DLS__TRY(g->builtin_image(&image, &size));

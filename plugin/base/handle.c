@@ -202,7 +202,9 @@ bool dls__table_end(dls__table *t, uint64_t id) {
   uint32_t next = gen + 1 == 0 || gen + 1 == DLS_STREAM_RESERVED_GENERATION ? 1 : gen + 1;
   uint64_t w = atomic_load_explicit(&s->state, memory_order_acquire);
   for (;;) {
-    if (dls__slot_gen(w) != gen || atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
+    /* DYING: ended already (a retired object keeps its slot with the next generation, the one no caller holds) */
+    if (dls__slot_gen(w) != gen || (w & DLS__SLOT_DYING) != 0 ||
+        atomic_load_explicit(&s->obj, memory_order_acquire) == NULL)
       return false;
     uint64_t holds = w & DLS__SLOT_HOLDS;
     uint64_t want = ((uint64_t)next << 32) | holds | (w & DLS__SLOT_READ) | DLS__SLOT_DYING |

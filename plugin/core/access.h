@@ -119,6 +119,10 @@ DLS__INTERNAL dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int
  * not asked): `s`'s mark where it was recorded eagerly after the work, for dls__buffer_mark_by; else NULL. */
 DLS__INTERNAL dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes,
                                              const uint32_t *epochs, int n, void **out_marked);
+/* dls__buffers_note where the caller knows that each use was noted as it was ordered (epoch DLS__EPOCH_NOTED) and
+ * none is declared: they are not looked over first. */
+DLS__INTERNAL dls_status_t dls__buffers_note_noted(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                                   const uint32_t *epochs, int n, void **out_marked);
 /* dls__buffers_note for a block's uses (interop/python/call/block.h) where each was noted as it was ordered, on
  * `s`'s own mark: that mark is owed, not recorded (no driver call per call): each use's entry is left stale, so that
  * whatever waits on it or asks whether it completed first records the mark (dls__use_refresh), and each buffer not
@@ -191,9 +195,14 @@ static inline uint64_t dls__parties_in(const dls__buffer *b, uint64_t cap) {
 }
 
 /* Who stream `s` in capture `cap` is to the buffer: DLS__PARTY_ALLOC, an entry, or DLS__PARTY_NONE. */
+static DLS__HOT_INLINE int dls__entry_of(const dls__buffer *b, const dls__stream *s, uint64_t cap);
 static DLS__HOT_INLINE int dls__party_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
   if (cap == b->cap_id && dls__same_stream(b->stream, s))
     return DLS__PARTY_ALLOC;
+  return dls__entry_of(b, s, cap);
+}
+/* dls__party_of among the use entries only: an entry, or DLS__PARTY_NONE. */
+static DLS__HOT_INLINE int dls__entry_of(const dls__buffer *b, const dls__stream *s, uint64_t cap) {
   for (int i = 0; i < b->nuses; i++)
     if (b->uses[i].cap_id == cap && dls__same_stream(b->uses[i].stream, s))
       return i;
@@ -257,9 +266,9 @@ static inline bool dls__noted_at_once(const dls__buffer *b, int me, int mode) {
 }
 
 /* dls__buffer_order's quick way alone, for record `b` (eager work: `cap`, the capture state of `s` read by the caller,
- * is 0): whether the use was noted at once (*out_epoch set); false, nothing done, where it must be ordered. */
-static DLS__HOT_INLINE bool dls__buffer_order_noted(dls__buffer *b, dls__stream *s, uint64_t cap, int mode,
-                                                     uint32_t *out_epoch) {
+ * is 0): whether the use was noted at once (its epoch DLS__EPOCH_NOTED); false, nothing done, where it must be
+ * ordered. */
+static DLS__HOT_INLINE bool dls__buffer_order_noted(dls__buffer *b, dls__stream *s, uint64_t cap, int mode) {
   /* Noted at once, with no pin: it queues nothing, and leaves the state as it was, `s` the only writer (the capture
    * state read by the caller only tells it apart: dls__buffers_note reads it again, in its pin, before the mark is
    * recorded). In flight until then: meanwhile every note is a declared use's, and a use ordered meanwhile notes as
@@ -267,7 +276,9 @@ static DLS__HOT_INLINE bool dls__buffer_order_noted(dls__buffer *b, dls__stream 
   if (cap != 0)
     return false;
   dls__spin_lock(&b->mu);
-  int me = dls__party_of(b, s, 0);
+  /* A record's allocation party is the "no stream" producer, no stream work is queued on (a native no backend
+   * has): `s` is one of its use entries or none of its parties. */
+  int me = dls__entry_of(b, s, 0);
   bool noted = dls__noted_at_once(b, me, mode);
   if (noted) {
     dls__note_use(b, 0, me, mode);
@@ -275,7 +286,6 @@ static DLS__HOT_INLINE bool dls__buffer_order_noted(dls__buffer *b, dls__stream 
      * flight (the entry keeps its role), and so does the event. */
     atomic_store_explicit(&b->noted_event, dls__use_event(&b->uses[me]), memory_order_relaxed);
     atomic_fetch_add_explicit(&b->inflight, 1, memory_order_relaxed);
-    *out_epoch = DLS__EPOCH_NOTED;
   }
   dls__spin_unlock(&b->mu);
   return noted;

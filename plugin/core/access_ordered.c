@@ -12,8 +12,10 @@ dls_status_t dls__buffer_order(dls__buffer *b, dls__stream *s, int mode, uint32_
   if (DLS__LIKELY(b->record)) {
     uint64_t cap = 0;
     (void)dls__stream_capture(s, &cap);
-    if (dls__buffer_order_noted(b, s, cap, mode, out_epoch))
+    if (dls__buffer_order_noted(b, s, cap, mode)) {
+      *out_epoch = DLS__EPOCH_NOTED;
       return DLS_OK;
+    }
   }
   /* dls__access_begin and dls__access_end(not queued) of one buffer, in one pin. */
   dls__capture_pin();
@@ -167,8 +169,9 @@ void dls__buffer_unordered(dls__buffer *b, uint32_t epoch) {
 static dls_status_t note_ordered(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
                                  int n);
 
-dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
-                               int n, void **out_marked) {
+/* dls__buffers_note; `all_noted`: the caller knows each use was noted as it was ordered, none declared (no scan). */
+static DLS__HOT_INLINE dls_status_t note_uses(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                              const uint32_t *epochs, int n, void **out_marked, bool all_noted) {
   void *unused = NULL;
   if (out_marked == NULL)
     out_marked = &unused;
@@ -183,7 +186,7 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   bool mark = false; /* some use noted as it was ordered needs the mark recorded (noted_mark) */
   if (n > MAX)
     n = MAX;
-  int quick = 0; /* the common case: each noted as it was ordered, to be marked (nothing to sort) */
+  int quick = all_noted ? n : 0; /* the common case: each noted as it was ordered, to be marked (nothing to sort) */
   while (quick < n && epochs[quick] == DLS__EPOCH_NOTED && !(modes[quick] & DLS__ACCESS_DECLARED))
     quick++;
   bool tried = DLS__LIKELY(quick == n);
@@ -216,6 +219,16 @@ dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const i
   for (int i = 0; i < nn; i++)
     atomic_fetch_sub_explicit(&noted[i]->inflight, 1, memory_order_release);
   return st;
+}
+
+dls_status_t dls__buffers_note(dls__stream *s, dls__buffer *const *bufs, const int *modes, const uint32_t *epochs,
+                               int n, void **out_marked) {
+  return note_uses(s, bufs, modes, epochs, n, out_marked, false);
+}
+
+dls_status_t dls__buffers_note_noted(dls__stream *s, dls__buffer *const *bufs, const int *modes,
+                                     const uint32_t *epochs, int n, void **out_marked) {
+  return note_uses(s, bufs, modes, epochs, n, out_marked, true);
 }
 
 /* dls__buffers_note for uses ordered (not noted) by dls__buffer_order. */

@@ -268,6 +268,8 @@ dls_status_t dls__copy_view_span(const char *call, const char *which, const dls_
       return DLS_OK;
     }
     __int128 reach = (__int128)(d->shape[i] - 1) * strides[i];
+    if (reach > INT64_MAX || reach < -(__int128)INT64_MAX) /* else the sum times `elem` could pass 128 bits and */
+      goto overflows;                                      /* wrap to a small span */
     if (reach < 0)
       min += reach;
     else
@@ -276,10 +278,12 @@ dls_status_t dls__copy_view_span(const char *call, const char *which, const dls_
   min *= elem;
   max = (max + 1) * elem;
   if (min < INT64_MIN / 2 || max > INT64_MAX / 2)
-    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(desc): the %s view's extent overflows", call, which);
+    goto overflows;
   *lo = (int64_t)min;
   *hi = (int64_t)max;
   return DLS_OK;
+overflows:
+  return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(desc): the %s view's extent overflows", call, which);
 }
 
 /* Whether what `w` writes in [wlo, whi) and what `r` reads in [rlo, rhi)

@@ -129,6 +129,20 @@ const char *dls_device_str(DLDevice device, char *buf, size_t size) {
 
 _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
 
+/* The built-in kernels are loaded with the device, before dlstream queues anything there. Loading code may wait for
+ * the device to go idle (CUDA loads a module's code lazily by default, and a load can drain the device's work): at a
+ * built-in's first call, behind a stream that waits for what the host releases later (a latch, another process's
+ * event), that call would wait on the host until the wait timed out. Asked of the backend itself, not of the fault
+ * injector's wrapper (no fault point); a failure (built without kernels, a failed load) is reported by the first
+ * built-in call, which tries again. DLSTREAM_TEST_LAZY_BUILTINS=1 leaves the load to that call (the negative control
+ * of tests/python/test_ipc.py's load-order test). */
+static void builtins_preload(const dls__backend *be, int id) {
+  const char *lazy = getenv("DLSTREAM_TEST_LAZY_BUILTINS");
+  void *native;
+  if (lazy == NULL || lazy[0] != '1') /* any built-in's name: the backend loads them all at once */
+    (void)be->builtin_function(be, id, "dls_fill", &native);
+}
+
 dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *out_status) {
   int bi = backend_index(device.device_type);
   char name[32];
@@ -155,8 +169,10 @@ dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *o
                             bs->ndevices == 1 ? "" : "s");
     return NULL;
   }
+  bool made = false;
   pthread_mutex_lock(&bs->mu);
   if (!atomic_load(&bs->ready[id])) {
+    made = true;
     dls__device *d = &bs->devices[id];
     memset(d, 0, sizeof *d);
     d->be = dls__fault_backend(g_backends[bi]);
@@ -169,6 +185,8 @@ dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *o
       atomic_store_explicit(&dls__devices[device.device_type][id], d, memory_order_release);
   }
   pthread_mutex_unlock(&bs->mu);
+  if (made)
+    builtins_preload(g_backends[bi], id);
   return &bs->devices[id];
 }
 

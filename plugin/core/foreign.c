@@ -11,9 +11,6 @@
 /* The count at which adding a record sweeps first: twice what the last sweep left, at least 64. */
 static _Atomic size_t sweep_at = 64;
 
-/* The end of [lo, lo + size), kept inside the address space. */
-static uintptr_t end_of(uintptr_t lo, size_t size) { return lo + size < lo ? UINTPTR_MAX : lo + size; }
-
 /* A new record of [lo, hi) on `dev`, entered in the registry (its reference) and held once more (the caller's). */
 static dls_status_t record_new(dls__device *dev, uintptr_t lo, uintptr_t hi, dls__buffer **out) {
   if (atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) >= atomic_load(&sweep_at))
@@ -62,7 +59,7 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   out->merged = false;
   if (size == 0 || DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
     return DLS_OK;
-  uintptr_t hi = end_of(lo, size);
+  uintptr_t hi = dls__ranges_end(lo, size);
   /* The common case: one record, that holds the range (what the walk below finds). */
   _Atomic int *refs;
   dls__buffer *one = dls__ranges_sole(&dls__foreign_ranges, dev->device, lo, size, &refs);
@@ -151,25 +148,24 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   return DLS_OK;
 }
 
-bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode, bool eager,
-                            dls__buffer **out, uint32_t *out_epoch) {
-  if (!eager) { /* else a use of the caller's call took this way already: the record on, `s` eager then */
-    if (DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
-      return false;
-    uint64_t cap = 0;
-    (void)dls__stream_capture(s, &cap); /* before the registry's lock: it may ask the driver */
-    if (cap != 0)
-      return false;
-  }
+bool dls__foreign_quick_ready(dls__stream *s) {
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
+    return false;
+  uint64_t cap = 0;
+  (void)dls__stream_capture(s, &cap); /* before the registry's lock: it may ask the driver */
+  return cap == 0;
+}
+
+dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode) {
   /* The record is used under the registry's lock: it cannot leave meanwhile, and once the use is in flight it stays
-   * in until the use's mark is recorded (the registry's `busy`: its count of uses in flight), with no reference. */
+   * in until the use's mark is recorded (the registry's `busy`: its count of uses in flight), with no reference.
+   * It calls nothing: no register is saved around it. */
   dls__buffer *b = dls__ranges_sole_locked(&dls__foreign_ranges, home, lo, size);
   if (b == NULL)
-    return false;
-  bool noted = b->record && dls__buffer_order_noted(b, s, 0, mode, out_epoch);
+    return NULL;
+  bool noted = b->record && dls__buffer_order_noted(b, s, 0, mode);
   dls__ranges_unlock(&dls__foreign_ranges);
-  *out = noted ? b : NULL;
-  return noted;
+  return noted ? b : NULL;
 }
 
 dls_status_t dls__foreign_enter(dls__buffer *b, dls__stream *producer) {

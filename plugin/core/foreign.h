@@ -39,13 +39,15 @@ DLS__INTERNAL dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, siz
                                              dls__foreign_set *out);
 /* The quick way of a use of [lo, lo + size) of memory on `home` by eager work on `s`: where one record holds all of
  * the range and the use is noted at once on it (dls__buffer_order_noted: `s` is already its only writer), that
- * record in *out with its epoch, and true. The record is not held: it stays while the use is in flight, until
- * dls__buffers_note (or dls__buffer_unordered) lets go of it, after which the caller must not touch it. false
- * (nothing done): dls__foreign_find and dls__buffer_order. `eager`: an earlier use of the caller's call on `s` was
- * noted so (the record on, `s` eager then): the switch and the capture state are not read again (dls__buffers_note
- * reads the capture state before it records the mark, as for a capture begun after the earlier use). */
-DLS__INTERNAL bool dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode,
-                                          bool eager, dls__buffer **out, uint32_t *out_epoch);
+ * record, its epoch DLS__EPOCH_NOTED. The record is not held: it stays while the use is in flight, until
+ * dls__buffers_note (or dls__buffer_unordered) lets go of it, after which the caller must not touch it. NULL (nothing
+ * done): dls__foreign_find and dls__buffer_order. Asked only once dls__foreign_quick_ready(s) said yes, for the
+ * caller's call's first such use (its later ones on `s` are not asked again: dls__buffers_note reads the capture
+ * state before it records the mark, as for a capture begun after the first use). */
+DLS__INTERNAL dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode);
+/* Whether work on `s` may take the quick way: the record on, `s` eager (its capture state read, perhaps from the
+ * driver). */
+DLS__INTERNAL bool dls__foreign_quick_ready(dls__stream *s);
 /* After a merged use was ordered: takes `rec` (a record of the set other than the first) out of the registry when
  * nothing else holds it (the registry's reference and `held` of the caller's), dropping the registry's reference.
  * Imports are left as they are. */

@@ -11,22 +11,9 @@ _Atomic size_t dls__ranges_n;
 _Atomic size_t dls__foreign_n;
 dls__ranges dls__foreign_ranges = DLS__RANGES(dls__foreign_n, "foreign memory");
 
-/* The first position whose entry starts at or above `lo` (mu held). */
-static size_t lower_bound(const dls__ranges *r, uintptr_t lo) {
-  size_t a = 0, b = r->n;
-  while (a < b) {
-    size_t m = a + (b - a) / 2;
-    if (r->entries[m].lo < lo)
-      a = m + 1;
-    else
-      b = m;
-  }
-  return a;
-}
-
 /* The position of `owner`, entered at `lo`, or n (mu held). */
 static size_t position(const dls__ranges *r, const void *owner, uintptr_t lo) {
-  for (size_t i = lower_bound(r, lo); i < r->n && r->entries[i].lo == lo; i++)
+  for (size_t i = dls__ranges_lower_bound(r, lo); i < r->n && r->entries[i].lo == lo; i++)
     if (r->entries[i].owner == owner)
       return i;
   return r->n;
@@ -62,9 +49,6 @@ static dls_status_t grow(dls__ranges *r) {
   return DLS_OK;
 }
 
-/* The end of [lo, lo + size), kept inside the address space. */
-static uintptr_t end_of(uintptr_t lo, size_t size) { return lo + size < lo ? UINTPTR_MAX : lo + size; }
-
 dls_status_t dls__ranges_add(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, void *owner,
                              _Atomic int *refs) {
   return dls__ranges_add_busy(r, home, lo, size, owner, refs, NULL);
@@ -74,11 +58,11 @@ dls_status_t dls__ranges_add_busy(dls__ranges *r, DLDevice home, uintptr_t lo, s
                                   _Atomic int *refs, _Atomic int *busy) {
   if (size == 0)
     return DLS_OK;
-  uintptr_t hi = end_of(lo, size);
+  uintptr_t hi = dls__ranges_end(lo, size);
   dls_status_t st = DLS_OK;
   dls__spin_lock(&r->mu);
   if (position(r, owner, lo) == r->n && (r->n < r->cap || (st = grow(r)) == DLS_OK)) {
-    size_t i = lower_bound(r, lo); /* before the entries that start at lo too: any order among them does */
+    size_t i = dls__ranges_lower_bound(r, lo); /* before the entries that start at lo too: any order among them does */
     memmove(r->entries + i + 1, r->entries + i, (r->n - i) * sizeof *r->entries);
     r->entries[i] = (dls__range){lo, hi, home, owner, refs, busy};
     r->n++;
@@ -120,7 +104,7 @@ void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_l
     dls__range e = r->entries[i];
     memmove(r->entries + i, r->entries + i + 1, (r->n - i - 1) * sizeof *r->entries);
     r->n--;
-    size_t k = lower_bound(r, new_lo);
+    size_t k = dls__ranges_lower_bound(r, new_lo);
     memmove(r->entries + k + 1, r->entries + k, (r->n - k) * sizeof *r->entries);
     e.lo = new_lo;
     e.hi = new_hi;
@@ -129,10 +113,6 @@ void dls__ranges_move(dls__ranges *r, void *owner, uintptr_t lo, uintptr_t new_l
     reach_from(r, i < k ? i : k);
   }
   dls__spin_unlock(&r->mu);
-}
-
-static bool same_memory(DLDevice a, DLDevice b) {
-  return a.device_type == b.device_type && (a.device_id == b.device_id || a.device_type == kDLCPU);
 }
 
 /* A reference on an owner whose count is above 0: one at 0 is being released (mu held). */
@@ -146,17 +126,18 @@ static bool try_ref(_Atomic int *refs) {
 
 /* Whether entry `e` is one a lookup of [lo, hi) on `home` sees: on that memory, overlapping, its owner alive. */
 static bool seen(const dls__range *e, DLDevice home, uintptr_t lo) {
-  return e->hi > lo && same_memory(e->home, home) && atomic_load_explicit(e->refs, memory_order_relaxed) > 0;
+  return e->hi > lo && dls__ranges_same_memory(e->home, home) &&
+         atomic_load_explicit(e->refs, memory_order_relaxed) > 0;
 }
 
 void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size) {
   if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
     return NULL;
-  uintptr_t hi = end_of(lo, size);
+  uintptr_t hi = dls__ranges_end(lo, size);
   void *found = NULL;
   dls__spin_lock(&r->mu);
   size_t partial = r->n;
-  for (size_t i = lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
+  for (size_t i = dls__ranges_lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
     const dls__range *e = &r->entries[i];
     if (!seen(e, home, lo))
       continue;
@@ -172,25 +153,12 @@ void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size)
   return found;
 }
 
-/* The one entry [lo, hi) overlaps on `home`, when it holds all of it, its owner alive; NULL otherwise (mu held). */
-static DLS__HOT_INLINE const dls__range *sole(const dls__ranges *r, DLDevice home, uintptr_t lo, uintptr_t hi) {
-  /* Entries from lower_bound(hi) on start at or past hi: the last one below it is the only candidate, when no entry
-   * before it reaches past lo. */
-  size_t i = lower_bound(r, hi);
-  if (i == 0 || (i > 1 && r->reach[i - 2] > lo))
-    return NULL;
-  const dls__range *e = &r->entries[i - 1];
-  bool holds = e->lo <= lo && e->hi >= hi && same_memory(e->home, home) &&
-               atomic_load_explicit(e->refs, memory_order_relaxed) > 0;
-  return holds ? e : NULL;
-}
-
 void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs) {
   if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
     return NULL;
   void *found = NULL;
   dls__spin_lock(&r->mu);
-  const dls__range *e = sole(r, home, lo, end_of(lo, size));
+  const dls__range *e = dls__ranges_sole_entry(r, home, lo, dls__ranges_end(lo, size));
   if (e != NULL && try_ref(e->refs)) {
     found = e->owner;
     *out_refs = e->refs;
@@ -199,26 +167,16 @@ void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size,
   return found;
 }
 
-void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size) {
-  if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
-    return NULL;
-  dls__spin_lock(&r->mu);
-  const dls__range *e = sole(r, home, lo, end_of(lo, size));
-  if (e == NULL)
-    dls__spin_unlock(&r->mu);
-  return e != NULL ? e->owner : NULL;
-}
-
 void dls__ranges_overlapping(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, dls__range *out, int max,
                              int *out_n, bool *out_holds) {
   *out_n = 0;
   *out_holds = false;
   if (size == 0 || atomic_load_explicit(r->count, memory_order_relaxed) == 0)
     return;
-  uintptr_t hi = end_of(lo, size);
+  uintptr_t hi = dls__ranges_end(lo, size);
   int n = 0;
   dls__spin_lock(&r->mu);
-  for (size_t i = lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
+  for (size_t i = dls__ranges_lower_bound(r, hi); i-- > 0 && r->reach[i] > lo;) {
     const dls__range *e = &r->entries[i];
     if (!seen(e, home, lo))
       continue;

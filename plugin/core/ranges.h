@@ -9,6 +9,8 @@
 #ifndef DLSTREAM_CORE_RANGES_H
 #define DLSTREAM_CORE_RANGES_H
 
+#include <string.h>
+
 #include "base/spin.h"
 #include "core/runtime.h"
 
@@ -61,8 +63,9 @@ DLS__INTERNAL void *dls__ranges_find(dls__ranges *r, DLDevice home, uintptr_t lo
 DLS__INTERNAL void *dls__ranges_sole(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size, _Atomic int **out_refs);
 /* dls__ranges_sole's entry, with no reference taken: its owner is returned with the registry's lock held, for the
  * caller to use (an owner entered with `busy`, which the caller counts up while it holds the lock), then
- * dls__ranges_unlock; NULL (the lock let go) when there is no such entry. */
-DLS__INTERNAL void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size);
+ * dls__ranges_unlock; NULL (the lock let go) when there is no such entry. Inline (the record's quick way, once per
+ * foreign tensor); the caller has seen entries in the registry (its count), which an empty one answers right too. */
+static DLS__HOT_INLINE void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size);
 static inline void dls__ranges_unlock(dls__ranges *r) { dls__spin_unlock(&r->mu); }
 /* Every entry on `home` overlapping [lo, lo + size), each owner with a reference taken, at most `max` (*out_n: how
  * many overlap, which may be more than `max`: then none is taken); *out_holds: one of them holds all of the range. */
@@ -75,5 +78,56 @@ DLS__INTERNAL size_t dls__ranges_take_idle(dls__ranges *r, bool (*idle)(void *ow
                                            size_t *out_left);
 /* Forgets every entry; `drop` (NULL: none) then runs on each owner, the lock let go (shutdown). */
 DLS__INTERNAL void dls__ranges_clear(dls__ranges *r, void (*drop)(void *owner));
+
+/* ---- the lookup of the one entry that holds a range, inline (mu held unless said) ---- */
+
+/* The end of [lo, lo + size), kept inside the address space. */
+static inline uintptr_t dls__ranges_end(uintptr_t lo, size_t size) { return lo + size < lo ? UINTPTR_MAX : lo + size; }
+
+/* Whether a and b are one memory (CPU devices are one address space): the common case, the same device, in one
+ * compare of their 8 bytes. */
+static inline bool dls__ranges_same_memory(DLDevice a, DLDevice b) {
+  _Static_assert(sizeof(DLDevice) == sizeof(uint64_t), "a DLDevice is two 32-bit fields");
+  uint64_t x, y;
+  memcpy(&x, &a, sizeof x);
+  memcpy(&y, &b, sizeof y);
+  return x == y || (a.device_type == kDLCPU && b.device_type == kDLCPU);
+}
+
+/* The first position whose entry starts at or above `lo`: a halving with no branch on the comparisons. */
+static DLS__HOT_INLINE size_t dls__ranges_lower_bound(const dls__ranges *r, uintptr_t lo) {
+  const dls__range *e = r->entries;
+  size_t n = r->n, base = 0;
+  if (n == 0)
+    return 0;
+  while (n > 1) { /* the answer lies in [base, base + n] */
+    size_t half = n / 2;
+    base = e[base + half].lo < lo ? base + half : base;
+    n -= half;
+  }
+  return base + (e[base].lo < lo);
+}
+
+/* The one entry [lo, hi) overlaps on `home`, when it holds all of it, its owner alive; NULL otherwise. */
+static DLS__HOT_INLINE const dls__range *dls__ranges_sole_entry(const dls__ranges *r, DLDevice home, uintptr_t lo,
+                                                              uintptr_t hi) {
+  /* Entries from lower_bound(hi) on start at or past hi: the last one below it is the only candidate, when no entry
+   * before it reaches past lo. */
+  size_t i = dls__ranges_lower_bound(r, hi);
+  if (i == 0 || (i > 1 && r->reach[i - 2] > lo))
+    return NULL;
+  const dls__range *e = &r->entries[i - 1];
+  bool holds = e->lo <= lo && e->hi >= hi && dls__ranges_same_memory(e->home, home) &&
+               atomic_load_explicit(e->refs, memory_order_relaxed) > 0;
+  return holds ? e : NULL;
+}
+
+static DLS__HOT_INLINE void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size) {
+  dls__spin_lock(&r->mu);
+  const dls__range *e = size != 0 ? dls__ranges_sole_entry(r, home, lo, dls__ranges_end(lo, size)) : NULL;
+  if (e == NULL)
+    dls__spin_unlock(&r->mu);
+  return e != NULL ? e->owner : NULL;
+}
 
 #endif /* DLSTREAM_CORE_RANGES_H */

@@ -37,9 +37,11 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
     return dlspy_call_use(c, b, mode);
   int q = c->nquick;
   if (!framework && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) != 0 &&
-      c->nposts + q < DLSPY_MAX_POSTS &&
-      dls__foreign_use_noted(home, (uintptr_t)lo, n, c->s, mode, q > 0, &c->quick_buf[q], &c->quick_epoch[q])) {
+      q + c->nuse_posts < DLSPY_MAX_USES &&
+      (q > 0 || dls__foreign_quick_ready(c->s)) && /* a use of the call took this way already: `s` eager then */
+      (c->quick_buf[q] = dls__foreign_use_noted(home, (uintptr_t)lo, n, c->s, mode)) != NULL) {
     c->quick_mode[q] = mode; /* in the quick list: noted once the work is queued (dlspy_call_end), unheld */
+    c->quick_epoch[q] = DLS__EXT_EPOCH_NOTED;
     c->nquick = q + 1;
     c->more = true;
     return 0;

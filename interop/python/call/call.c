@@ -78,8 +78,10 @@ int dlspy_keep_until(dlspy_state *st, dls__stream *s, PyObject *obj) {
 }
 
 int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
-  if (c->nposts + c->nquick >= DLSPY_MAX_POSTS) {
-    dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments", c->pycall, DLSPY_MAX_POSTS);
+  bool use = kind == DLSPY_POST_USE;
+  if (c->nposts == DLSPY_MAX_POSTS || (use && c->nquick + c->nuse_posts >= DLSPY_MAX_USES)) {
+    dlspy_raisef(c->st, DLS_ERR_INVALID_ARGUMENT, "%s: more than %d tensor arguments%s", c->pycall, DLS_MAX_ARGS,
+                 use ? " (or uses of recorded memory: a tensor over several records is a use of each)" : "");
     return -1;
   }
   dlspy_post *p = &c->posts[c->nposts++];
@@ -91,7 +93,7 @@ int dlspy_add_post(dlspy_call *c, int kind, PyObject *obj, void *managed) {
   p->buf = NULL;
   p->ordered = false;
   p->epoch = 0;
-  c->posted_use |= kind == DLSPY_POST_USE;
+  c->nuse_posts += use;
   return 0;
 }
 
@@ -123,16 +125,16 @@ int dlspy_launch_value(dlspy_call *c, PyObject **out) {
  * *marked: `s`'s mark when that was it, which the call's releases then share). The quick list is taken as it is when
  * no post is a USE post. 0, or -1 with an exception. */
 static int end_uses(dlspy_call *c, dls__stream *s, const void **marked) {
-  dls__buffer *all_bufs[DLSPY_MAX_POSTS];
+  dls__buffer *all_bufs[DLSPY_MAX_POSTS]; /* (dlspy_call_record_use may make a HOLD post a USE one past the count) */
   int all_modes[DLSPY_MAX_POSTS];
   uint32_t all_epochs[DLSPY_MAX_POSTS];
   dls__buffer **bufs = c->quick_buf;
   int *modes = c->quick_mode;
   uint32_t *epochs = c->quick_epoch;
   int n = c->nquick;
-  if (DLSPY_LIKELY(!c->posted_use))
+  if (DLSPY_LIKELY(c->nuse_posts == 0))
     goto note;
-  bufs = all_bufs; /* the quick ones first, then the posts' (nposts + nquick <= DLSPY_MAX_POSTS) */
+  bufs = all_bufs; /* the quick ones first, then the posts' */
   modes = all_modes;
   epochs = all_epochs;
   memcpy(bufs, c->quick_buf, (size_t)n * sizeof bufs[0]);
@@ -152,7 +154,7 @@ note:
   if (c->in_block && c->block == NULL)
     c->block = dlspy_block_of(c->st, c->stream);
   dls_status_t rc = c->block != NULL ? dlspy_block_note(c->block, s, bufs, modes, epochs, n) /* the mark owed */
-                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, marked);
+                                     : dls__ext_uses_note(s, bufs, modes, epochs, n, c->nuse_posts == 0, marked);
   if (rc == DLS_OK)
     return 0;
   dlspy_raise(c->st, DLS_ERR_BACKEND, c->pycall);
@@ -236,7 +238,7 @@ int dlspy_call_end_slow(dlspy_call *c, bool ok) {
   for (int i = 0; i < c->nquick && !ok; i++) /* in flight, unheld: let go of by their note, else here */
     dls__ext_use_unordered(c->quick_buf[i], c->quick_epoch[i]);
   c->nquick = 0;
-  c->posted_use = false;
+  c->nuse_posts = 0;
   for (int i = 0; i < c->nposts; i++) {
     dlspy_post *p = &c->posts[i];
     switch (p->kind) {

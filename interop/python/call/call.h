@@ -55,7 +55,10 @@ typedef struct dlspy_post {
   bool copy_back;
 } dlspy_post;
 
-#define DLSPY_MAX_POSTS DLS_MAX_ARGS
+/* Posts of a call: each tensor argument's object (KEEP, MANAGED_*, STAGE, HOLD or BLOCK) and its uses of recorded
+ * memory (USE), which with the quick ones are at most DLSPY_MAX_USES (dls__ext_uses_note takes as many). */
+#define DLSPY_MAX_USES DLS_MAX_ARGS
+#define DLSPY_MAX_POSTS (2 * DLS_MAX_ARGS)
 
 /* A tensor argument as the kernel sees it. */
 typedef struct dlspy_view {
@@ -146,7 +149,7 @@ typedef struct dlspy_call {
   bool cai_cupy;         /* `cai` holds a CuPy view read in C, not an array interface */
   int nposts;
   int nquick;            /* uses of records noted as they were ordered (dlspy_call_memory_slow's quick way): quick_* */
-  bool posted_use;       /* some post is a USE post (dlspy_call_use, dlspy_call_record_use) */
+  int nuse_posts;        /* USE posts (dlspy_call_use, dlspy_call_record_use): with nquick, at most DLSPY_MAX_USES */
   int nordered;
   int cai_index;         /* the slot whose array interface (or CuPy view with its shape) `cai` holds; -1: none */
   int64_t dlpack_value;  /* the launch stream's DLPack value (GPU only) */
@@ -162,10 +165,10 @@ typedef struct dlspy_call {
   dlspy_arg args[DLS_MAX_ARGS];
   void *params[DLS_MAX_ARGS]; /* a planned launch's values: a fast tensor's &args[i].ptr, a scalar's conversion */
   /* The uses of records noted as they were ordered, unheld (dls__foreign_use_noted), in the arrays
-   * dls__ext_uses_note takes: with the posts, at most DLSPY_MAX_POSTS in all. */
-  dls__buffer *quick_buf[DLSPY_MAX_POSTS];
-  int quick_mode[DLSPY_MAX_POSTS];
-  uint32_t quick_epoch[DLSPY_MAX_POSTS];
+   * dls__ext_uses_note takes: with the USE posts, at most DLSPY_MAX_USES in all. */
+  dls__buffer *quick_buf[DLSPY_MAX_USES];
+  int quick_mode[DLSPY_MAX_USES];
+  uint32_t quick_epoch[DLSPY_MAX_USES];
 } dlspy_call;
 /* What `desc` names argument `index`: its name, else "args[3]". */
 const char *dlspy_desc_argname(const dlspy_call_desc *desc, int index, char *buf, size_t size);

@@ -224,7 +224,7 @@ void dlspy_call_cold(dlspy_call *c) {
   c->in_block = false;
   c->nposts = 0;
   c->nquick = 0;
-  c->posted_use = false;
+  c->nuse_posts = 0;
   c->nordered = 0;
   c->cai_index = -1;
   c->cai.stream = NULL;

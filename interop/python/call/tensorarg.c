@@ -406,10 +406,10 @@ void dlspy_call_record_use(dlspy_call *c, const dlspy_view *v, int mode) {
   for (int i = 0; v->buf != NULL && i < c->nposts; i++) {
     if ((c->posts[i].kind == DLSPY_POST_HOLD || c->posts[i].kind == DLSPY_POST_USE) && c->posts[i].buf == v->buf) {
       bool more = c->posts[i].kind != DLSPY_POST_USE || (mode & ~c->posts[i].mode) != 0;
+      c->nuse_posts += c->posts[i].kind != DLSPY_POST_USE;
       c->posts[i].mode = c->posts[i].kind == DLSPY_POST_USE ? c->posts[i].mode | mode : mode;
       c->posts[i].ordered &= !more; /* a use not ordered first is noted as a declared one */
       c->posts[i].kind = DLSPY_POST_USE;
-      c->posted_use = true;
     }
   }
 }
