@@ -99,23 +99,12 @@ static dls__gpu_result dls__cuda_cuFuncLoad(void *function) {
   return cu.cuFuncGetAttribute(&regs, DLS__CU_FUNC_ATTRIBUTE_NUM_REGS, function);
 }
 
-/* A stream's capture state and id through whichever ABI the driver serves
- * (NULL slot when it has neither: then nothing captures). The state alone
- * first, where the driver has cuStreamIsCapturing: the common answer is
- * "none", which needs no id, and on an H200 (driver 580) the state alone
- * took 0.77 x the time of the full question (bench_c's row "step: the
- * driver's capture-state questions"). An active or invalidated capture is
- * asked again in full for its id. */
+/* A stream's capture state and id through whichever ABI the driver serves (NULL slot when it has neither: then
+ * nothing captures). The state alone (cuStreamIsCapturing, the capture_state slot) is asked first by the shared
+ * methods (dls__gpu_capture_ask, gpu.h); this is the full question. */
 static dls__gpu_result dls__cuda_cuStreamGetCaptureInfo(void *stream, unsigned *out_status,
                                                         unsigned long long *out_id) {
   dls__cuuint64_t id = 0;
-  if (DLS__LIKELY(cu.cuStreamIsCapturing != NULL)) {
-    dls__CUresult r = cu.cuStreamIsCapturing(stream, out_status);
-    if (r != DLS__CUDA_SUCCESS || *out_status == DLS__CU_STREAM_CAPTURE_STATUS_NONE) {
-      *out_id = 0;
-      return r;
-    }
-  }
   dls__CUresult r = dls__cuda_capture_info_v3 != NULL
                         ? dls__cuda_capture_info_v3(stream, out_status, &id, NULL, NULL, NULL, NULL)
                         : cu.cuStreamGetCaptureInfo(stream, out_status, &id);
@@ -314,7 +303,7 @@ static void dls__cuda_load(void) {
   DLS__GPU_CALLS(DLS__CUDA_FILL)
 #undef DLS__CUDA_FILL
   if (cu.cuStreamGetCaptureInfo == NULL && dls__cuda_capture_info_v3 == NULL)
-    g->calls.capture_info = NULL;
+    g->calls.capture_info = NULL, g->calls.capture_state = NULL; /* never the state alone without the full one */
   if (cu.cuIpcOpenMemHandle == NULL) /* adapters of entry points the driver lacks */
     g->calls.ipc_mem_open = NULL;
   if (cu.cuIpcOpenEventHandle == NULL)

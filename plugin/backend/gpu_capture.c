@@ -54,7 +54,7 @@ static DLS__NOINLINE DLS__COLD dls_status_t capture_status_in_context(dls__gpu *
   }
   unsigned status = DLS__CAPTURE_NONE;
   unsigned long long id = 0;
-  DLS__GPU_CALL(g, dev, g->calls.capture_info(stream, &status, &id), "%s(stream=%p)", g->names.capture_info, stream);
+  DLS__GPU_CALL(g, dev, dls__gpu_capture_ask(g, stream, &status, &id), "%s(stream=%p)", g->names.capture_info, stream);
   *out_status = (int)status;
   *out_id = status != DLS__CAPTURE_NONE ? (uint64_t)id | g->k.capture_id_tag : 0;
   return DLS_OK;
@@ -70,7 +70,7 @@ dls_status_t dls__gpu_stream_capture_status(const dls__backend *be, int dev, voi
    * refusal, such as a thread with no context where the driver wants one, is asked again the usual way; a
    * failed query is no stream work, so it cannot harm a capture. */
   if (DLS__UNLIKELY(g->calls.capture_info == NULL || dls__gpu_special_stream(g, stream)) ||
-      DLS__UNLIKELY(g->calls.capture_info(stream, &status, &id) != DLS__GPU_OK))
+      DLS__UNLIKELY(dls__gpu_capture_ask(g, stream, &status, &id) != DLS__GPU_OK))
     return capture_status_in_context(g, dev, stream, out_status, out_id);
   *out_status = (int)status;
   /* Each vendor counts its own captures: the tag keeps CUDA's and HIP's ids apart. */

@@ -36,7 +36,7 @@ static dls_status_t dls__gpu_capturing(dls__gpu *g, int dev, void *stream, bool 
     return DLS_OK; /* no capture in this runtime */
   unsigned status = DLS__CAPTURE_NONE;
   unsigned long long id = 0;
-  dls__gpu_result r = g->calls.capture_info(stream, &status, &id);
+  dls__gpu_result r = dls__gpu_capture_ask(g, stream, &status, &id);
   if (r != DLS__GPU_OK)
     return dls__gpu_fail(g, r, dev, "%s(stream=%p)", g->names.capture_info, stream);
   *out_capturing = status != DLS__CAPTURE_NONE;

@@ -24,8 +24,9 @@ typedef struct dls__event {
 static inline void *native_of(dls__event *e) { return atomic_load_explicit(&e->native, memory_order_acquire); }
 
 
-static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign, bool pooled,
-                                  const char *call, dls_event_t *out) {
+/* Inline in create (its hot path) and wrap. */
+static DLS__HOT_INLINE dls_status_t event_publish(dls__device *dev, void *native, unsigned flags, bool foreign,
+                                                  bool pooled, const char *call, dls_event_t *out) {
   dls__event *e = dls__obj_alloc(DLS__OBJ_EVENT, sizeof *e);
   if (e == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
@@ -37,7 +38,7 @@ static dls_status_t event_publish(dls__device *dev, void *native, unsigned flags
   atomic_init(&e->pooled, pooled);
   atomic_init(&e->cap_id, 0);
   e->displaced = NULL;
-  atomic_flag_clear(&e->mu.f);
+  atomic_flag_clear_explicit(&e->mu.f, memory_order_relaxed); /* unpublished yet: the table's store publishes it */
   e->id = dls__table_add(&dls__event_table, e);
   if (e->id == 0) {
     dls__obj_free(DLS__OBJ_EVENT, e);
@@ -157,26 +158,48 @@ static DLS__HOT_INLINE dls_status_t record_pinned(dls__event *e, dls__stream *s,
  * the holds end after the unpin (a stream's last hold may end its captures and release what keeps its native:
  * never inside a pin). A default stream's reserved handle is resolved before the pin (its first use makes the
  * device's default stream object: no such work inside a pin); it lives as long as its device. */
-static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
-                                              dls_status_t (*work)(dls__event *, dls__stream *, const char *)) {
-  DLS__ENTER(call);
+typedef dls_status_t (*pinned_work)(dls__event *, dls__stream *, const char *);
+static DLS__NOINLINE dls_status_t pinned_on_held(dls_stream_t stream, dls_event_t event, const char *call,
+                                                 pinned_work work) {
   DLS__HOLD_VAR(s_hold);
   DLS__HOLD_VAR(e_hold);
   dls_status_t st;
   dls__stream *s = NULL;
-  if (DLS__UNLIKELY((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION) &&
+  if ((uint32_t)(stream.id >> 32) == DLS_STREAM_RESERVED_GENERATION &&
       (s = dls__stream_get_reserved(stream, call, "stream", &st)) == NULL)
     return st;
-  dls__capture_pin();
-  if (DLS__LIKELY(s == NULL))
-    s = dls__pinned_get_read(&s_hold, &dls__stream_table, stream.id, call, "stream", &st);
-  if (DLS__LIKELY(s != NULL)) {
-    dls__event *e = dls__pinned_get(&e_hold, &dls__event_table, event.id, call, "event", &st);
-    if (DLS__LIKELY(e != NULL))
+  dls__pin_thread *pt = &dls__pins; /* looked up once for the pin, the reads and the unpin */
+  dls__capture_pin_at(pt);
+  if (s == NULL)
+    s = dls__pinned_get_read(pt, &s_hold, &dls__stream_table, stream.id, call, "stream", &st);
+  if (s != NULL) {
+    dls__event *e = dls__pinned_get(pt, &e_hold, &dls__event_table, event.id, call, "event", &st);
+    if (e != NULL)
       st = work(e, s, call);
   }
-  dls__capture_unpin();
+  dls__capture_unpin_at(pt);
   return st;
+}
+
+/* The common case inline: a stream handle of the table, a pin in a slot of the thread's own (an epoch: both read
+ * without a hold), both handles live. Anything else unpins and goes through pinned_on_held, which pins again. */
+static DLS__HOT_INLINE dls_status_t pinned_on(dls_stream_t stream, dls_event_t event, const char *call,
+                                              pinned_work work) {
+  DLS__ENTER(call);
+  if (DLS__LIKELY((uint32_t)(stream.id >> 32) != DLS_STREAM_RESERVED_GENERATION)) {
+    dls__pin_thread *pt = &dls__pins;
+    dls__capture_pin_at(pt);
+    dls__stream *s;
+    dls__event *e;
+    if (DLS__LIKELY(pt->epoch) && DLS__LIKELY((s = dls__slot_peek_read(&dls__stream_table, stream.id)) != NULL) &&
+        DLS__LIKELY((e = dls__slot_peek_live(&dls__event_table, event.id)) != NULL)) {
+      dls_status_t st = work(e, s, call);
+      dls__capture_unpin_at(pt);
+      return st;
+    }
+    dls__capture_unpin_at(pt);
+  }
+  return pinned_on_held(stream, event, call, work);
 }
 
 dls_status_t dls_event_record(dls_event_t event, dls_stream_t stream) {

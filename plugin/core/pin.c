@@ -41,7 +41,7 @@ static _Atomic int g_nslots;                          /* slots handed out so far
 static bool g_asymmetric;                             /* the change fences every thread; set once, first */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_key;
-static _Atomic int g_changing;
+_Atomic int dls__capture_changing; /* a change is underway (pin.h reads it inline) */
 static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a change's span */
 _Thread_local dls__pin_thread dls__pins;
 
@@ -77,13 +77,13 @@ static DLS__COLD pin_slot *slot_take(void) {
   return s;
 }
 
-/* pin_try on a slot of the thread's own where changes fence every thread (g_asymmetric). */
+/* pin_try on a slot of the thread's own where changes fence every thread (g_asymmetric): as the inline pin
+ * (dls__capture_pin_at, pin.h). */
 static inline bool pin_try_own(pin_slot *s) {
   long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
-  /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
   atomic_store_explicit(&s->held, odd, memory_order_release);
-  atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
-  return atomic_load_explicit(&g_changing, memory_order_relaxed) == 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&dls__capture_changing, memory_order_relaxed) == 0;
 }
 
 /* Stores that the thread pins, then reads whether a change is underway (the fence between: the change's, or ours). */
@@ -93,10 +93,10 @@ static inline bool pin_try(pin_slot *s) {
       return pin_try_own(s);
     long odd = atomic_load_explicit(&s->held, memory_order_relaxed) + 1;
     atomic_store_explicit(&s->held, odd, memory_order_seq_cst);
-    return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
+    return atomic_load_explicit(&dls__capture_changing, memory_order_seq_cst) == 0;
   }
   atomic_fetch_add_explicit(&s->held, 1, memory_order_seq_cst);
-  return atomic_load_explicit(&g_changing, memory_order_seq_cst) == 0;
+  return atomic_load_explicit(&dls__capture_changing, memory_order_seq_cst) == 0;
 }
 
 static inline void pin_drop(pin_slot *s) {
@@ -106,14 +106,17 @@ static inline void pin_drop(pin_slot *s) {
     atomic_fetch_sub_explicit(&s->held, 1, memory_order_release);
 }
 
-/* dls__capture_pin_first past its common case (no slot yet, the shared slot, pins that fence themselves, a change
- * underway or the thread's own): kept out of line, so that the common case needs no stack frame. */
+/* dls__capture_pin_at past its common case (pin.h): no slot yet, the shared slot, pins that fence themselves, a
+ * change underway or the thread's own. */
 static DLS__NOINLINE void pin_first_slow(dls__pin_thread *t) {
   if (t->changes > 0)
     return; /* the thread's own change holds everything still */
   pin_slot *s = t->slot;
-  if (DLS__UNLIKELY(s == NULL))
+  if (DLS__UNLIKELY(s == NULL)) {
     s = t->slot = slot_take();
+    if (s != &g_crowd && g_asymmetric)
+      t->own = &s->held; /* from now on the common case is the inline one */
+  }
   while (DLS__UNLIKELY(!pin_try(s))) {
     pin_drop(s);
     pthread_mutex_lock(&g_change_mu); /* waits the change out */
@@ -124,15 +127,10 @@ static DLS__NOINLINE void pin_first_slow(dls__pin_thread *t) {
 }
 
 void dls__capture_pin_first(dls__pin_thread *t) {
-  pin_slot *s = t->slot;
-  if (DLS__LIKELY(t->changes == 0 && s != NULL && s != &g_crowd && g_asymmetric)) {
-    if (DLS__LIKELY(pin_try_own(s))) {
-      t->counted = true;
-      t->epoch = true;
-      return;
-    }
-    pin_drop(s); /* a change is underway: the slow path waits it out and pins again */
-  }
+  /* The inline pin met a change underway: its pin (the slot's word made odd: the thread holds no other) is taken
+   * back, and the slow path waits the change out and pins again. */
+  if (t->own != NULL && (atomic_load_explicit(t->own, memory_order_relaxed) & 1) != 0)
+    pin_drop(t->slot);
   pin_first_slow(t);
 }
 
@@ -150,7 +148,7 @@ void dls__capture_change_begin(void) {
     return;
   pthread_once(&g_once, pins_start);
   pthread_mutex_lock(&g_change_mu);
-  atomic_store_explicit(&g_changing, 1, memory_order_seq_cst);
+  atomic_store_explicit(&dls__capture_changing, 1, memory_order_seq_cst);
 #ifdef DLS__HAVE_MEMBARRIER
   if (g_asymmetric) /* every thread passes a full fence: a pin that missed the flag is seen below */
     (void)syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -172,7 +170,7 @@ void dls__capture_change_begin(void) {
 void dls__capture_change_end(void) {
   if (--dls__pins.changes > 0)
     return;
-  atomic_store_explicit(&g_changing, 0, memory_order_release);
+  atomic_store_explicit(&dls__capture_changing, 0, memory_order_release);
   pthread_mutex_unlock(&g_change_mu);
 }
 

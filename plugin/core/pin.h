@@ -15,27 +15,55 @@
  * across a user's callback, Python code or a host wait (a change held up by one could wait for it forever): only
  * the decision and the calls that carry it out. Captures dlstream did not begin (torch.cuda.graph) change outside
  * any pin: that race is the caller's. */
-/* The thread's pins, in one thread-local (one lookup of the thread's storage per pin, not one per field). */
+/* The thread's pins, in one thread-local (one lookup of the thread's storage per pin, not one per field; a call
+ * that pins and reads inside its pin looks it up once and passes it on: in a shared library each lookup is a call). */
 typedef struct dls__pin_thread {
   int held;            /* pins held (they nest) */
   bool counted;        /* the outer pin is counted (not taken inside a change) */
   bool epoch;          /* ... in a slot of the thread's own: a grace period (dls__pin_grace) waits for it */
   int changes;         /* changes this thread is in (they nest) */
+  _Atomic long *own;   /* the word of the thread's own slot where changes fence every thread (pin.c: membarrier);
+                          NULL until the first pin, or for a thread that pins otherwise: its pins go out of line */
   struct pin_slot *slot; /* NULL until the thread's first pin */
 } dls__pin_thread;
 DLS__INTERNAL extern _Thread_local dls__pin_thread dls__pins;
+/* Set while a change is underway (pin.c). */
+DLS__INTERNAL extern _Atomic int dls__capture_changing;
 DLS__INTERNAL void dls__capture_pin_first(dls__pin_thread *t);
 DLS__INTERNAL void dls__capture_unpin_last(dls__pin_thread *t);
-static DLS__HOT_INLINE void dls__capture_pin(void) {
-  dls__pin_thread *t = &dls__pins;
-  if (t->held++ == 0)
-    dls__capture_pin_first(t);
+/* The pin on the thread's own pins `t` (&dls__pins). Its common case (a slot of the thread's own, changes fencing
+ * every thread, no change underway) is inline: a plain store to the slot's word, a plain load of whether a change
+ * is underway (pin.c says why no fence is needed); everything else is dls__capture_pin_first's. */
+static DLS__HOT_INLINE void dls__capture_pin_at(dls__pin_thread *t) {
+  if (t->held++ != 0)
+    return;
+  _Atomic long *w = t->own;
+  if (DLS__LIKELY(w != NULL && t->changes == 0)) {
+    /* release: free on x86; a grace period that sees the word move past an unpin sees that section's reads */
+    atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + 1, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler keeps the load after the store; the change fences */
+    if (DLS__LIKELY(atomic_load_explicit(&dls__capture_changing, memory_order_relaxed) == 0)) {
+      t->counted = true;
+      t->epoch = true;
+      return;
+    }
+  }
+  dls__capture_pin_first(t); /* takes back a pin made above while a change is underway, and waits it out */
 }
-static DLS__HOT_INLINE void dls__capture_unpin(void) {
-  dls__pin_thread *t = &dls__pins;
-  if (--t->held == 0)
-    dls__capture_unpin_last(t);
+static DLS__HOT_INLINE void dls__capture_unpin_at(dls__pin_thread *t) {
+  if (--t->held != 0)
+    return;
+  _Atomic long *w = t->own;
+  if (DLS__LIKELY(w != NULL && t->epoch)) { /* counted in the slot `own` names */
+    t->counted = false;
+    t->epoch = false;
+    atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + 1, memory_order_release);
+    return;
+  }
+  dls__capture_unpin_last(t);
 }
+static DLS__HOT_INLINE void dls__capture_pin(void) { dls__capture_pin_at(&dls__pins); }
+static DLS__HOT_INLINE void dls__capture_unpin(void) { dls__capture_unpin_at(&dls__pins); }
 /* A change of the capture state (a capture's begin, end or discard): from change_begin to change_end no pin is
  * held by another thread. Changes nest on their thread and exclude each other. Inside one, pins are free. */
 DLS__INTERNAL void dls__capture_change_begin(void);
@@ -55,9 +83,10 @@ DLS__INTERNAL bool dls__pin_grace_may_wait(void);
  * hold) where the thread pins in its own slot; elsewhere (a thread past the slots, or inside a change) it is held
  * as dls__hold_get does. Stale handles fail with the message as there. The object may be used until the unpin:
  * a call that reads this way ends no handle of that table inside its pin. */
-static DLS__HOT_INLINE void *dls__pinned_lookup(dls__hold *h, dls__table *t, uint64_t id, const char *call,
-                                                const char *arg, dls_status_t *out_status, bool mark_read) {
-  if (DLS__LIKELY(dls__pins.epoch)) {
+static DLS__HOT_INLINE void *dls__pinned_lookup(const dls__pin_thread *pt, dls__hold *h, dls__table *t, uint64_t id,
+                                                const char *call, const char *arg, dls_status_t *out_status,
+                                                bool mark_read) {
+  if (DLS__LIKELY(pt->epoch)) {
     void *obj = mark_read ? dls__slot_peek_read(t, id) : dls__slot_peek_live(t, id);
     if (DLS__LIKELY(obj != NULL)) {
       h->table = t;
@@ -66,15 +95,15 @@ static DLS__HOT_INLINE void *dls__pinned_lookup(dls__hold *h, dls__table *t, uin
   }
   return dls__hold_get(h, t, id, call, arg, out_status);
 }
-static DLS__HOT_INLINE void *dls__pinned_get(dls__hold *h, dls__table *t, uint64_t id, const char *call,
-                                             const char *arg, dls_status_t *out_status) {
-  return dls__pinned_lookup(h, t, id, call, arg, out_status, false);
+static DLS__HOT_INLINE void *dls__pinned_get(const dls__pin_thread *pt, dls__hold *h, dls__table *t, uint64_t id,
+                                             const char *call, const char *arg, dls_status_t *out_status) {
+  return dls__pinned_lookup(pt, h, t, id, call, arg, out_status, false);
 }
 /* The same for a table that retires what was read (stream: base/handle.h, .retire_read_only): the handle is marked
  * read at its first such lookup, and its end then waits for a grace period before the drop. Default streams'
  * reserved handles resolve as dls__hold_get resolves them (they live as long as their device). */
-static DLS__HOT_INLINE void *dls__pinned_get_read(dls__hold *h, dls__table *t, uint64_t id, const char *call,
-                                                  const char *arg, dls_status_t *out_status) {
-  return dls__pinned_lookup(h, t, id, call, arg, out_status, true);
+static DLS__HOT_INLINE void *dls__pinned_get_read(const dls__pin_thread *pt, dls__hold *h, dls__table *t, uint64_t id,
+                                                  const char *call, const char *arg, dls_status_t *out_status) {
+  return dls__pinned_lookup(pt, h, t, id, call, arg, out_status, true);
 }
 #endif /* DLSTREAM_CORE_PIN_H */
