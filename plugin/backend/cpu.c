@@ -34,6 +34,13 @@ static int env_flag(const char *name) {
 static dls_status_t cpu_probe(const dls__backend *be) {
   g.sync_mode = env_flag("DLSTREAM_CPU_SYNC");
   g.debug_alloc = env_flag("DLSTREAM_DEBUG_ALLOC");
+  const char *j = getenv("DLSTREAM_CPU_JITTER");
+  char *end = NULL;
+  long us = j != NULL && j[0] != '\0' ? strtol(j, &end, 10) : 0;
+  if (j != NULL && j[0] != '\0' && (*end != '\0' || us < 0 || us > 100000))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "cpu backend: DLSTREAM_CPU_JITTER=%s: expected microseconds, 0 to 100000",
+                     j);
+  g.jitter_us = (int)us;
   const char *v = getenv("DLSTREAM_CPU_DEVICES");
   int n = v != NULL ? atoi(v) : 1;
   if (n < 1 || n > CPU_MAX_DEVICES)

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU backend's queue engine: every stream is a worker thread draining a FIFO of commands; event records; what
  * running each command does, a free handing its block to the pool included. DLSTREAM_CPU_SYNC=1 runs every command
- * inline on the calling thread (no workers). */
+ * inline on the calling thread (no workers); DLSTREAM_CPU_JITTER=<µs> makes each worker wait a random while before
+ * every other command, so that a test which assumes one stream runs ahead of another fails often, not once a month. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +124,19 @@ int dls__cpu_node_done(cpu_node *n) {
 
 /* ---- commands ---- */
 
+/* Half the commands wait a random 0 to g.jitter_us µs first (the seed is the thread's own). */
+static void jitter(void) {
+  static _Thread_local unsigned seed;
+  if (seed == 0)
+    seed = (unsigned)(uintptr_t)&seed ^ (unsigned)time(NULL) ^ 1u;
+  int r = rand_r(&seed) % (2 * g.jitter_us + 1);
+  if (r <= g.jitter_us)
+    nanosleep(&(struct timespec){0, (long)r * 1000}, NULL);
+}
+
 static void exec(cpu_stream *s, cpu_cmd *c) {
+  if (g.jitter_us > 0)
+    jitter();
   switch (c->type) {
   case CMD_LAUNCH: {
     int rc = c->u.launch.fn->fn(&c->u.launch.cfg, c->u.launch.ptrs, c->u.launch.n);

@@ -126,6 +126,7 @@ typedef struct cpu_globals {
   pthread_cond_t cv_exit;  /* a worker exited */
   int sync_mode;
   int debug_alloc;
+  int jitter_us;           /* DLSTREAM_CPU_JITTER: each command waits 0 to this many µs first (tests' races) */
   int ndevices;
   int workers;             /* live worker threads */
   int exiting;             /* workers told to exit and not yet gone */
