@@ -74,10 +74,17 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   int n;
   bool holds; /* by a record or an import: only a record's counts here */
   dls__ranges_overlapping(&dls__foreign_ranges, dev->device, lo, size, r, DLS__FOREIGN_MAX, &n, &holds);
+  if (n > DLS__FOREIGN_MAX) {
+    /* Memory used in small pieces, then as one (a pool's blocks handed out again together): the pieces' records
+     * whose uses are over go, and the range is asked again. */
+    dls__foreign_sweep();
+    dls__ranges_overlapping(&dls__foreign_ranges, dev->device, lo, size, r, DLS__FOREIGN_MAX, &n, &holds);
+  }
   if (n > DLS__FOREIGN_MAX)
     return dls__fail(DLS_ERR_NOT_SUPPORTED,
                      "%d records and imports of foreign memory overlap [%p, %p) on %s, more than one use may join "
-                     "(%d): imports of overlapping memory that live at once",
+                     "(%d): records of smaller views whose work has not finished (wait for it first), or imports of "
+                     "overlapping memory that live at once",
                      n, (void *)lo, (void *)hi, dev->name, DLS__FOREIGN_MAX);
   /* The records first (the one that holds the range, else one other holders keep, else the first), imports after;
    * rr: the records' ranges, in the set's order. */
