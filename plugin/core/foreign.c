@@ -4,6 +4,7 @@
  * stays 0: it owns no bytes). Imports are entered beside them with their own bytes and no reference of the
  * registry's (buffer.c takes one out before its last reference goes). Also the public dls_buffer_borrow, whose
  * buffers are entered as imports are. */
+#include "core/deferred.h"
 #include "core/foreign.h"
 #include "core/ranges.h"
 #include "core/tables.h"
@@ -189,6 +190,9 @@ dls_status_t dls__foreign_enter(dls__buffer *b, dls__stream *producer) {
       (void)dls__access_end(&x, false);
   }
   drop_all(&set);
+  if (st == DLS_OK) /* and for the uses of earlier imports of these bytes whose releases still wait */
+    st = dls__deferred_order_after(b->dev->device, (uintptr_t)b->ptr, dls__ranges_end((uintptr_t)b->ptr, b->size),
+                                   producer);
   if (st == DLS_OK)
     st = dls__ranges_add(&dls__foreign_ranges, b->dev->device, (uintptr_t)b->ptr, b->size, b, &b->refs);
   b->entered = st == DLS_OK;

@@ -1,17 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The same memory imported twice in a row (dlstream.from_dlpack of one NumPy array), the first import closed while
-its write is still queued (held by a latch on s1): the second import's write on s3 must land after it (NumPy's answer:
-the later write's value), as two uses of one array passed straight are ordered through its record.
+its write is still queued (held by a latch on s1): the second import's write on s3 lands after it (NumPy's answer: the
+later write's value), as two uses of one array passed straight are ordered through its record.
 
-KNOWN BUG (found by the eighth session's hunt, not fixed yet): an import leaves the registry of foreign memory at its
-last reference (release.c, dls__buffer_unref), while its release still waits in the deferred queue for the pending
-write; the second import finds nothing to wait for, its write runs first, and the held write lands last (x[0] is 1,
-not 2). The same holds for dls_buffer_borrow (C): memory borrowed again after dls_buffer_free, before the release
-ran. A fix: the deferred queue keeps an import's range and marks, and an import (dls__foreign_enter) or a record
-(dls__foreign_find) of overlapping memory waits for them. Strict: the test fails as soon as the bug is fixed, so
-that the marker goes."""
-import pytest
-
+Found by the eighth session's hunt: an import leaves the registry of foreign memory at its last reference (release.c,
+dls__buffer_unref) while its release still waits in the deferred queue for the pending write; the second import found
+nothing to wait for, its write ran first and the held write landed last (x[0] was 1, not 2). The deferred entry now
+keeps the import's bytes, and an import of overlapping memory (dls__foreign_enter) waits for its pending uses
+(dls__deferred_order_after). dls_buffer_borrow (C) with a release callback takes the same path; one without a callback
+has nothing to defer, and its uses are forgotten at its free (the caller, told nothing, orders a reuse itself)."""
 from conftest import run_python
 
 PROGRAM = """
@@ -37,8 +34,6 @@ print("final", int(x[0]))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: an import closed with a use pending leaves the registry of foreign "
-                                       "memory before its release (see the module's docstring)")
 def test_a_second_import_waits_for_the_first_ones_pending_write():
     r = run_python(PROGRAM, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
