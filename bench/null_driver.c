@@ -13,7 +13,9 @@
  * dls_null_order_stats. Handles are
  * distinct fake addresses, never dereferenced; host allocations are real
  * memory (the backend writes them). */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +77,43 @@ static unsigned long g_loads_after_wait;
 __attribute__((visibility("default"))) void dls_null_order_stats(unsigned long *out_loads_after_wait);
 void dls_null_order_stats(unsigned long *out_loads_after_wait) { *out_loads_after_wait = g_loads_after_wait; }
 
+/* A gate on module loads (tests/c/test_device_open.c): while it is closed a load parks until it opens, and work
+ * queued meanwhile (a stream made, a stream wait, an event record, a launch) is counted. A real driver's load may
+ * drain the device: work queued behind a load's back by another thread may hold it up. */
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
+static bool g_gate_closed;
+static _Atomic int g_parked;
+static _Atomic unsigned long g_work_while_parked;
+
+__attribute__((visibility("default"))) void dls_null_load_gate(int closed);
+void dls_null_load_gate(int closed) {
+  pthread_mutex_lock(&g_gate_mu);
+  g_gate_closed = closed != 0;
+  pthread_cond_broadcast(&g_gate_cv);
+  pthread_mutex_unlock(&g_gate_mu);
+}
+__attribute__((visibility("default"))) void dls_null_gate_stats(int *out_parked, unsigned long *out_work);
+void dls_null_gate_stats(int *out_parked, unsigned long *out_work) {
+  *out_parked = atomic_load(&g_parked);
+  *out_work = atomic_load(&g_work_while_parked);
+}
+static void load_gate(void) {
+  pthread_mutex_lock(&g_gate_mu);
+  if (g_gate_closed) {
+    atomic_store(&g_parked, 1);
+    while (g_gate_closed)
+      pthread_cond_wait(&g_gate_cv, &g_gate_mu);
+    atomic_store(&g_parked, 0);
+  }
+  pthread_mutex_unlock(&g_gate_mu);
+}
+/* Work queued: counted while a load is parked. */
+static void work(void) {
+  if (atomic_load_explicit(&g_parked, memory_order_relaxed) != 0)
+    atomic_fetch_add(&g_work_while_parked, 1);
+}
+
 static void *fake(void) { return (void *)atomic_fetch_add_explicit(&g_next, 256, memory_order_relaxed); }
 
 static int attribute(dls__CUdevice_attribute a) {
@@ -98,21 +137,21 @@ static R n_cuCtxGetStreamPriorityRange(int *least, int *greatest) { return SET(*
 static R n_cuCtxSynchronize(void) { return g_syncs++, OK; }
 /* Streams are readable host memory, as a driver's are (the Python layer refuses a stream pointer it cannot read). */
 static void *stream_new(void) { return calloc(1, 64); }
-static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return SET(*s, stream_new()); }
-static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { return SET(*s, stream_new()); }
+static R n_cuStreamCreate(dls__CUstream *s, unsigned f) { return work(), SET(*s, stream_new()); }
+static R n_cuStreamCreateWithPriority(dls__CUstream *s, unsigned f, int p) { return work(), SET(*s, stream_new()); }
 static R n_cuStreamDestroy(dls__CUstream s) {
   free(s);
   return OK;
 }
 static R n_cuStreamSynchronize(dls__CUstream s) { return g_syncs++, OK; }
 static R n_cuStreamQuery(dls__CUstream s) { return OK; }
-static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return g_waits++, OK; }
+static R n_cuStreamWaitEvent(dls__CUstream s, dls__CUevent e, unsigned f) { return work(), g_waits++, OK; }
 static R n_cuStreamGetCtx(dls__CUstream s, dls__CUcontext *c) { return SET(*c, g_primary); }
 static R n_cuStreamGetDevice(dls__CUstream s, dls__CUdevice *d) { return SET(*d, 0); }
 static R n_cuLaunchHostFunc(dls__CUstream s, dls__CUhostFn fn, void *user) { return fn(user), OK; }
 static R n_cuEventCreate(dls__CUevent *e, unsigned f) { return SET(*e, fake()); }
 static R n_cuEventDestroy(dls__CUevent e) { return OK; }
-static R n_cuEventRecord(dls__CUevent e, dls__CUstream s) { return OK; }
+static R n_cuEventRecord(dls__CUevent e, dls__CUstream s) { return work(), OK; }
 static R n_cuEventQuery(dls__CUevent e) { return OK; }
 static R n_cuEventSynchronize(dls__CUevent e) { return g_syncs++, OK; }
 static R n_cuEventElapsedTime(float *ms, dls__CUevent a, dls__CUevent b) { return SET(*ms, 0.0f); }
@@ -133,6 +172,7 @@ static R n_cuMemHostAlloc(void **p, size_t n, unsigned f) {
 static R n_cuMemHostGetDevicePointer(dptr *d, void *host, unsigned f) { return SET(*d, (dptr)(uintptr_t)host); }
 static R n_cuMemFreeHost(void *host) { return free(host), OK; }
 static R n_cuModuleLoadDataEx(dls__CUmodule *m, const void *image, unsigned n, dls__CUjit_option *o, void **v) {
+  load_gate();
   g_loads++;
   g_loads_after_wait += g_waits + g_value_waits > 0;
   return SET(*m, fake());
@@ -143,6 +183,7 @@ static R n_cuFuncGetAttribute(int *v, dls__CUfunction_attribute a, dls__CUfuncti
 static R n_cuFuncLoad(dls__CUfunction f) { return OK; }
 static R n_cuLaunchKernel(dls__CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shared, dls__CUstream s, void **params, void **extra) {
+  work();
   g_last_stream = s;
   g_launches++;
   return OK;

@@ -5,6 +5,7 @@
  * whose extent the caller knows), well-formed descriptors, and no partial overlap between what it reads and
  * writes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/builtin_args.h"
@@ -216,6 +217,53 @@ static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out) {
   return *out > (uint64_t)INT64_MAX;
 }
 
+/* Views of at most this many elements whose steps do not nest are told apart by their offsets, sorted. */
+enum { APART_COUNTED = 1024 }; /* on the stack: 8 KiB */
+
+static uint64_t magnitude(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v; }
+
+static int offset_order(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Whether the `count` elements of a view (strides in elements) are each at an offset of their own: its steps,
+ * smallest first, each pass the reach of those below it (what slicing, transposing and reversing make); failing that,
+ * for a view of at most APART_COUNTED elements, its offsets (modulo 2^64: never apart where they are one) sorted. */
+static bool elements_apart(const dls_copy_desc_t *d, const int64_t *strides, uint64_t count) {
+  uint32_t order[DLS_COPY_MAX_DIMS], m = 0;
+  for (uint32_t i = 0; i < d->ndim; i++) {
+    if (d->shape[i] < 2)
+      continue; /* one element along it: its stride is never used */
+    uint32_t k = m++;
+    for (; k > 0 && magnitude(strides[order[k - 1]]) > magnitude(strides[i]); k--)
+      order[k] = order[k - 1];
+    order[k] = i;
+  }
+  __int128 reach = 0;
+  bool nested = true;
+  for (uint32_t k = 0; k < m && nested; k++) {
+    nested = (__int128)magnitude(strides[order[k]]) > reach;
+    reach += (__int128)magnitude(strides[order[k]]) * (d->shape[order[k]] - 1);
+  }
+  if (nested || count > APART_COUNTED)
+    return nested;
+  uint64_t at[APART_COUNTED];
+  for (uint64_t e = 0; e < count; e++) {
+    uint64_t rest = e, offset = 0;
+    for (uint32_t i = d->ndim; i-- > 0;) {
+      offset += (rest % (uint64_t)d->shape[i]) * (uint64_t)strides[i];
+      rest /= (uint64_t)d->shape[i];
+    }
+    at[e] = offset;
+  }
+  qsort(at, count, sizeof *at, offset_order);
+  bool apart = true;
+  for (uint64_t e = 1; e < count && apart; e++)
+    apart = at[e] != at[e - 1];
+  return apart;
+}
+
 dls_status_t dls__copy_desc_check(const char *call, const dls_copy_desc_t *d, uint64_t *out_count) {
   if (d->ndim > DLS_COPY_MAX_DIMS)
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(desc.ndim=%u): at most %d dimensions", call, d->ndim,
@@ -328,13 +376,20 @@ static dls_status_t check_axpy(const char *call, int k, const dls_arg_t *args, c
   return DLS_OK;
 }
 
-/* A strided copy's two views (`d`: shape, strides, dst's element size; `src_elem`: src's) inside their memory;
+/* A strided copy's two views (`d`: shape, strides, dst's element size; `src_elem`: src's; `count` elements) inside
+ * their memory, the destination's elements each its own (one written from several sources at once is a race);
  * *ov: a partial overlap. */
-static dls_status_t check_views(const char *call, const dls_copy_desc_t *d, uint32_t src_elem, const mem_arg *mem,
-                                bool *ov) {
+static dls_status_t check_views(const char *call, const dls_copy_desc_t *d, uint32_t src_elem, uint64_t count,
+                                const mem_arg *mem, bool *ov) {
   int64_t dlo, dhi, slo, shi;
   DLS__TRY(dls__copy_view_span(call, "dst", d, d->dst_strides, d->elem_size, &dlo, &dhi));
   DLS__TRY(need(call, "dst", &mem[0], dlo, dhi));
+  if (count > 1 && !elements_apart(d, d->dst_strides, count))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(desc.dst_strides): the destination's elements overlap%s: one element would be written from "
+                     "several sources at once (only a source may overlap itself)",
+                     call, count > APART_COUNTED ? " (or may: its steps do not nest, and past 1024 elements they are "
+                                                   "not counted)" : "");
   DLS__TRY(dls__copy_view_span(call, "src", d, d->src_strides, src_elem, &slo, &shi));
   DLS__TRY(need(call, "src", &mem[1], slo, shi));
   bool same = src_elem == d->elem_size && memcmp(d->dst_strides, d->src_strides, d->ndim * sizeof(int64_t)) == 0;
@@ -358,7 +413,7 @@ static dls_status_t check_copy(const char *call, int k, const dls_arg_t *args, c
                      "%s(args[0] dst, args[1] src): their elements are %s and %s, but dls_copy_strided copies bits: "
                      "both must have one element type (dls_copy_convert, and dlstream.copy, convert)",
                      call, dls__dtype_name(mem[0].dtype, a, sizeof a), dls__dtype_name(mem[1].dtype, b, sizeof b));
-  return check_views(call, d, d->elem_size, mem, ov);
+  return check_views(call, d, d->elem_size, count, mem, ov);
 }
 
 static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args, const mem_arg *mem, bool *ov) {
@@ -376,7 +431,7 @@ static dls_status_t check_convert(const char *call, int k, const dls_arg_t *args
                        dls__dtype_name(want[i], b, sizeof b));
     }
   }
-  return check_views(call, &d, (uint32_t)dls__dtype_bytes(cd->src_dtype), mem, ov);
+  return check_views(call, &d, (uint32_t)dls__dtype_bytes(cd->src_dtype), count, mem, ov);
 }
 
 static dls_status_t check_latch(const char *call, int k, const dls_arg_t *args, const mem_arg *mem, bool *ov) {

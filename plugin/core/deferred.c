@@ -9,6 +9,7 @@
 #include "core/cache.h"
 #include "core/capture.h"
 #include "core/deferred.h"
+#include "core/ranges.h"
 
 struct dls__deferred {
   struct dls__deferred *next;
@@ -17,6 +18,8 @@ struct dls__deferred {
   uint64_t cap_id; /* a capture that must be over first (0: none) */
   dls_release_fn release;
   void *user_data;
+  DLDevice home;     /* a borrowed buffer's bytes [lo, hi) on `home` (hi 0: none), which a later import waits on */
+  uintptr_t lo, hi;
   dls__marker marks_inline[DLS__DEFERRED_MARKS_INLINE]; /* `marks` when they fit */
 };
 
@@ -24,7 +27,38 @@ static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static dls__deferred *g_deferred;
 _Atomic size_t dls__deferred_count;
 
-dls__deferred *dls__deferred_entry(void) { return dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof(dls__deferred)); }
+dls__deferred *dls__deferred_entry(void) {
+  dls__deferred *d = dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof(dls__deferred));
+  if (d != NULL)
+    d->lo = d->hi = 0;
+  return d;
+}
+
+void dls__deferred_range(dls__deferred *d, DLDevice home, uintptr_t lo, uintptr_t hi) {
+  d->home = home;
+  d->lo = lo;
+  d->hi = hi;
+}
+
+dls_status_t dls__deferred_order_after(DLDevice home, uintptr_t lo, uintptr_t hi, dls__stream *s) {
+  if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
+    return DLS_OK;
+  uint64_t cap = 0;
+  if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE || cap != 0)
+    return DLS_OK;
+  const dls__backend *be = s->dev->be;
+  dls_status_t st = DLS_OK;
+  pthread_mutex_lock(&g_deferred_mu); /* the entries' events stay until they leave the queue, under it */
+  for (dls__deferred *d = g_deferred; d != NULL && st == DLS_OK; d = d->next) {
+    if (d->hi <= lo || hi <= d->lo || !dls__ranges_same_memory(d->home, home))
+      continue;
+    for (int i = 0; i < d->nwait && st == DLS_OK; i++)
+      if (d->marks[i].dev->be == be)
+        st = be->stream_wait_event(be, s->dev->id, s->native, d->marks[i].event);
+  }
+  pthread_mutex_unlock(&g_deferred_mu);
+  return st;
+}
 
 void dls__deferred_entry_free(dls__deferred *d) {
   if (d != NULL)

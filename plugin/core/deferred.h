@@ -46,6 +46,13 @@ DLS__INTERNAL void dls__mem_free_eager(dls__device *dev, void *ptr, struct dls__
  * into `s`'s cache: its user data, NULL when out of host memory. */
 DLS__INTERNAL void *dls__late_free_new(dls__device *dev, void *ptr, struct dls__stream *s, size_t cached_size);
 DLS__INTERNAL void dls__late_free(void *late);
+/* Names the bytes [lo, hi) on `home` of the borrowed buffer whose release entry `d` is (before it is queued): an
+ * import of foreign memory, which leaves the registry at its last reference while its uses may still be pending. */
+DLS__INTERNAL void dls__deferred_range(dls__deferred *d, DLDevice home, uintptr_t lo, uintptr_t hi);
+/* Queues on `s` waits for the pending uses of the queued releases whose bytes overlap [lo, hi) on `home`: memory
+ * imported again before its earlier import's release ran. Nothing where `s` captures (an eager wait would tie the
+ * capture to eager work). */
+DLS__INTERNAL dls_status_t dls__deferred_order_after(DLDevice home, uintptr_t lo, uintptr_t hi, struct dls__stream *s);
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;

@@ -134,7 +134,9 @@ _Atomic(dls__device *) dls__devices[DLS__DEVICE_TYPES][DLS__MAX_DEVICES];
  * built-in's first call, behind a stream that waits for what the host releases later (a latch, another process's
  * event), that call would wait on the host until the wait timed out. Asked of the backend itself, not of the fault
  * injector's wrapper (no fault point); a failure (built without kernels, a failed load) is reported by the first
- * built-in call, which tries again. DLSTREAM_TEST_LAZY_BUILTINS=1 leaves the load to that call (the negative control
+ * built-in call, which tries again. Loaded under the backend's lock, before the device is marked ready: another thread
+ * opening the device meanwhile waits for the load rather than queue work behind it (tests/c/test_device_open.c).
+ * DLSTREAM_TEST_LAZY_BUILTINS=1 leaves the load to that call (the negative control
  * of tests/python/test_ipc.py's load-order test). */
 static void builtins_preload(const dls__backend *be, int id) {
   const char *lazy = getenv("DLSTREAM_TEST_LAZY_BUILTINS");
@@ -169,10 +171,10 @@ dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *o
                             bs->ndevices == 1 ? "" : "s");
     return NULL;
   }
-  bool made = false;
   pthread_mutex_lock(&bs->mu);
   if (!atomic_load(&bs->ready[id])) {
-    made = true;
+    /* Before the device is ready: a thread opening it meanwhile waits here, and queues nothing behind the load. */
+    builtins_preload(g_backends[bi], id);
     dls__device *d = &bs->devices[id];
     memset(d, 0, sizeof *d);
     d->be = dls__fault_backend(g_backends[bi]);
@@ -185,8 +187,6 @@ dls__device *dls__device_open(DLDevice device, const char *call, dls_status_t *o
       atomic_store_explicit(&dls__devices[device.device_type][id], d, memory_order_release);
   }
   pthread_mutex_unlock(&bs->mu);
-  if (made)
-    builtins_preload(g_backends[bi], id);
   return &bs->devices[id];
 }
 

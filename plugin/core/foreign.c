@@ -4,6 +4,7 @@
  * stays 0: it owns no bytes). Imports are entered beside them with their own bytes and no reference of the
  * registry's (buffer.c takes one out before its last reference goes). Also the public dls_buffer_borrow, whose
  * buffers are entered as imports are. */
+#include "core/deferred.h"
 #include "core/foreign.h"
 #include "core/ranges.h"
 #include "core/tables.h"
@@ -74,10 +75,17 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   int n;
   bool holds; /* by a record or an import: only a record's counts here */
   dls__ranges_overlapping(&dls__foreign_ranges, dev->device, lo, size, r, DLS__FOREIGN_MAX, &n, &holds);
+  if (n > DLS__FOREIGN_MAX) {
+    /* Memory used in small pieces, then as one (a pool's blocks handed out again together): the pieces' records
+     * whose uses are over go, and the range is asked again. */
+    dls__foreign_sweep();
+    dls__ranges_overlapping(&dls__foreign_ranges, dev->device, lo, size, r, DLS__FOREIGN_MAX, &n, &holds);
+  }
   if (n > DLS__FOREIGN_MAX)
     return dls__fail(DLS_ERR_NOT_SUPPORTED,
                      "%d records and imports of foreign memory overlap [%p, %p) on %s, more than one use may join "
-                     "(%d): imports of overlapping memory that live at once",
+                     "(%d): records of smaller views whose work has not finished (wait for it first), or imports of "
+                     "overlapping memory that live at once",
                      n, (void *)lo, (void *)hi, dev->name, DLS__FOREIGN_MAX);
   /* The records first (the one that holds the range, else one other holders keep, else the first), imports after;
    * rr: the records' ranges, in the set's order. */
@@ -182,6 +190,9 @@ dls_status_t dls__foreign_enter(dls__buffer *b, dls__stream *producer) {
       (void)dls__access_end(&x, false);
   }
   drop_all(&set);
+  if (st == DLS_OK) /* and for the uses of earlier imports of these bytes whose releases still wait */
+    st = dls__deferred_order_after(b->dev->device, (uintptr_t)b->ptr, dls__ranges_end((uintptr_t)b->ptr, b->size),
+                                   producer);
   if (st == DLS_OK)
     st = dls__ranges_add(&dls__foreign_ranges, b->dev->device, (uintptr_t)b->ptr, b->size, b, &b->refs);
   b->entered = st == DLS_OK;

@@ -102,6 +102,8 @@ static void defer_release(dls__buffer *b, uint64_t cap, dls_release_fn release, 
   }
   uint64_t used_cap = 0;
   int nwait = sort_uses(b, marks, &used_cap);
+  if (b->entered) /* an import: it left the registry of foreign memory; a later import of its bytes waits here */
+    dls__deferred_range(d, b->dev->device, (uintptr_t)b->ptr, dls__ranges_end((uintptr_t)b->ptr, b->size));
   dls__deferred_enqueue(d, marks, nwait, b->nuses, cap != 0 ? cap : used_cap, release, user_data);
 }
 

@@ -94,3 +94,57 @@ BACKEND_TEST(builtin_hostile, a_conversion_whose_reach_overflows_is_refused) {
   OK(dls_stream_synchronize(c.s));
   close_ctx(&c);
 }
+
+/* A destination two of whose elements are one (strides that are not 0, so not a broadcast, yet overlap) writes that
+ * element from two sources at once, a race on a GPU: refused by name as a broadcast destination is, through both
+ * descriptors. Destinations whose elements are apart are copied, those whose steps interleave too. */
+static const struct {
+  uint32_t ndim;
+  int64_t shape[3], dst[3];
+  bool apart;
+} g_dsts[] = {
+    {2, {2, 2}, {1, 1}, false},       /* (0, 1) and (1, 0) */
+    {2, {2, 2}, {1, -1}, false},      /* (0, 0) and (1, 1) */
+    {2, {3, 4}, {2, 1}, false},       /* rows 2 elements apart, 4 long */
+    {3, {2, 2, 3}, {4, 2, 1}, false}, /* (0, 1, 0) and (0, 0, 2) */
+    {2, {4, 3}, {2, 3}, false},       /* (3, 0) and (0, 2): both at 6 */
+    {2, {2, 3}, {3, 2}, true},        /* 0, 2, 4, 3, 5, 7: interleaved, apart */
+    {2, {2, 2}, {1, 2}, true},        /* transposed */
+    {2, {4, 1}, {1, 1}, true},        /* a dimension of one element: its stride is never used */
+    {2, {0, 2}, {1, 1}, true},        /* no element */
+};
+
+BACKEND_TEST(builtin_hostile, a_destination_whose_elements_overlap_is_refused) {
+  ctx_t c = open_ctx(*backend_type);
+  for (size_t v = 0; v < sizeof g_dsts / sizeof g_dsts[0]; v++) {
+    dls_copy_desc_t d;
+    dls_convert_desc_t cd;
+    memset(&d, 0, sizeof d);
+    memset(&cd, 0, sizeof cd);
+    d.ndim = cd.ndim = g_dsts[v].ndim;
+    d.elem_size = 4;
+    cd.dst_dtype = cd.src_dtype = (DLDataType){kDLFloat, 32, 1};
+    for (uint32_t i = 0; i < d.ndim; i++) {
+      d.shape[i] = cd.shape[i] = g_dsts[v].shape[i];
+      d.dst_strides[i] = cd.dst_strides[i] = g_dsts[v].dst[i];
+      d.src_strides[i] = cd.src_strides[i] = 1;
+    }
+    char *dst; /* 64 bytes in: room for the negative steps */
+    OK(dls_buffer_ptr(c.dst, (void **)&dst));
+    dls_status_t a = dls_copy_strided(c.s, dls_arg_ptr(dst + 64), dls_arg_buffer(c.src), &d);
+    char said[512];
+    snprintf(said, sizeof said, "%s", dls_last_error());
+    dls_status_t b = dls_copy_convert(c.s, dls_arg_ptr(dst + 64), dls_arg_buffer(c.src), &cd);
+    if (g_dsts[v].apart) {
+      cr_assert(a == DLS_OK && b == DLS_OK, "view %zu (elements apart) refused: %s / %s", v, said, dls_last_error());
+      continue;
+    }
+    cr_assert_eq(a, DLS_ERR_INVALID_ARGUMENT, "view %zu: an overlapping destination was queued", v);
+    cr_assert_eq(b, DLS_ERR_INVALID_ARGUMENT, "view %zu: an overlapping destination was queued (convert)", v);
+    cr_assert(strstr(said, "dls_copy_strided(desc.dst_strides): the destination's elements overlap") != NULL,
+              "view %zu: %s", v, said);
+    cr_assert(strstr(dls_last_error(), "dls_copy_convert(desc.dst_strides)") != NULL, "%s", dls_last_error());
+  }
+  OK(dls_stream_synchronize(c.s)); /* the copies made wrote the source's bytes: the destination's own */
+  close_ctx(&c);
+}
