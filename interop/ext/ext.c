@@ -3,6 +3,7 @@
  * buffer a framework tensor aliases, and the launches of typed arguments and of values (ext.h says what each may
  * do). */
 #include "core/builtin_args.h"
+#include "core/deferred.h"
 #include "core/device.h"
 #include "core/exported.h"
 #include "core/foreign.h"
@@ -86,6 +87,12 @@ dls_status_t dls__ext_foreign_find(DLDevice home, const void *lo, size_t nbytes,
 }
 
 void dls__ext_foreign_retire(dls__buffer *rec, int held) { dls__foreign_retire(rec, held); }
+
+dls_status_t dls__ext_deferred_order_after(DLDevice home, const void *lo, size_t nbytes, dls__stream *s) {
+  if (nbytes == 0 || atomic_load_explicit(&dls__foreign_off, memory_order_relaxed))
+    return DLS_OK;
+  return dls__deferred_order_after(home, (uintptr_t)lo, dls__ranges_end((uintptr_t)lo, nbytes), s);
+}
 
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes) {
   dls__device *dev = dls__device_peek(home.device_type, home.device_id);

@@ -193,6 +193,12 @@ void dls__ext_foreign_retire(dls__buffer *rec, int held);
 dls__buffer *dls__foreign_use_noted(DLDevice home, uintptr_t lo, size_t size, dls__stream *s, int mode);
 bool dls__foreign_quick_ready(dls__stream *s);
 #define DLS__EXT_EPOCH_NOTED 0x80000000u /* the epoch of a use dls__foreign_use_noted took */
+/* Memory passed straight whose earlier import was let go with uses pending (its release waits in the deferred
+ * queue, and the import has left the registry): queues on `s` waits for those uses, as a new import's producer
+ * waits (plugin/core/deferred.h, dls__deferred_order_after). Nothing where nothing overlaps, the record is off or
+ * `s` captures. dls__deferred_count (read inline: 0 while nothing waits) says whether to ask at all. */
+DLS__EXT_HIDDEN extern _Atomic size_t dls__deferred_count;
+dls_status_t dls__ext_deferred_order_after(DLDevice home, const void *lo, size_t nbytes, dls__stream *s);
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);
 /* Takes out the records whose uses have all completed (after a host wait). */

@@ -40,10 +40,23 @@ void dls__deferred_range(dls__deferred *d, DLDevice home, uintptr_t lo, uintptr_
   d->hi = hi;
 }
 
+/* Whether a queued entry's bytes overlap [lo, hi) on `home` (g_deferred_mu held). */
+static bool overlapped(DLDevice home, uintptr_t lo, uintptr_t hi) {
+  for (dls__deferred *d = g_deferred; d != NULL; d = d->next)
+    if (d->hi > lo && hi > d->lo && dls__ranges_same_memory(d->home, home))
+      return true;
+  return false;
+}
+
 dls_status_t dls__deferred_order_after(DLDevice home, uintptr_t lo, uintptr_t hi, dls__stream *s) {
   if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
     return DLS_OK;
-  uint64_t cap = 0;
+  pthread_mutex_lock(&g_deferred_mu);
+  bool any = overlapped(home, lo, hi);
+  pthread_mutex_unlock(&g_deferred_mu);
+  if (!any)
+    return DLS_OK;
+  uint64_t cap = 0; /* asked with the queue let go: it may ask the driver */
   if (dls__stream_capture(s, &cap) != DLS__CAPTURE_NONE || cap != 0)
     return DLS_OK;
   const dls__backend *be = s->dev->be;

@@ -47,3 +47,25 @@ def test_control_a_second_import_while_the_first_lives_waits():
     r = run_python(program, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-1] == "2", r.stdout
+
+
+STRAIGHT = PROGRAM.replace("t2 = dlstream.from_dlpack(x)\n", "").replace("dlstream.fill(t2, 2, stream=s3)",
+                                                                        "dlstream.fill(x, 2, stream=s3)") \
+    .replace("t2.close()\n", "")
+
+
+def test_the_array_passed_straight_waits_for_the_closed_imports_pending_write():
+    """The same memory passed straight (not imported again) after the first import was closed with its write held:
+    the straight use makes a record of its own, and waits for the closed import's pending uses first (alias.c,
+    dls__ext_deferred_order_after). Before, it waited for nothing: x[0] was 1."""
+    r = run_python(STRAIGHT, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == "2", f"the held write of the closed import landed last: {r.stdout}"
+
+
+def test_control_with_the_record_off_the_straight_use_waits_for_nothing():
+    """Negative control: with the record of foreign memory off (DLSTREAM_TEST_NO_FOREIGN=1), the straight write
+    runs first and the held write lands last."""
+    r = run_python(STRAIGHT, env={"DLSTREAM_TEST_NO_FOREIGN": "1"}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == "1", r.stdout

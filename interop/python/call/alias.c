@@ -35,6 +35,12 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
   dls__buffer *b = dlspy_exported_any() ? dls__ext_alias_find(home, lo, n) : NULL;
   if (b != NULL)
     return dlspy_call_use(c, b, mode);
+  dls_status_t rc;
+  if (DLSPY_UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && !framework &&
+      (rc = dls__ext_deferred_order_after(home, lo, n, c->s)) != DLS_OK) { /* an earlier import's pending uses */
+    dlspy_raisef(c->st, rc, "%s: %s", c->pycall, dls_last_error());
+    return -1;
+  }
   int q = c->nquick;
   if (!framework && atomic_load_explicit(&dls__foreign_n, memory_order_relaxed) != 0 &&
       q + c->nuse_posts < DLSPY_MAX_USES &&
@@ -47,7 +53,7 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
     return 0;
   }
   dls__ext_foreign f;
-  dls_status_t rc = dls__ext_foreign_find(home, lo, n, !framework, &f);
+  rc = dls__ext_foreign_find(home, lo, n, !framework, &f);
   if (rc != DLS_OK) {
     dlspy_raisef(c->st, rc, "%s: %s", c->pycall, dls_last_error());
     return -1;
