@@ -196,8 +196,9 @@ bool dls__foreign_quick_ready(dls__stream *s);
 /* Memory passed straight whose earlier import was let go with uses pending (its release waits in the deferred
  * queue, and the import has left the registry): queues on `s` waits for those uses, as a new import's producer
  * waits (plugin/core/deferred.h, dls__deferred_order_after). Nothing where nothing overlaps, the record is off or
- * `s` captures. dls__deferred_count (read inline: 0 while nothing waits) says whether to ask at all. */
-DLS__EXT_HIDDEN extern _Atomic size_t dls__deferred_count;
+ * `s` captures. dls__deferred_ranged (read inline: 0 while no import's release waits; the queue's other entries,
+ * objects a launch held, say nothing here) says whether to ask at all. */
+DLS__EXT_HIDDEN extern _Atomic size_t dls__deferred_ranged;
 dls_status_t dls__ext_deferred_order_after(DLDevice home, const void *lo, size_t nbytes, dls__stream *s);
 /* Whether [lo, lo + nbytes) on `home` overlaps a foreign record or import (nothing held). */
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes);

@@ -26,6 +26,7 @@ struct dls__deferred {
 static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static dls__deferred *g_deferred;
 _Atomic size_t dls__deferred_count;
+_Atomic size_t dls__deferred_ranged;
 
 dls__deferred *dls__deferred_entry(void) {
   dls__deferred *d = dls__obj_alloc(DLS__OBJ_DEFERRED, sizeof(dls__deferred));
@@ -49,7 +50,7 @@ static bool overlapped(DLDevice home, uintptr_t lo, uintptr_t hi) {
 }
 
 dls_status_t dls__deferred_order_after(DLDevice home, uintptr_t lo, uintptr_t hi, dls__stream *s) {
-  if (atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) == 0)
+  if (atomic_load_explicit(&dls__deferred_ranged, memory_order_relaxed) == 0)
     return DLS_OK;
   pthread_mutex_lock(&g_deferred_mu);
   bool any = overlapped(home, lo, hi);
@@ -96,6 +97,8 @@ void dls__deferred_enqueue(dls__deferred *d, dls__marker *marks, int nwait, int 
   d->next = g_deferred;
   g_deferred = d;
   atomic_fetch_add(&dls__deferred_count, 1);
+  if (d->hi != 0)
+    atomic_fetch_add(&dls__deferred_ranged, 1);
   pthread_mutex_unlock(&g_deferred_mu);
 }
 
@@ -166,6 +169,8 @@ size_t dls_deferred_poll(void) {
       d->next = ready;
       ready = d;
       atomic_fetch_sub(&dls__deferred_count, 1);
+      if (d->hi != 0)
+        atomic_fetch_sub(&dls__deferred_ranged, 1);
     } else {
       pp = &d->next;
     }
@@ -197,6 +202,8 @@ void dls__deferred_drain(void) {
     if (d != NULL) {
       g_deferred = d->next;
       atomic_fetch_sub(&dls__deferred_count, 1);
+      if (d->hi != 0)
+        atomic_fetch_sub(&dls__deferred_ranged, 1);
     }
     pthread_mutex_unlock(&g_deferred_mu);
     if (d == NULL)

@@ -56,5 +56,8 @@ DLS__INTERNAL dls_status_t dls__deferred_order_after(DLDevice home, uintptr_t lo
 /* Drains the queue, blocking on each event (shutdown). */
 DLS__INTERNAL void dls__deferred_drain(void);
 DLS__INTERNAL extern _Atomic size_t dls__deferred_count;
+/* The queued entries that name bytes (dls__deferred_range): 0 while no import's release waits (read inline by a
+ * call's straight uses, which look the queue over only when it is not). */
+DLS__INTERNAL extern _Atomic size_t dls__deferred_ranged;
 
 #endif /* DLSTREAM_CORE_DEFERRED_H */

@@ -36,7 +36,7 @@ int dlspy_call_memory_slow(dlspy_call *c, const DLTensor *dl, int mode, bool fra
   if (b != NULL)
     return dlspy_call_use(c, b, mode);
   dls_status_t rc;
-  if (DLSPY_UNLIKELY(atomic_load_explicit(&dls__deferred_count, memory_order_relaxed) != 0) && !framework &&
+  if (DLSPY_UNLIKELY(atomic_load_explicit(&dls__deferred_ranged, memory_order_relaxed) != 0) && !framework &&
       (rc = dls__ext_deferred_order_after(home, lo, n, c->s)) != DLS_OK) { /* an earlier import's pending uses */
     dlspy_raisef(c->st, rc, "%s: %s", c->pycall, dls_last_error());
     return -1;
