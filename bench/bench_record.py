@@ -121,10 +121,12 @@ def gpu_kit(dlstream):
 
 
 def gpu_rows(dlstream, args, kit):
-    """An empty kernel on 4 tensors: stream= another stream (the record's cost) and torch's current stream (must not
-    move), record on against off; the A/A row."""
+    """An empty kernel on 4 tensors: stream= another stream (the record's cost); torch's current stream on tensors
+    never used elsewhere (must not move) and on the first row's tensors, whose records stay (a use on the framework's
+    stream asks them); record on against off; the A/A row."""
     torch, tensor, sync, where = kit
     xs = [tensor(N) for _ in range(4)]
+    fresh = [tensor(N) for _ in range(4)]  # never used off the framework's stream: no record of theirs exists
     other = dlstream.Stream("cuda:0")
     touch4 = dlstream.Module(empty_ptx(4).encode(), device="cuda:0").function("touch", "p,p,p,p").launch
 
@@ -136,6 +138,10 @@ def gpu_rows(dlstream, args, kit):
         for _ in range(n):
             touch4(1, 32, *xs)
 
+    def fresh_loop(n):
+        for _ in range(n):
+            touch4(1, 32, *fresh)
+
     def drain():
         other.synchronize()
         sync()
@@ -144,8 +150,10 @@ def gpu_rows(dlstream, args, kit):
     for label, fa, fb in (
             ("empty kernel, 4 tensors, stream= another stream: record on - off", other_loop,
              switched_off(dlstream, other_loop)),
-            ("empty kernel, 4 tensors on the framework's current stream: record on - off (must not move)",
-             current_loop, switched_off(dlstream, current_loop)),
+            ("empty kernel, 4 tensors on the framework's current stream, never used on another: record on - off "
+             "(must not move)", fresh_loop, switched_off(dlstream, fresh_loop)),
+            ("empty kernel, 4 tensors on the framework's current stream, each with a finished record (used on another "
+             "stream before): record on - off", current_loop, switched_off(dlstream, current_loop)),
             ("A/A: 4 tensors, stream= another stream, the record on on both sides (the method's zero)", other_loop,
              other_loop)):
         rows.append((label, gpubench.paired_row(fa, fb, args.calls, args.pairs, drain), 4))

@@ -102,8 +102,15 @@ static dls_status_t w_host_mapped_alloc(const dls__backend *be, int dev, size_t 
   DLS__FAULT_MAKE("host_mapped_alloc", OOM, DLS_FAULT_MAPPED, *host != NULL,
                   r->host_mapped_alloc(r, dev, n, host, device));
 }
+static _Atomic uint64_t g_blocked_waits;
+static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
+
+/* The driver's free of page-locked memory waits for the whole device: while a latch holds a stream, that is a host
+ * wait only the latch's timeout ends (counted as one, dls_fault_blocked_waits). */
 static dls_status_t w_host_mapped_free(const dls__backend *be, int dev, void *host) {
   const dls__backend *r = real_of(be);
+  if (DLS__UNLIKELY(latch_holding()) && host != NULL)
+    atomic_fetch_add(&g_blocked_waits, 1);
   DLS__FAULT_RELEASE(DLS_FAULT_MAPPED, host, r->host_mapped_free(r, dev, host));
 }
 static dls_status_t w_module_load(const dls__backend *be, int dev, const void *image, size_t n, void **out) {
@@ -166,11 +173,7 @@ static dls_status_t w_graph_destroy(const dls__backend *be, int dev, void *graph
 /* Host waits: a point, then the wait. One on work not complete while a latch holds a stream is counted
  * (dls_fault_blocked_waits): only the latch's timeout may end it. The question costs a query, made only while a
  * latch holds (it asks what the wait itself is about to wait for). */
-static _Atomic uint64_t g_blocked_waits;
-
 uint64_t dls_fault_blocked_waits(void) { return atomic_load(&g_blocked_waits); }
-
-static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
 
 /* A stream's (`event` false) or an event's synchronize. */
 static dls_status_t host_wait(const dls__backend *be, int dev, void *obj, bool event) {

@@ -19,6 +19,7 @@
 #include "core/group.h"
 #include "core/ipc.h"
 #include "core/kinds.h"
+#include "core/latch.h"
 #include "core/launch.h"
 #include "core/module.h"
 #include "core/runtime.h"

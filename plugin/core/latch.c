@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Latches: host-visible flags a stream waits on until the host opens them (the latch built-in). */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/access.h"
 #include "core/buffer.h"
 #include "core/builtin.h"
 #include "core/capture.h"
+#include "core/latch.h"
 #include "core/launch.h"
 
 typedef struct dls__latch {
@@ -29,15 +31,52 @@ static void latch_let_go(dls__latch *l) {
     atomic_fetch_sub(&dls__latches_holding, 1);
 }
 
+/* A latch's two words, host-mapped. A latch's release keeps them for the next latch of its device instead of freeing
+ * them: the driver's free of page-locked memory (cuMemFreeHost) waits for the whole device, and a release runs from
+ * the deferred queue at any later call, when another latch may hold a stream; that free would then wait out the
+ * other latch's timeout on the host. The kept words go back to the driver at dls_shutdown. */
 typedef struct dls__mapped {
   dls__device *dev;
   void *host;
+  void *device;
+  struct dls__mapped *next;
 } dls__mapped;
+
+static pthread_mutex_t g_spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static dls__mapped *g_spare; /* kept words, any device's */
 
 static void mapped_release(void *user_data) {
   dls__mapped *m = user_data;
-  m->dev->be->host_mapped_free(m->dev->be, m->dev->id, m->host);
-  dls__free(m);
+  pthread_mutex_lock(&g_spare_mu);
+  m->next = g_spare;
+  g_spare = m;
+  pthread_mutex_unlock(&g_spare_mu);
+}
+
+/* Kept words of `dev`, or NULL. */
+static dls__mapped *mapped_reuse(dls__device *dev) {
+  pthread_mutex_lock(&g_spare_mu);
+  dls__mapped **at = &g_spare;
+  while (*at != NULL && (*at)->dev != dev)
+    at = &(*at)->next;
+  dls__mapped *m = *at;
+  if (m != NULL)
+    *at = m->next;
+  pthread_mutex_unlock(&g_spare_mu);
+  return m;
+}
+
+void dls__latches_shutdown(void) {
+  pthread_mutex_lock(&g_spare_mu);
+  dls__mapped *m = g_spare;
+  g_spare = NULL;
+  pthread_mutex_unlock(&g_spare_mu);
+  while (m != NULL) {
+    dls__mapped *next = m->next;
+    m->dev->be->host_mapped_free(m->dev->be, m->dev->id, m->host);
+    dls__free(m);
+    m = next;
+  }
 }
 
 dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
@@ -53,21 +92,24 @@ dls_status_t dls_latch_create(DLDevice device, dls_latch_t *out_latch) {
   if (st != DLS_OK)
     return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
   dls__latch *l = dls__calloc(1, sizeof *l);
-  dls__mapped *m = dls__calloc(1, sizeof *m);
-  if (l == NULL || m == NULL) {
-    dls__free(l);
-    dls__free(m);
+  if (l == NULL)
     return dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  dls__mapped *m = mapped_reuse(dev);
+  if (m == NULL) {
+    m = dls__calloc(1, sizeof *m);
+    void *host, *dptr;
+    st = m == NULL ? dls__fail(DLS_ERR_OUT_OF_MEMORY, "%s: out of host memory", call)
+                   : dev->be->host_mapped_alloc(dev->be, dev->id, 2 * sizeof(uint32_t), &host, &dptr);
+    if (st != DLS_OK) {
+      dls__free(l);
+      dls__free(m);
+      return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
+    }
+    m->dev = dev;
+    m->host = host;
+    m->device = dptr;
   }
-  void *host, *dptr;
-  st = dev->be->host_mapped_alloc(dev->be, dev->id, 2 * sizeof(uint32_t), &host, &dptr);
-  if (st != DLS_OK) {
-    dls__free(l);
-    dls__free(m);
-    return dls__fail_prefix(st, "%s(device=%s)", call, dev->name);
-  }
-  m->dev = dev;
-  m->host = host;
+  void *host = m->host, *dptr = m->device;
   st = dls__buffer_borrow(dev, dptr, 2 * sizeof(uint32_t), none, mapped_release, m, &l->mem);
   if (st != DLS_OK) {
     st = dls__fail_prefix(st, "%s(device=%s)", call, dev->name);

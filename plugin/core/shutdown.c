@@ -55,6 +55,7 @@ dls_status_t dls_shutdown(void) {
   dls__foreign_clear(); /* no import holds a record any more */
   dls__deferred_drain();
   dls__ipc_shutdown_end();
+  dls__latches_shutdown(); /* the latch words kept for reuse (their releases ran in the drain) */
   dls__caches_shutdown(); /* the memory the allocator kept goes back to the drivers, on the streams still there */
   dls__exported_clear(); /* buffers still held past here (exports not deleted) are never released */
   dls__builtins_shutdown();

@@ -72,6 +72,40 @@ BACKEND_TEST(fault, a_host_wait_on_a_latched_stream_is_counted_as_blocked) {
   OK(dls_stream_destroy(u));
 }
 
+/* A latch's words are kept for the next latch, not freed: the driver's free of page-locked memory waits for the
+ * whole device, and a latch's release runs from the deferred queue at any later call, so one made while another
+ * latch held a stream waited out that latch's timeout on the host (the GPU suites' latches timed out so). */
+BACKEND_TEST(fault, a_latch_let_go_while_another_holds_frees_nothing) {
+  DLDevice d = dlst_device(*backend_type);
+  dlst_need_async(d);
+  dls_stream_t u, v;
+  dls_latch_t a, b;
+  OK(dls_stream_create(d, NULL, &u));
+  OK(dls_stream_create(d, NULL, &v));
+  OK(dls_latch_create(d, &a));
+  OK(dls_latch_wait(a, u, 20000000000ull));
+  uint64_t made0, freed0, made, freed;
+  dls_fault_objects(DLS_FAULT_MAPPED, &made0, &freed0);
+  for (int i = 0; i < 3; i++) {
+    OK(dls_latch_create(d, &b));
+    OK(dls_latch_wait(b, v, 20000000000ull));
+    OK(dls_latch_open(b));
+    OK(dls_stream_synchronize(v));
+    OK(dls_latch_destroy(b));
+    (void)dls_deferred_poll();
+  }
+  dls_fault_objects(DLS_FAULT_MAPPED, &made, &freed);
+  cr_assert_eq(freed, freed0, "%llu latch words were freed while another latch held a stream",
+               (unsigned long long)(freed - freed0));
+  cr_assert_leq(made - made0, 1, "the latches one after another made %llu words, not one kept and reused",
+                (unsigned long long)(made - made0));
+  OK(dls_latch_open(a));
+  OK(dls_stream_synchronize(u));
+  OK(dls_latch_destroy(a));
+  OK(dls_stream_destroy(u));
+  OK(dls_stream_destroy(v));
+}
+
 /* ---- regressions: failures the sweep found ---- */
 
 Test(fault, stream_create_priority_range_failure_names_the_call) {

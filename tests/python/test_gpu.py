@@ -129,12 +129,14 @@ def test_our_tensor_consumed_by_torch_on_another_stream():
     # CUDA lazy loading: the first launch of a kernel not loaded yet may wait for the whole device to go
     # idle, i.e. for the latch below to time out. Load torch's multiply kernel before holding a stream.
     (torch.ones(1024, device="cuda") * 2).sum().item()
+    # torch's first stream of a process sets up its stream pool, which waited for the device (the latch's 20 s
+    # timeout on the H200, torch 2.11, when this test ran first in its process): made before anything is held.
+    c = torch.cuda.Stream()
     s = dlstream.Stream(DEV)
     t = dlstream.empty(1024, "float32", device=DEV, stream=s)
     latch = dlstream.Latch(DEV)
     latch.wait(s, timeout=TIMEOUT)
     dlstream.fill(t, 3.0, stream=s)
-    c = torch.cuda.Stream()
 
     class Spy:  # records how torch calls the producer side of the handshake
         calls = []

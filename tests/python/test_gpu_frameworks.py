@@ -75,7 +75,8 @@ def cupy_warm():
     x = cupy.ones(1024, dtype=cupy.float32)
     x += 1
     x *= 2
-    float(x.sum())
+    x.fill(1)
+    float(x.sum()), float(x.max()), float(x.min())  # the reductions the tests read results with, while a latch holds
     cupy.cuda.Device(0).synchronize()
 
 
@@ -276,14 +277,15 @@ def test_torch_provider_without_the_exchange_api():
         latch = held(side)
         with torch.cuda.stream(side):
             dlstream.fill(TorchNoExchange(y), 2.0)
-        torch.cuda.current_stream().synchronize()
-        dlstream.Stream.legacy(DEV).synchronize()
-        untouched = y.sum().item() == 0  # on torch's default stream, which nothing holds
-        assert untouched == provider, "with the provider the fill waits on side; without, it runs at once"
-        if provider:
-            assert not side.query(), "the fill sits on side, behind the latch"
+        # With the provider the fill sits on side, behind the latch, and the legacy stream has nothing queued.
+        # Without it the fill is queued on the legacy stream, which torch's __dlpack__(stream=) makes wait for its
+        # current stream, side: the legacy stream is busy. (A host wait on it would last the latch's timeout.)
+        legacy_idle = dlstream.Stream.legacy(DEV).query()
+        assert legacy_idle == provider, "with the provider the fill runs on side; without, on the legacy stream"
+        assert not side.query(), "side is held by the latch"
         latch.open()
         side.synchronize()
+        dlstream.Stream.legacy(DEV).synchronize()
         latch.close()
         assert y.sum().item() == 2.0 * 1024
     dlstream.register_stream_provider("torch.no_exchange", None)
