@@ -95,6 +95,9 @@ dls_status_t dls__ext_deferred_order_after(DLDevice home, const void *lo, size_t
 }
 
 bool dls__ext_foreign_overlaps(DLDevice home, const void *lo, size_t nbytes) {
+  if (atomic_load_explicit(&dls__foreign_off, memory_order_relaxed) ||
+      !dls__ranges_may_overlap(&dls__foreign_ranges, (uintptr_t)lo, nbytes))
+    return false; /* the common case: records of other memory only (a framework's own calls ask) */
   dls__device *dev = dls__device_peek(home.device_type, home.device_id);
   dls__foreign_set set;
   if (dev == NULL || nbytes == 0 || dls__foreign_find(dev, (uintptr_t)lo, nbytes, false, &set) != DLS_OK)

@@ -105,8 +105,8 @@ static dls_status_t w_host_mapped_alloc(const dls__backend *be, int dev, size_t 
 static _Atomic uint64_t g_blocked_waits;
 static inline bool latch_holding(void) { return atomic_load_explicit(&dls__latches_holding, memory_order_acquire) > 0; }
 
-/* The driver's free of page-locked memory waits for the whole device: while a latch holds a stream, that is a host
- * wait only the latch's timeout ends (counted as one, dls_fault_blocked_waits). */
+/* The driver's free of page-locked memory may wait for the whole device: while a latch holds a stream, that is a
+ * host wait only the latch's timeout ends (counted as one, dls_fault_blocked_waits). */
 static dls_status_t w_host_mapped_free(const dls__backend *be, int dev, void *host) {
   const dls__backend *r = real_of(be);
   if (DLS__UNLIKELY(latch_holding()) && host != NULL)

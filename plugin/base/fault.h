@@ -67,7 +67,7 @@ DLS_API const char *dls_fault_object_name(dls_fault_object_t kind);
 /* Host waits (stream and event synchronizations, any backend) that blocked while a latch held a stream, since the
  * process started: made on work not complete yet while some latch was waited on and not opened. Such a wait can
  * end only with the latch's timeout when the caller is the one to open it (a host wait the caller cannot end).
- * A free of page-locked (host-mapped) memory made meanwhile counts too: the driver's waits for the whole device;
+ * A free of page-locked (host-mapped) memory made meanwhile counts too: the driver's may wait for the whole device;
  * counted by the fault-injecting backend (backend/fault.c), whatever the machine's speed. */
 DLS_API uint64_t dls_fault_blocked_waits(void);
 /* Calls fn(arg) on the thread that passes a point named `point` ("event_record" ...), before the point's own

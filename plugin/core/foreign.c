@@ -60,6 +60,8 @@ dls_status_t dls__foreign_find(dls__device *dev, uintptr_t lo, size_t size, bool
   out->merged = false;
   if (size == 0 || DLS__UNLIKELY(atomic_load_explicit(&dls__foreign_off, memory_order_relaxed)))
     return DLS_OK;
+  if (!add && !dls__ranges_may_overlap(&dls__foreign_ranges, lo, size))
+    return DLS_OK; /* the common case of a use that only joins: records of other memory only */
   uintptr_t hi = dls__ranges_end(lo, size);
   /* The common case: one record, that holds the range (what the walk below finds). */
   _Atomic int *refs;

@@ -32,8 +32,8 @@ static void latch_let_go(dls__latch *l) {
 }
 
 /* A latch's two words, host-mapped. A latch's release keeps them for the next latch of its device instead of freeing
- * them: the driver's free of page-locked memory (cuMemFreeHost) waits for the whole device, and a release runs from
- * the deferred queue at any later call, when another latch may hold a stream; that free would then wait out the
+ * them: the driver's free of page-locked memory (cuMemFreeHost) may wait for the whole device, and a release runs
+ * from the deferred queue at any later call, when another latch may hold a stream; that free would then wait out the
  * other latch's timeout on the host. The kept words go back to the driver at dls_shutdown. */
 typedef struct dls__mapped {
   dls__device *dev;

@@ -122,6 +122,20 @@ static DLS__HOT_INLINE const dls__range *dls__ranges_sole_entry(const dls__range
   return holds ? e : NULL;
 }
 
+/* Whether an entry may overlap [lo, lo + size), on any device (the caller asks the entries when one may): one search
+ * under the lock, nothing held. For the uses that only join what is there (a framework's own work), most of which
+ * meet nothing. size 0: none. */
+static DLS__HOT_INLINE bool dls__ranges_may_overlap(dls__ranges *r, uintptr_t lo, size_t size) {
+  if (size == 0)
+    return false;
+  uintptr_t hi = dls__ranges_end(lo, size);
+  dls__spin_lock(&r->mu);
+  size_t i = dls__ranges_lower_bound(r, hi); /* entries[0, i) start below hi: one overlaps when one reaches past lo */
+  bool may = i > 0 && r->reach[i - 1] > lo;
+  dls__spin_unlock(&r->mu);
+  return may;
+}
+
 static DLS__HOT_INLINE void *dls__ranges_sole_locked(dls__ranges *r, DLDevice home, uintptr_t lo, size_t size) {
   dls__spin_lock(&r->mu);
   const dls__range *e = size != 0 ? dls__ranges_sole_entry(r, home, lo, dls__ranges_end(lo, size)) : NULL;
