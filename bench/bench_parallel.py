@@ -3,7 +3,7 @@
 serially, as a dlstream.stream_parallel group and as torch's wait_stream + `with torch.cuda.stream` idiom; the
 same with branches that each launch on their own torch tensor and run torch ops on it (torch's current stream is
 the branch's); median of repetitions; the cost per group of 4 empty kernels; and the record of foreign memory's cost
-per torch tensor of a launch on another stream (record on and off, interleaved). Two times per variant:
+per torch tensor of a launch on another stream (record on and off, in pairs). Two times per variant:
   wall:   host clock from the first call to torch.cuda.synchronize() (includes queuing K launches from Python,
           which at ~4-5 µs a launch bounds the speedup of 200 µs kernels well below K);
   device: device events around the work, with the origin first held by a 5 ms kernel so that every launch is
@@ -179,7 +179,8 @@ def main():
     overhead = {"dlstream_group_of_4_empty_us": per_call_us(groups),
                 "dlstream_4_empty_serial_us": per_call_us(serial4),
                 "torch_idiom_group_of_4_us": per_call_us(torch_groups)}
-    overhead["record_ns_per_tensor"] = record_ns(args, torch, dlstream, dev, xs[:4])
+    rec = record_ns(args, torch, dlstream, dev, xs[:4])
+    overhead["record_ns_per_tensor"], overhead["record_ns_ci"] = rec if rec is not None else (None, None)
     report(args, torch.cuda.get_device_name(), conn, rows, overhead)
     return 0
 
@@ -187,7 +188,9 @@ def main():
 def record_ns(args, torch, dlstream, dev, xs):
     """The record of foreign memory's cost per torch tensor: a launch on 4 torch tensors with stream= a stream
     other than torch's (each joins torch's stream and, with the record, is also a use of its record), with the record
-    and with it off, interleaved; ns per tensor (None without NVRTC for the empty kernel)."""
+    and with it off, in pairs (gpubench.paired_row, as bench_record.py measures it: the difference of two medians
+    read 22 to 361 ns for the same cost on the H200); (median, its 95 % CI) in ns per tensor, or None without NVRTC
+    for the empty kernel."""
     try:
         touch4 = dlstream.Module.from_source(TOUCH4, device=dev).function("touch4", "p,p,p,p")
     except dlstream.UnavailableError:
@@ -203,10 +206,10 @@ def record_ns(args, torch, dlstream, dev, xs):
         on(n)
         dlstream._dlstream._test_foreign(was)
 
-    with_us, without_us = gpubench.measure_interleaved([on, off], 20 if args.smoke else 2000, args.reps,
-                                                       lambda: (other.synchronize(), torch.cuda.synchronize()))
+    r = gpubench.paired_row(on, off, 20 if args.smoke else 250, 5 if args.smoke else 300,
+                            lambda: (other.synchronize(), torch.cuda.synchronize()), scale=1e3 / 4)
     other.close()
-    return (statistics.median(with_us) - statistics.median(without_us)) * 1e3 / 4
+    return r["diff"]["median"], (r["diff"]["lo"], r["diff"]["hi"])
 
 
 def speedups(r):
@@ -306,7 +309,8 @@ def report(args, name, conn, rows, overhead):
                   f"{t['dev_idiom_speedup']:.2f} | {t['dev_dls_speedup'] / t['dev_idiom_speedup']:.2f} |")
     print("\n| per group of 4 empty kernels | µs |\n| --- | ---: |")
     for key, v in overhead.items():
-        print(f"| {key} | {fmt(v, '.2f')} |")
+        if key != "record_ns_ci":  # printed with its median below
+            print(f"| {key} | {fmt(v, '.2f')} |")
     big = next((r for r in rows if r["k"] == 16), rows[-1])
     print(f"\nspeedup at K={big['k']}: wall: dlstream {fmt(big['dls_speedup'], '.1f')}, torch "
           f"{fmt(big['torch_speedup'], '.1f')}; device: dlstream {fmt(big['dev_dls_speedup'], '.1f')}, torch "
@@ -317,8 +321,9 @@ def report(args, name, conn, rows, overhead):
               f"{t['idiom_speedup']:.1f} (target: dlstream >= torch); device: dlstream {t['dev_dls_speedup']:.1f}, "
               f"torch idiom {t['dev_idiom_speedup']:.1f} (targets at K=16: >= 14, within 10 % of the idiom)")
     if overhead.get("record_ns_per_tensor") is not None:
+        lo, hi = overhead["record_ns_ci"]
         print(f"the record of foreign memory, per torch tensor of a launch on another stream: "
-              f"{overhead['record_ns_per_tensor']:.0f} ns (target <= 30)")
+              f"{overhead['record_ns_per_tensor']:.0f} ns (paired, 95 % CI {lo:.0f}..{hi:.0f}; target <= 30)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "connections": conn, "spin_us": SPIN_S * 1e6, "rows": rows,
