@@ -72,9 +72,9 @@ BACKEND_TEST(fault, a_host_wait_on_a_latched_stream_is_counted_as_blocked) {
   OK(dls_stream_destroy(u));
 }
 
-/* A latch's words are kept for the next latch, not freed: the driver's free of page-locked memory waits for the
+/* A latch's words are kept for the next latch, not freed: the driver's free of page-locked memory may wait for the
  * whole device, and a latch's release runs from the deferred queue at any later call, so one made while another
- * latch held a stream waited out that latch's timeout on the host (the GPU suites' latches timed out so). */
+ * latch held a stream could wait out that latch's timeout on the host. */
 BACKEND_TEST(fault, a_latch_let_go_while_another_holds_frees_nothing) {
   DLDevice d = dlst_device(*backend_type);
   dlst_need_async(d);
