@@ -129,12 +129,15 @@ def test_a_framework_stream_that_changes_is_followed(fx, no_leaks):
 
 # ---- the launch plan: a call shaped like the last one on a framework's current stream ----
 
-def runs_held(y, before, stream, launch):
+def runs_held(y, before, stream, launch, others=()):
     """Whether `launch` queues on `stream`: held behind a latch there, y must not change while every other stream
-    drains; then it must."""
+    drains (the legacy and default streams, and `others`, where a launch that is not held may have gone); then it
+    must."""
     latch = held(stream)
     launch()
     dlstream.Stream.legacy(CPU).synchronize()
+    for s in others:
+        s.synchronize()
     settle()
     waited = (y == before).all()
     latch.open()
@@ -203,10 +206,12 @@ def test_the_plan_reads_new_scalars_tensors_and_streams(fx, no_leaks):
     a.synchronize()
     assert (z == 4 * x).all() and axpy._planned
     fx.set_current_stream(b.ptr)
-    assert runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz)), "on the new current stream"
+    assert runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz), others=(a,)), \
+        "on the new current stream"
     assert (z == 7 * x).all()
     fx.set_current_stream(a.ptr)
-    assert not runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz)), "negative control: on a"
+    assert not runs_held(z, z.copy(), b, lambda: axpy.launch(1, 8, 8, 3.0, fxx, fzz), others=(a,)), \
+        "negative control: on a"
     fx.set_current_stream(0)
     a.close()
     b.close()
