@@ -112,6 +112,13 @@ def _earlier_objects_frozen():
     yield
 
 
+def pytest_unconfigure(config):
+    """What the tests froze goes back to the collector before the interpreter's last collections, which never look
+    at frozen objects: the cycles of extensions that check their own objects at exit (nanobind's, in Triton, which
+    torch imports) are then collected, not reported as leaked."""
+    gc.unfreeze()
+
+
 @pytest.fixture(autouse=True)
 def _torch_device_0_first():
     """Every test starts with torch's current device cuda:0 (tests that say "cuda" mean it): a previous test's JAX
