@@ -18,9 +18,13 @@ static pthread_mutex_t g_builtin_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The name a kernel's function object has in messages: a twin's is its built-in's (a twin's call fails as the
  * built-in's would). */
 static const char *function_name(size_t k) {
-  if (k < DLS__NBUILTIN)
-    return dls__builtins[k].name;
-  return dls__builtins[k == DLS__BI_COPY_BYTES ? DLS__BI_COPY_STRIDED : DLS__BI_CONVERT].name;
+  switch (k) {
+  case DLS__BI_FILL_VECS: return dls__builtins[DLS__BI_FILL].name;
+  case DLS__BI_AXPY_F32_VECS: return dls__builtins[DLS__BI_AXPY_F32].name;
+  case DLS__BI_COPY_VECS:
+  case DLS__BI_COPY_BYTES: return dls__builtins[DLS__BI_COPY_STRIDED].name;
+  default: return dls__builtins[k < DLS__NBUILTIN ? k : DLS__BI_CONVERT].name;
+  }
 }
 
 /* Kernel number k of a device (a built-in, or a twin of the core's), made at its first use. A twin has no handle:
@@ -222,13 +226,66 @@ static twin twin_of(int k, const dls_arg_t *args) {
   return t;
 }
 
-/* Queues built-in k's checked call (f: its function object, or NULL) on a grid sized to its work: a contiguous copy
- * or conversion through its twin, with (dst, src, n) for arguments instead of the descriptor (builtin_table.h says
- * what that saves), any other call through the built-in. */
+/* Threads in a block of a vector twin's grid, and the most vectors it takes: a thread a vector, at most MOST_BLOCKS
+ * blocks (fewer than 2^32 threads: the kernels' ranks are 32-bit). */
+#define VEC_BLOCK 256u
+#define VEC_MOST ((uint64_t)MOST_BLOCKS * VEC_BLOCK)
+
+/* Queues the vector twin of fill, axpy_f32 or a contiguous copy (`t`: the copy's twin), with the rest of its
+ * arguments, where every address is aligned to 16 (`bits`: dls__builtin_check_addrs's) and the call moves whole
+ * 16-byte vectors; *out_queued false where it does not apply (the caller goes on as before). */
+static dls_status_t queue_vectors(const char *call, dls__stream *s, int k, twin t, const dls_arg_t *args,
+                                  uintptr_t bits, bool *out_queued) {
+  *out_queued = false;
+  uint64_t bytes;
+  int vk;
+  if (k == DLS__BI_FILL) {
+    bytes = args[1].v.u64 * args[2].v.u32; /* the check bounded it by INT64_MAX */
+    vk = DLS__BI_FILL_VECS;
+  } else if (k == DLS__BI_AXPY_F32) {
+    bytes = args[0].v.u64 * 4u; /* the memory the check found holds it */
+    vk = DLS__BI_AXPY_F32_VECS;
+  } else if (t.k == DLS__BI_COPY_BYTES) {
+    bytes = t.n;
+    vk = DLS__BI_COPY_VECS;
+  } else {
+    return DLS_OK;
+  }
+  if (bits % DLS__VEC_BYTES != 0 || bytes == 0 || bytes % DLS__VEC_BYTES != 0 || bytes / DLS__VEC_BYTES > VEC_MOST)
+    return DLS_OK;
+  uint64_t n = bytes / DLS__VEC_BYTES;
+  dls_launch_config_t cfg = dls_config_1d((uint32_t)dls__items(n, VEC_BLOCK), VEC_BLOCK);
+  if (DLS__UNLIKELY(atomic_load_explicit(&dls__twins_broken, memory_order_relaxed)))
+    n--; /* the tests' negative control (twin_of) */
+  dls_arg_t v[4];
+  size_t nv;
+  if (k == DLS__BI_FILL) {
+    static const uint64_t spread[9] = {[1] = 0x0101010101010101ull, [2] = 0x0001000100010001ull,
+                                       [4] = 0x0000000100000001ull, [8] = 1ull};
+    v[0] = args[0], v[1] = dls_arg_u64(n), v[2] = dls_arg_u64(args[3].v.u64 * spread[args[2].v.u32]), nv = 3;
+  } else if (k == DLS__BI_AXPY_F32) {
+    v[0] = dls_arg_u64(n), v[1] = args[1], v[2] = args[2], v[3] = args[3], nv = 4;
+  } else {
+    v[0] = args[0], v[1] = args[1], v[2] = dls_arg_u64(n), nv = 3;
+  }
+  dls__function *vf;
+  DLS__TRY(dls__builtin_at(s->dev, (size_t)vk, call, &vf));
+  *out_queued = true;
+  return dls__launch_args(call, vf, s, &cfg, v, nv);
+}
+
+/* Queues built-in k's checked call (f: its function object, or NULL; `bits`: its addresses' dls__builtin_check_addrs)
+ * on a grid sized to its work: whole aligned vectors through a vector twin (queue_vectors), a contiguous copy or
+ * conversion through its twin, with (dst, src, n) for arguments instead of the descriptor (builtin_table.h says what
+ * that saves), any other call through the built-in. */
 static dls_status_t queue_call(const char *call, dls__stream *s, int k, dls__function *f, const dls_arg_t *args,
-                               size_t nargs) {
-  dls_launch_config_t cfg = grid_for(s->dev, work_of(k, args));
+                               size_t nargs, uintptr_t bits) {
   twin t = twin_of(k, args);
+  bool queued;
+  DLS__TRY(queue_vectors(call, s, k, t, args, bits, &queued));
+  if (queued)
+    return DLS_OK;
+  dls_launch_config_t cfg = grid_for(s->dev, work_of(k, args));
   if (t.k < 0) {
     if (f == NULL)
       DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
@@ -240,11 +297,11 @@ static dls_status_t queue_call(const char *call, dls__stream *s, int k, dls__fun
   return dls__launch_args(call, tf, s, &cfg, small, 3);
 }
 
-/* A copy through the copy kernel or its twin (the arguments are checked already). */
+/* A copy through the copy kernel or its twins (the arguments are checked already; `bits`: their addresses ORed). */
 static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst, dls_arg_t src,
-                                const dls_copy_desc_t *d) {
+                                const dls_copy_desc_t *d, uintptr_t bits) {
   dls_arg_t args[3] = {dst, src, dls_arg_bytes(d, sizeof *d)};
-  return queue_call(call, s, DLS__BI_COPY_STRIDED, NULL, args, 3);
+  return queue_call(call, s, DLS__BI_COPY_STRIDED, NULL, args, 3, bits);
 }
 
 /* What a built-in reads partially overlaps what it writes: the source is
@@ -252,7 +309,8 @@ static dls_status_t copy_launch(const char *call, dls__stream *s, dls_arg_t dst,
  * the built-in reads that (NumPy's answer; the order of element updates
  * then cannot matter). The arguments were checked. *out_tmp is freed in
  * stream order by the caller. */
-static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_arg_t *args, dls__buffer **out_tmp) {
+static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_arg_t *args, uintptr_t *bits,
+                                 dls__buffer **out_tmp) {
   dls_copy_desc_t d; /* the source's view: its shape, its strides on both sides, its element size */
   int src_index = 1;
   uint64_t count;
@@ -275,7 +333,8 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
   dls__buffer *tmp;
   DLS__TRY(dls__buffer_alloc(s, (size_t)(hi - lo), &tmp));
   dls_arg_t staged = dls_arg_ptr((char *)tmp->ptr - lo);
-  dls_status_t st = copy_launch(call, s, staged, args[src_index], &d);
+  *bits |= (uintptr_t)staged.v.ptr; /* the copy's and the call's: both read or write the staged bytes */
+  dls_status_t st = copy_launch(call, s, staged, args[src_index], &d, *bits);
   if (st != DLS_OK) {
     dls__buffer_unref(tmp);
     return st;
@@ -292,14 +351,15 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   dls__function *f;
   DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
   bool overlap;
-  DLS__TRY(dls__builtin_check(call, f, args, nargs, NULL, &overlap));
+  uintptr_t bits;
+  DLS__TRY(dls__builtin_check_addrs(call, f, args, nargs, NULL, &overlap, &bits));
   dls__buffer *tmp = NULL;
   /* A staged temporary is made, used (through a pointer) and freed in one pin: all eager, or all in one capture. */
   if (overlap)
     dls__capture_pin();
-  dls_status_t st = overlap ? stage_source(call, s, k, args, &tmp) : DLS_OK;
+  dls_status_t st = overlap ? stage_source(call, s, k, args, &bits, &tmp) : DLS_OK;
   if (st == DLS_OK)
-    st = queue_call(call, s, k, f, args, nargs);
+    st = queue_call(call, s, k, f, args, nargs, bits);
   if (tmp != NULL)
     dls__buffer_unref(tmp); /* stream-ordered: after the launch on its own stream */
   if (overlap)

@@ -464,7 +464,14 @@ static void holds_end(holds *hs) {
 
 dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *given, size_t nargs,
                                 const dls__extent *extents, bool *out_overlap) {
+  uintptr_t bits;
+  return dls__builtin_check_addrs(call, fn, given, nargs, extents, out_overlap, &bits);
+}
+
+dls_status_t dls__builtin_check_addrs(const char *call, const dls__function *fn, const dls_arg_t *given, size_t nargs,
+                                      const dls__extent *extents, bool *out_overlap, uintptr_t *out_addr_bits) {
   *out_overlap = false;
+  *out_addr_bits = 1;
   int k = builtin_index(fn);
   if (k < 0)
     return DLS_OK; /* a built-in of a runtime life that ended: the launch says why */
@@ -487,14 +494,18 @@ dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const
     else
       DLS__TRY(want_kind(call, b->args[i].name, i, &args[i], b->args[i].what));
   }
+  uintptr_t bits = 0;
   for (size_t i = 0; i < nargs; i++) {
     uint32_t kind = DLS__A_KIND(b->args[i].what);
     if (kind == DLS__ARG_MEM_P || kind == DLS__ARG_MEM_CP) {
       DLS__TRY(check_type(call, b, i, args, &mem[i]));
       DLS__TRY(check_align(call, b, i, args, &mem[i]));
+      bits |= mem[i].addr != NULL ? (uintptr_t)mem[i].addr : 1u;
     }
   }
-  return g_checkers[k](call, k, args, mem, out_overlap);
+  DLS__TRY(g_checkers[k](call, k, args, mem, out_overlap));
+  *out_addr_bits = bits;
+  return DLS_OK;
 }
 
 /* ---- the table for the extension (ext.h) ---- */

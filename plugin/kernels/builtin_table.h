@@ -87,7 +87,10 @@ typedef struct dls__builtin_arg {
     check_latch, k_latch, "dls_latch")                                                                               \
   X(EMPTY, "dls_empty", 0, ({NULL, 0}), check_none, k_empty, "dls_empty")
 
-/* The core's own kernels, in the same columns (the checker unused): twins of dls_copy_strided and dls_convert for a
+/* The core's own kernels, in the same columns (the checker unused). First the vector twins of dls_fill, dls_axpy_f32
+ * and a contiguous copy, which the core runs where every address is aligned to 16 and the call moves whole 16-byte
+ * vectors (the common case: a framework's tensors): one vector a thread, nothing else in the kernel (builtins.cu says
+ * what that saves). Then the twins of dls_copy_strided and dls_convert for a
  * contiguous view, with small arguments, which the core runs in their place (core/builtin.c) where the view is one
  * run of elements on both sides (layout.h's dls__view_contiguous): the bytes of a copy (a conversion between one
  * type too), and for each pair of types with a loop of its own (convert.h's DLS__CV_PAIRS) the elements of a
@@ -102,6 +105,13 @@ typedef struct dls__builtin_arg {
     ({"dst", DLS__P(DLS__T_EXACT(dc, db))}, {"src", DLS__CP(DLS__T_EXACT(sc, sb))}, {"n", DLS__U64 | DLS__A_COUNT}), \
     check_none, DLS__CV_SYMBOL(sc, sb, dc, db), DLS__CV_STR(DLS__CV_SYMBOL(sc, sb, dc, db)))
 #define DLS__TWINS(X)                                                                                                \
+  X(FILL_VECS, "dls__fill_vecs", 3, ({"dst", DLS__P(0)}, {"vectors", DLS__U64}, {"pattern", DLS__U64}), check_none,  \
+    k_fill_vecs, "dls__fill_vecs")                                                                                   \
+  X(AXPY_F32_VECS, "dls__axpy_f32_vecs", 4,                                                                          \
+    ({"vectors", DLS__U64}, {"a", DLS__F32}, {"x", DLS__CP(DLS__T_F32)}, {"y", DLS__P(DLS__T_F32)}), check_none,     \
+    k_axpy_f32_vecs, "dls__axpy_f32_vecs")                                                                           \
+  X(COPY_VECS, "dls__copy_vecs", 3, ({"dst", DLS__P(0)}, {"src", DLS__CP(0)}, {"vectors", DLS__U64}), check_none,  \
+    k_copy_vecs, "dls__copy_vecs")                                                                                   \
   X(COPY_BYTES, "dls__copy_bytes", 3,                                                                                \
     ({"dst", DLS__P(0)}, {"src", DLS__CP(0)}, {"bytes", DLS__U64}), check_none, k_copy_bytes, "dls__copy_bytes")   \
   DLS__CV_PAIRS_WITH(DLS__TWIN_CV, X)

@@ -35,14 +35,18 @@ static int k_fill(const dls_launch_config_t *cfg, void *const *args, int n) {
   return 0;
 }
 
-static int k_axpy_f32(const dls_launch_config_t *cfg, void *const *args, int n) {
-  uint64_t count = ARG(uint64_t, 0);
+/* y = a * x + y over `count` floats, (n, a, x, y) the arguments (n counts floats, or vectors of 4 in the twin). */
+static int axpy_f32_run(void *const *args, uint64_t count) {
   float a = ARG(float, 1);
   const float *x = ARG(const float *, 2);
   float *y = ARG(float *, 3);
   for (uint64_t i = 0; i < count; i++)
     y[i] = a * x[i] + y[i];
   return 0;
+}
+
+static int k_axpy_f32(const dls_launch_config_t *cfg, void *const *args, int n) {
+  return axpy_f32_run(args, ARG(uint64_t, 0));
 }
 
 static int k_axpy_f64(const dls_launch_config_t *cfg, void *const *args, int n) {
@@ -105,6 +109,23 @@ static int k_convert(const dls_launch_config_t *cfg, void *const *args, int n) {
   bool same = memcmp(&d->dst_dtype, &d->src_dtype, sizeof d->dst_dtype) == 0;
   walk(d->ndim, d->shape, ARG(unsigned char *, 0), d->dst_strides, dsize, ARG(const unsigned char *, 1),
        d->src_strides, ssize, same ? copy_step : convert_step, same ? (const void *)&dsize : (const void *)d);
+  return 0;
+}
+
+/* The core's vector twins (builtin_table.h's DLS__TWINS): whole 16-byte vectors at addresses aligned to 16. */
+static int k_fill_vecs(const dls_launch_config_t *cfg, void *const *args, int n) {
+  uint64_t *dst = ARG(uint64_t *, 0), words = 2 * ARG(uint64_t, 1), pattern = ARG(uint64_t, 2);
+  for (uint64_t i = 0; i < words; i++)
+    dst[i] = pattern;
+  return 0;
+}
+
+static int k_axpy_f32_vecs(const dls_launch_config_t *cfg, void *const *args, int n) {
+  return axpy_f32_run(args, 4 * ARG(uint64_t, 0));
+}
+
+static int k_copy_vecs(const dls_launch_config_t *cfg, void *const *args, int n) {
+  memmove(ARG(void *, 0), ARG(const void *, 1), 16 * ARG(uint64_t, 2));
   return 0;
 }
 

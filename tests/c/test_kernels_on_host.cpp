@@ -337,9 +337,43 @@ void test_convert() {
     }
 }
 
+// The vector twins (builtin_table.h's DLS__TWINS): whole 16-byte vectors at aligned addresses, a thread a vector on
+// the core's grid (blocks of 256, as many as the vectors take) and on one with a block more.
+void test_vectors() {
+  for (unsigned long long n : {1ull, 2ull, 3ull, 255ull, 256ull, 257ull, 1000ull})
+    for (unsigned extra : {0u, 1u}) {
+      const dim3 g{(unsigned)((n + 255) / 256 + extra), 1, 1}, b{256, 1, 1};
+      std::vector<unsigned char> db = random_bytes(16 * n + 64), sb = random_bytes(16 * n + 64);
+      unsigned char *d = aligned16(db), *s = aligned16(sb);
+      std::vector<unsigned char> want = db;
+      unsigned long long pattern = rng();
+      for (unsigned long long i = 0; i < 2 * n; i++)
+        std::memcpy(&want[(d - db.data()) + 8 * i], &pattern, 8);
+      emulate(g, b, 0, dls__fill_vecs, reinterpret_cast<uint4 *>(d), n, pattern);
+      CHECK(db == want, "dls__fill_vecs of %llu vectors, grid %u x 256", n, g.x);
+      want = db;
+      std::memcpy(&want[d - db.data()], s, 16 * n);
+      emulate(g, b, 0, dls__copy_vecs, reinterpret_cast<uint4 *>(d), reinterpret_cast<const uint4 *>(s), n);
+      CHECK(db == want, "dls__copy_vecs of %llu vectors, grid %u x 256", n, g.x);
+      float *x = reinterpret_cast<float *>(s), *y = reinterpret_cast<float *>(d);
+      for (unsigned long long i = 0; i < 4 * n; i++) {
+        x[i] = (float)(int)(rng() % 100);
+        y[i] = (float)(int)(rng() % 100);
+      }
+      want = db;
+      float *wy = reinterpret_cast<float *>(&want[d - db.data()]);
+      for (unsigned long long i = 0; i < 4 * n; i++)
+        wy[i] = 2.0f * x[i] + wy[i]; // small integers: exact, fused or not
+      emulate(g, b, 0, dls__axpy_f32_vecs, n, 2.0f, reinterpret_cast<const float4 *>(x),
+              reinterpret_cast<float4 *>(y));
+      CHECK(db == want, "dls__axpy_f32_vecs of %llu vectors, grid %u x 256", n, g.x);
+    }
+}
+
 } // namespace
 
 int main() {
+  test_vectors();
   for (bool big : {false, true}) {
     test_fill(big);
     test_axpy<float>(dls_axpy_f32, big);
