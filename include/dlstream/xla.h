@@ -41,7 +41,8 @@ struct XLA_FFI_CallFrame;
 enum {
   DLS_XLA_CFG_OP = 0,          /* DLS_XLA_OP_* */
   DLS_XLA_CFG_HANDLE = 1,      /* the function's (or latch's) handle id, as int64 */
-  DLS_XLA_CFG_GRID = 2,        /* 3 entries: blocks in x, y, z */
+  DLS_XLA_CFG_GRID = 2,        /* 3 entries: blocks in x, y, z (all six of grid and block 0: a built-in on the grid
+                                * the core sizes to its work, through its twin where one applies, as dls_fill ...) */
   DLS_XLA_CFG_BLOCK = 5,       /* 3 entries: threads per block in x, y, z */
   DLS_XLA_CFG_SHARED_MEM = 8,  /* dynamic shared memory bytes */
   DLS_XLA_CFG_DEVICE_TYPE = 9, /* the function's DLDeviceType (kDLCUDA, kDLCPU) */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/builtin.h"
 #include "core/launch.h"
 #include "xla_internal.h"
 
@@ -90,6 +91,8 @@ static dls_status_t run(const dls__xla_plan *p, const dls__xla_call_frame *f, dl
     return st;
   }
   /* A built-in's memory is bounded by XLA's buffers: their sizes and element types. */
+  if (p->core_grid)
+    return dls__builtin_launch_known("dls_launch", (dls_function_t){p->handle}, s, argv, p->nargs, extents);
   return dls__launch_known("dls_launch", (dls_function_t){p->handle}, s, &p->config, argv, p->nargs, extents);
 }
 

@@ -49,7 +49,11 @@ static dls_status_t read_config(const int64_t *c, dls__xla_plan *p, char msg[DLS
     p->timeout_ns = (uint64_t)c[DLS_XLA_CFG_TIMEOUT_NS];
     return DLS_OK;
   }
-  for (int i = 0; i < 3; i++) {
+  bool zero = true;
+  for (int i = 0; i < 3; i++)
+    zero = zero && c[DLS_XLA_CFG_GRID + i] == 0 && c[DLS_XLA_CFG_BLOCK + i] == 0;
+  p->core_grid = zero;
+  for (int i = 0; i < 3 && !zero; i++) {
     int64_t g = c[DLS_XLA_CFG_GRID + i], b = c[DLS_XLA_CFG_BLOCK + i];
     if (g < 1 || g > UINT32_MAX)
       return bad(msg, "dls_cfg: grid[%d]=%lld is not in [1, 2^32)", i, (long long)g);

@@ -19,6 +19,7 @@ typedef struct dls__xla_plan {
   uint64_t handle;            /* function or latch handle id */
   uint64_t timeout_ns;        /* latch waits */
   dls_launch_config_t config; /* launches */
+  bool core_grid;             /* a built-in's launch on the core's own grid (grid and block all 0) */
   DLDevice device;            /* the function's (or latch's) device */
   size_t nargs;               /* launches: entries of args */
   const int64_t *args;        /* DLS_XLA_ARG entries */

@@ -344,15 +344,14 @@ static dls_status_t stage_source(const char *call, dls__stream *s, int k, dls_ar
   return DLS_OK;
 }
 
-/* Every built-in call: its arguments checked, a partially overlapping
- * source staged, and the kernel queued on a grid sized to its work and the device (grid_for). */
-static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k, dls_arg_t *args, size_t nargs) {
-  DLS__GET_OF(stream, s, stream, call, "stream");
-  dls__function *f;
-  DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
+/* Every built-in call (f: built-in k of s's device): its arguments checked (`extents`: those of raw pointers, or
+ * NULL), a partially overlapping source staged, and the kernel queued on a grid sized to its work and the device
+ * (grid_for), or its twin's. */
+static dls_status_t builtin_run(const char *call, dls__stream *s, int k, dls__function *f, dls_arg_t *args,
+                                size_t nargs, const dls__extent *extents) {
   bool overlap;
   uintptr_t bits;
-  DLS__TRY(dls__builtin_check_addrs(call, f, args, nargs, NULL, &overlap, &bits));
+  DLS__TRY(dls__builtin_check_addrs(call, f, args, nargs, extents, &overlap, &bits, args));
   dls__buffer *tmp = NULL;
   /* A staged temporary is made, used (through a pointer) and freed in one pin: all eager, or all in one capture. */
   if (overlap)
@@ -365,6 +364,35 @@ static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k,
   if (overlap)
     dls__capture_unpin();
   return st;
+}
+
+static dls_status_t builtin_launch(const char *call, dls_stream_t stream, int k, dls_arg_t *args, size_t nargs) {
+  DLS__GET_OF(stream, s, stream, call, "stream");
+  dls__function *f;
+  DLS__TRY(dls__builtin_at(s->dev, (size_t)k, call, &f));
+  return builtin_run(call, s, k, f, args, nargs, NULL);
+}
+
+dls_status_t dls__builtin_launch_known(const char *call, dls_function_t function, dls_stream_t stream,
+                                       const dls_arg_t *args, size_t nargs, const dls__extent *extents) {
+  DLS__ENTER(call);
+  DLS__GET_OF(function, f, function, call, "function");
+  DLS__GET_OF(stream, s, stream, call, "stream");
+  if (!f->builtin || f->builtin_k >= DLS__NBUILTIN)
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT,
+                     "%s(function \"%s\", grid 0): only a built-in runs on the core's own grid; give this kernel a "
+                     "grid and a block",
+                     call, f->name);
+  if (f->dev != s->dev)
+    return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, f->name,
+                     f->dev->name, s->dev->name);
+  if (nargs > DLS__BUILTIN_MAX_ARGS || (nargs > 0 && args == NULL))
+    return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): built-in \"%s\" takes %zu arguments", call, nargs,
+                     f->name, dls__builtins[f->builtin_k].nargs);
+  dls_arg_t own[DLS__BUILTIN_MAX_ARGS]; /* a staged source replaces its argument */
+  if (nargs > 0)
+    memcpy(own, args, nargs * sizeof *own);
+  return builtin_run(call, s, f->builtin_k, f, own, nargs, extents);
 }
 
 dls_status_t dls_fill(dls_stream_t stream, dls_arg_t dst, uint64_t count, uint32_t elem_size, const void *value) {

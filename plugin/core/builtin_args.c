@@ -465,11 +465,12 @@ static void holds_end(holds *hs) {
 dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *given, size_t nargs,
                                 const dls__extent *extents, bool *out_overlap) {
   uintptr_t bits;
-  return dls__builtin_check_addrs(call, fn, given, nargs, extents, out_overlap, &bits);
+  return dls__builtin_check_addrs(call, fn, given, nargs, extents, out_overlap, &bits, NULL);
 }
 
 dls_status_t dls__builtin_check_addrs(const char *call, const dls__function *fn, const dls_arg_t *given, size_t nargs,
-                                      const dls__extent *extents, bool *out_overlap, uintptr_t *out_addr_bits) {
+                                      const dls__extent *extents, bool *out_overlap, uintptr_t *out_addr_bits,
+                                      dls_arg_t *out_args) {
   *out_overlap = false;
   *out_addr_bits = 1;
   int k = builtin_index(fn);
@@ -503,9 +504,10 @@ dls_status_t dls__builtin_check_addrs(const char *call, const dls__function *fn,
       bits |= mem[i].addr != NULL ? (uintptr_t)mem[i].addr : 1u;
     }
   }
-  DLS__TRY(g_checkers[k](call, k, args, mem, out_overlap));
   *out_addr_bits = bits;
-  return DLS_OK;
+  if (out_args != NULL && nargs > 0)
+    memcpy(out_args, args, nargs * sizeof *args);
+  return g_checkers[k](call, k, args, mem, out_overlap);
 }
 
 /* ---- the table for the extension (ext.h) ---- */

@@ -37,10 +37,12 @@ typedef struct dls__extent {
 DLS__INTERNAL dls_status_t dls__builtin_check(const char *call, const dls__function *fn, const dls_arg_t *args,
                                               size_t nargs, const dls__extent *extents, bool *out_overlap);
 /* The same, and *out_addr_bits: the bitwise OR of its memory arguments' addresses (1 where one is unknown: its
- * alignment is the least of theirs), which the core's calls read to pick a vector twin (builtin.c). */
+ * alignment is the least of theirs), which the core's calls read to pick a vector twin (builtin.c); `out_args` (or
+ * NULL; nargs entries, `args` itself allowed): the arguments with scalars given as bytes read as their kinds (an XLA
+ * call's), as the core's calls read them. */
 DLS__INTERNAL dls_status_t dls__builtin_check_addrs(const char *call, const dls__function *fn, const dls_arg_t *args,
                                                     size_t nargs, const dls__extent *extents, bool *out_overlap,
-                                                    uintptr_t *out_addr_bits);
+                                                    uintptr_t *out_addr_bits, dls_arg_t *out_args);
 /* How a built-in's kernel uses its memory argument i (DLS_ACCESS_*), from the table. Inline: a launch asks once per
  * memory argument. */
 static inline int dls__builtin_access(const dls__function *fn, size_t i) {

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlstream
-from conftest import CPU, JAX_UNDER_TSAN, UNDER_TSAN
+from conftest import CPU, JAX_UNDER_TSAN, UNDER_TSAN, run_python
 
 if UNDER_TSAN:
     pytest.skip(JAX_UNDER_TSAN, allow_module_level=True)
@@ -107,3 +107,47 @@ def test_infinities_and_nan_pass_for_f32_as_in_the_eager_path(value, no_leaks):
     k = dj.kernel(dlstream.builtin_function("dls_axpy_f32", CPU), in_place=[3])
     out = jax.jit(lambda y: k(4, value, y, y))(jnp.ones(4, jnp.float32))
     assert np.isnan(out).all() or np.isinf(out).all()
+
+
+def test_grid_none_runs_a_builtin_as_dlstreams_own_calls_do(no_leaks):
+    """grid=None: the handler runs the built-in on the core's grid, through its twin where one applies (aligned whole
+    vectors here, a partial vector at the end there): jnp's values either way."""
+    axpy = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
+    fill = dj.kernel("dls_fill", jax.ShapeDtypeStruct((37,), jnp.float32), grid=None)
+    for n in (1024, 1027):
+        x, y = jnp.arange(n, dtype=jnp.float32), jnp.full(n, 3.0, jnp.float32)
+        np.testing.assert_array_equal(jax.jit(lambda x, y: axpy(n, 2.0, x, y))(x, y), 2.0 * x + y)
+    pattern = int(np.float32(1.5).view(np.uint32))
+    np.testing.assert_array_equal(jax.jit(lambda: fill(37, 4, pattern))(), np.full(37, 1.5, np.float32))
+
+
+def test_grid_none_is_for_builtins_alone_and_leaves_block_to_the_core(no_leaks):
+    f = dlstream.builtin_function("dls_axpy_f32", CPU)
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"grid=None, block=128, shared_mem=0\): with grid=None "
+                                                            r"the core chooses the grid and the block"):
+        dj.kernel(f, in_place=[3], grid=None, block=128)
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"shared_mem=16\): with grid=None"):
+        dj.kernel(f, in_place=[3], grid=None, shared_mem=16)
+
+
+GRID_NONE_NEGATIVE = """
+import jax, jax.numpy as jnp, numpy as np
+import dlstream.jax as dj
+with jax.default_device(jax.devices("cpu")[0]):
+    x, y = jnp.ones(1024, jnp.float32), jnp.zeros(1024, jnp.float32)
+    core = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
+    given = dj.kernel("dls_axpy_f32", in_place=[3], grid=4, block=256)
+    print(int(np.asarray(jax.jit(lambda x, y: core(1024, 1.0, x, y))(x, y))[-4:].sum()),
+          int(np.asarray(jax.jit(lambda x, y: given(1024, 1.0, x, y))(x, y))[-4:].sum()))
+"""
+
+
+def test_grid_none_takes_the_vector_twin_negative_control_breaks_it():
+    """With the twins one vector short (DLSTREAM_TEST_BREAK_TWINS=1), the grid=None call misses its last 4 elements
+    and the call on a given grid (the built-in's own kernel) does not: grid=None took the core's path."""
+    plain = run_python(GRID_NONE_NEGATIVE)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == ["4", "4"]
+    broken = run_python(GRID_NONE_NEGATIVE, env={"DLSTREAM_TEST_BREAK_TWINS": "1"})
+    assert broken.returncode == 0, broken.stderr
+    assert broken.stdout.split() == ["0", "4"], "negative control: the grid=None call wrote its last vector"

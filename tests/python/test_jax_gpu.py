@@ -118,6 +118,33 @@ def test_errors_from_the_cuda_handler_carry_dlstreams_message():
         jax.block_until_ready(jax.jit(lambda x: k(16, 1.0, x, x))(x))
 
 
+def test_grid_none_runs_builtins_on_the_cores_grid_and_only_builtins():
+    """grid=None: the handler runs the built-in as dlstream's own calls do (the vector twin for aligned whole
+    vectors, the built-in's own kernel for a partial vector at the end); a kernel of a module is refused when made
+    and, in a call written by hand, by the handler."""
+    k = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
+    for n in (1 << 20, (1 << 20) + 3):
+        x, y = jnp.arange(n, dtype=jnp.float32), jnp.ones(n, jnp.float32)
+        out = jax.jit(lambda x, y: k(x.size, 3.0, x, y))(x, y)
+        np.testing.assert_array_equal(np.asarray(out), 3.0 * np.asarray(x) + 1.0)
+    try:
+        mod = dlstream.Module.from_source(SOURCE, device=DEV)
+    except dlstream.UnavailableError as e:
+        pytest.skip(f"no NVRTC: {e}")
+    f = mod.function("scale_add", signature="u64,f32,cp,cp,p")
+    with pytest.raises(dlstream.InvalidArgumentError, match=r"grid=None\): only a built-in runs on the core's own "
+                                                            r"grid"):
+        dj.kernel(f, jax.ShapeDtypeStruct((16,), jnp.float32), grid=None)
+    dj.register()
+    x = jnp.ones(16, jnp.float32)
+    attrs = {"dls_cfg": np.array([1, f.handle, 0, 0, 0, 0, 0, 0, 0, 2, 0], np.int64),
+             "dls_args": np.array([3 | 8 << 32, 3 | 8 << 8 | 4 << 32, 1, 1 | 1 << 8, 2], np.int64),
+             "dls_vals": np.zeros(16, np.uint8)}
+    call = jax.ffi.ffi_call(dj.TARGET, [jax.ShapeDtypeStruct((16,), jnp.float32)])
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"only a built-in runs on the core's own grid"):
+        jax.block_until_ready(jax.jit(lambda x: call(x, x, **attrs))(x))
+
+
 def _child(scenario, flags):
     env = {"XLA_FLAGS": flags, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     r = run_python(f"import runpy, sys; sys.argv = [{CHILD!r}, {scenario!r}]; runpy.run_path({CHILD!r}, "

@@ -174,13 +174,21 @@ class Kernel:
                                                                  and not out_shapes):
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): out_shapes given, but the kernel has no outputs "
                                        f"(every 'p' argument of {','.join(self.kinds)} is in_place); leave it out")
-        if not callable(grid):
-            _dims(grid, "grid", name)
-        if not callable(block):
-            _dims(block, "block", name)
         self.shared_mem = operator.index(shared_mem)
         if not 0 <= self.shared_mem < 2**32:
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): shared_mem={shared_mem!r} is out of range")
+        if grid is None:  # the core's own grid: a built-in's, chosen at each execution
+            if not function._builtin:
+                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, grid=None): only a built-in runs on the core's "
+                                           "own grid; give this kernel a grid and a block")
+            if block != 1 or self.shared_mem != 0:
+                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, grid=None, block={block!r}, shared_mem="
+                                           f"{shared_mem!r}): with grid=None the core chooses the grid and the block; "
+                                           "leave block and shared_mem out")
+        elif not callable(grid):
+            _dims(grid, "grid", name)
+        if not callable(block):
+            _dims(block, "block", name)
         self.vmap_method = vmap_method
         self.target = TARGET if capture else TARGET_NOCAPTURE
         self.device = _device(function, f"function {name}")
@@ -281,8 +289,11 @@ class Kernel:
                 vals.extend(raw)
                 checked.append(raw)
         self._check_builtin(checked)
-        grid = _dims(self.grid(*args) if callable(self.grid) else self.grid, "grid", self.function.name)
-        block = _dims(self.block(*args) if callable(self.block) else self.block, "block", self.function.name)
+        if self.grid is None:
+            grid = block = (0, 0, 0)  # the handler runs the built-in as dlstream's own calls do
+        else:
+            grid = _dims(self.grid(*args) if callable(self.grid) else self.grid, "grid", self.function.name)
+            block = _dims(self.block(*args) if callable(self.block) else self.block, "block", self.function.name)
         handle = int(np.array(self.function.handle, np.uint64).view(np.int64))
         cfg = np.array([_OP_LAUNCH, handle, *grid, *block, self.shared_mem, *self.device], np.int64)
         attrs = {"dls_cfg": cfg, "dls_args": np.array(entries, np.int64), **self._device_table()}
@@ -373,7 +384,9 @@ def kernel(function: Function | str | Callable[[str], Function], out_shapes: Any
     ``out_shapes`` (a ``jax.ShapeDtypeStruct``, a sequence of them, or a callable taking the call's arguments and
     returning them) gives its shape and dtype. The call returns the ``p`` arguments' arrays in signature order
     (one array alone, else a tuple). ``grid`` and ``block`` are ints, tuples, or callables of the call's
-    arguments, evaluated at trace time (shapes are static there). ``vmap_method`` is ``jax.ffi.ffi_call``'s;
+    arguments, evaluated at trace time (shapes are static there); for a built-in, ``grid=None`` runs it as
+    dlstream's own calls do (``dlstream.fill`` ...): on the grid the core sizes to the work, through its faster
+    twin where one applies (block and shared_mem then stay unset). ``vmap_method`` is ``jax.ffi.ffi_call``'s;
     "sequential" (the default) runs the kernel once per batch element, which is right for any kernel. With
     ``capture=False`` XLA never records the launch into a command buffer (a CUDA graph): the handler runs at
     every execution."""
