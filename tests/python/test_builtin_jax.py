@@ -112,8 +112,8 @@ def test_infinities_and_nan_pass_for_f32_as_in_the_eager_path(value, no_leaks):
 def test_grid_none_runs_a_builtin_as_dlstreams_own_calls_do(no_leaks):
     """grid=None: the handler runs the built-in on the core's grid, through its twin where one applies (aligned whole
     vectors here, a partial vector at the end there): jnp's values either way."""
-    axpy = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
-    fill = dj.kernel("dls_fill", jax.ShapeDtypeStruct((37,), jnp.float32), grid=None)
+    axpy = dj.kernel(dlstream.builtin_function("dls_axpy_f32", CPU), in_place=[3], grid=None)
+    fill = dj.kernel(dlstream.builtin_function("dls_fill", CPU), jax.ShapeDtypeStruct((37,), jnp.float32), grid=None)
     for n in (1024, 1027):
         x, y = jnp.arange(n, dtype=jnp.float32), jnp.full(n, 3.0, jnp.float32)
         np.testing.assert_array_equal(jax.jit(lambda x, y: axpy(n, 2.0, x, y))(x, y), 2.0 * x + y)
@@ -132,11 +132,12 @@ def test_grid_none_is_for_builtins_alone_and_leaves_block_to_the_core(no_leaks):
 
 GRID_NONE_NEGATIVE = """
 import jax, jax.numpy as jnp, numpy as np
-import dlstream.jax as dj
+import dlstream, dlstream.jax as dj
 with jax.default_device(jax.devices("cpu")[0]):
     x, y = jnp.ones(1024, jnp.float32), jnp.zeros(1024, jnp.float32)
-    core = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
-    given = dj.kernel("dls_axpy_f32", in_place=[3], grid=4, block=256)
+    f = dlstream.builtin_function("dls_axpy_f32", "cpu")
+    core = dj.kernel(f, in_place=[3], grid=None)
+    given = dj.kernel(f, in_place=[3], grid=4, block=256)
     print(int(np.asarray(jax.jit(lambda x, y: core(1024, 1.0, x, y))(x, y))[-4:].sum()),
           int(np.asarray(jax.jit(lambda x, y: given(1024, 1.0, x, y))(x, y))[-4:].sum()))
 """
