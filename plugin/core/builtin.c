@@ -386,6 +386,9 @@ dls_status_t dls__builtin_launch_known(const char *call, dls_function_t function
   if (f->dev != s->dev)
     return dls__fail(DLS_ERR_INVALID_DEVICE, "%s: function \"%s\" is on %s but the stream is on %s", call, f->name,
                      f->dev->name, s->dev->name);
+  if (__atomic_load_n(&s->dev->builtins[f->builtin_k], __ATOMIC_ACQUIRE) != f) /* the check would not read it */
+    return dls__fail(DLS_ERR_INVALID_HANDLE, "%s(function \"%s\"): a built-in of an earlier runtime life; ask "
+                     "dls_builtin_function for it again", call, f->name);
   if (nargs > DLS__BUILTIN_MAX_ARGS || (nargs > 0 && args == NULL))
     return dls__fail(DLS_ERR_INVALID_ARGUMENT, "%s(nargs=%zu): built-in \"%s\" takes %zu arguments", call, nargs,
                      f->name, dls__builtins[f->builtin_k].nargs);
