@@ -21,6 +21,8 @@
  *   dls_fns   int64[k] (optional): a function handle per device, by XLA's ordinal (0: none); the handler runs the
  *             one of the device XLA runs the call on (XLA_FFI_DeviceOrdinal_Get) instead of dls_cfg's. Without it,
  *             dls_cfg's function is bound to its device: XLA running the call on another is refused.
+ *   dls_cpu_fn int64[1] (optional): the kernel's function on dlstream's CPU device, which a call naming a GPU's
+ *             function takes when XLA runs it on its CPU platform (dlstream.jax gives a built-in's CPU twin).
  * Buffers are passed as raw pointers: the memory is XLA's, no use is recorded. */
 #ifndef DLSTREAM_XLA_H
 #define DLSTREAM_XLA_H

@@ -24,6 +24,15 @@ static int32_t xla_ordinal(const dls__xla_call_frame *f) {
   return -1;
 }
 
+void dls__xla_plan_platform(dls__xla_plan *p, DLDeviceType type) {
+  if (type != kDLCPU || p->device.device_type == kDLCPU || p->cpu_fn == 0)
+    return;
+  p->handle = p->cpu_fn;
+  p->device = dls_device(kDLCPU, 0);
+  p->fns = NULL; /* the GPUs' table */
+  p->nfns = 0;
+}
+
 dls_status_t dls__xla_plan_device(const dls__xla_call_frame *f, dls__xla_plan *p, char msg[DLS__XLA_MSG]) {
   int32_t ordinal = xla_ordinal(f);
   char bound[32], runs[32];

@@ -162,6 +162,8 @@ static struct XLA_FFI_Error *call(struct XLA_FFI_CallFrame *frame, DLDeviceType 
   dls__xla_plan p;
   char msg[DLS__XLA_MSG];
   dls_status_t st = dls__xla_plan_read(&f->attrs, &p, msg);
+  if (st == DLS_OK)
+    dls__xla_plan_platform(&p, type);
   if (st == DLS_OK && p.device.device_type == type)
     st = dls__xla_plan_device(f, &p, msg); /* the device XLA runs this call on, and its function */
   if (st != DLS_OK)

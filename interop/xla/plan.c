@@ -117,11 +117,17 @@ dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out,
         return bad(msg, "dls_vals: expected a uint8 array");
       out->vals = a->data;
       out->nvals = a->size;
+    } else if (span_is(name, "dls_cpu_fn")) {
+      const int64_t *fn;
+      size_t n;
+      if (int64_array(type, attr, &fn, &n) != 0 || n != 1 || fn[0] == 0)
+        return bad(msg, "dls_cpu_fn: expected an int64 array of one function handle");
+      out->cpu_fn = (uint64_t)fn[0];
     } else if (span_is(name, "dls_fns")) {
       if (int64_array(type, attr, &out->fns, &out->nfns) != 0 || out->nfns == 0 || out->nfns > 0xffff)
         return bad(msg, "dls_fns: expected an int64 array of 1 to 65535 function handles");
     } else {
-      return bad(msg, "unknown attribute \"%.*s\" (dlstream's are dls_cfg, dls_args, dls_vals, dls_fns)",
+      return bad(msg, "unknown attribute \"%.*s\" (dlstream's are dls_cfg, dls_args, dls_vals, dls_fns, dls_cpu_fn)",
                  name ? (int)name->len : 0, name ? name->ptr : "");
     }
   }

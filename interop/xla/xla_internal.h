@@ -27,6 +27,7 @@ typedef struct dls__xla_plan {
   size_t nvals;
   const int64_t *fns;         /* dls_fns: the function of each device by XLA's ordinal (0: none); NULL: `handle` */
   size_t nfns;
+  uint64_t cpu_fn;            /* dls_cpu_fn: the function on dlstream's CPU device for XLA's CPU platform (0: none) */
 } dls__xla_plan;
 
 /* Reads and checks the attributes. Returns DLS_OK, or an error with the reason in `msg`. */
@@ -36,6 +37,10 @@ dls_status_t dls__xla_plan_read(const dls__xla_attrs *attrs, dls__xla_plan *out,
  * device id and handle become that device's (devices.c). A function bound to another device is refused, saying how
  * to give one per device. Returns DLS_OK, or an error with the reason in `msg`. */
 dls_status_t dls__xla_plan_device(const dls__xla_call_frame *frame, dls__xla_plan *plan, char msg[DLS__XLA_MSG]);
+
+/* A call XLA runs on its CPU platform (`type` kDLCPU) whose plan names a GPU's function takes its dls_cpu_fn, where
+ * the call has one, on dlstream's CPU device (devices.c). */
+void dls__xla_plan_platform(dls__xla_plan *plan, DLDeviceType type);
 
 /* The launch arguments of a planned call from its buffers (raw pointers) and values, and what the call knows of
  * each buffer (`extents`: its bytes and element type, which bound a built-in's checks). `argv` and `extents` have

@@ -41,13 +41,13 @@ static const dls__xla_api g_api = {
     .stream_get = fake_stream_get,
 };
 
-/* A call frame with up to 4 attributes and 4 operands and results, all held here. */
+/* A call frame with up to 6 attributes and 4 operands and results, all held here. */
 typedef struct frame {
   dls__xla_call_frame f;
-  dls__xla_span names[4], *name_ptrs[4];
-  int attr_types[4];
-  void *attrs[4];
-  dls__xla_array arrays[4];
+  dls__xla_span names[6], *name_ptrs[6];
+  int attr_types[6];
+  void *attrs[6];
+  dls__xla_array arrays[6];
   dls__xla_buffer bufs[8];
   int64_t dims[8];
   void *arg_ptrs[4], *ret_ptrs[4];
@@ -58,6 +58,7 @@ typedef struct frame {
 } frame;
 
 static void add_array(frame *fr, const char *name, int dtype, void *data, size_t n) {
+  cr_assert_lt(fr->f.attrs.size, 6, "the test frame holds 6 attributes");
   int64_t i = fr->f.attrs.size++;
   fr->names[i] = (dls__xla_span){name, strlen(name)};
   fr->name_ptrs[i] = &fr->names[i];
@@ -506,4 +507,25 @@ Test(xla, a_function_bound_to_one_device_is_refused_on_another) {
   fr.f.stage = DLS__XLA_STAGE_EXECUTE;
   XLA_OK(call_cpu(&fr));
   cr_assert_eq(y[0], 3.0f);
+}
+
+/* A call whose dls_cfg (and dls_fns) name a GPU's function, run by XLA on its CPU platform: dls_cpu_fn's function
+ * runs there; without it the call is refused as before, and a GPU platform's call never takes it. */
+Test(xla, a_cpu_platform_call_takes_dls_cpu_fn) {
+  dls_function_t f;
+  OK(dls_builtin_function(dls_cpu(), "dls_axpy_f32", &f));
+  float x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
+  int64_t gpus[1] = {12345}, cpu[1] = {(int64_t)f.id}, none[1] = {0};
+  DLDevice gpu = {kDLCUDA, 0};
+  frame fr;
+  axpy_frame(&fr, DLS__XLA_STAGE_EXECUTE, (dls_function_t){12345}, gpu, 4, 2.0f, x, y);
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "the function is on cuda:0, but XLA runs this call on "
+                                                            "its cpu platform");
+  add_array(&fr, "dls_fns", DLS__XLA_DTYPE_S64, gpus, 1);
+  add_array(&fr, "dls_cpu_fn", DLS__XLA_DTYPE_S64, cpu, 1);
+  XLA_OK(call_cpu(&fr));
+  cr_assert_eq(y[3], 9.0f, "dls_cpu_fn's axpy did not run");
+  fr.arrays[fr.f.attrs.size - 1] = (dls__xla_array){DLS__XLA_DTYPE_S64, 1, none};
+  XLA_FAILS(call_cpu(&fr), DLS__XLA_ERROR_INVALID_ARGUMENT, "dls_cpu_fn: expected an int64 array of one function");
+  cr_assert_eq(y[3], 9.0f, "a refused call ran");
 }

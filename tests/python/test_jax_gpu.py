@@ -145,6 +145,19 @@ def test_grid_none_runs_builtins_on_the_cores_grid_and_only_builtins():
         jax.block_until_ready(jax.jit(lambda x: call(x, x, **attrs))(x))
 
 
+def test_a_builtin_by_name_runs_on_xlas_cpu_platform_too():
+    """A kernel made by name on a machine whose JAX backend is the GPU carries the built-in's CPU twin (dls_cpu_fn):
+    a call XLA runs on its CPU platform takes it, where it would otherwise meet the GPU's function."""
+    k = dj.kernel("dls_axpy_f32", in_place=[3], grid=None)
+    with jax.default_device(jax.devices("cpu")[0]):
+        x, y = jnp.arange(1027, dtype=jnp.float32), jnp.ones(1027, jnp.float32)
+        out = jax.jit(lambda x, y: k(x.size, 3.0, x, y))(x, y)
+        assert out.devices() == {jax.devices("cpu")[0]}
+        np.testing.assert_array_equal(np.asarray(out), 3.0 * np.asarray(x) + 1.0)
+    x = jnp.arange(1027, dtype=jnp.float32)  # and on the GPU, the same kernel
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: k(x.size, 3.0, x, x))(x)), 4.0 * np.asarray(x))
+
+
 def _child(scenario, flags):
     env = {"XLA_FLAGS": flags, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     r = run_python(f"import runpy, sys; sys.argv = [{CHILD!r}, {scenario!r}]; runpy.run_path({CHILD!r}, "

@@ -342,12 +342,23 @@ class Kernel:
         return self._functions[index]
 
     def _device_table(self) -> dict[str, Any]:
-        """dls_fns: the function of each of JAX's devices, by XLA's ordinal (0 for one it cannot be made for)."""
+        """dls_fns: the function of each of JAX's devices, by XLA's ordinal (0 for one it cannot be made for); and
+        where JAX's backend is a GPU's, dls_cpu_fn: the kernel's function on dlstream's CPU device (a built-in's CPU
+        twin), for a call XLA runs on its CPU platform (jax.default_device(cpu), a jit on the CPU)."""
         if self._of_device is None:
             return {}
         fns = [self._function_of(i) for i in range(self._count)]
         handles = [int(np.array(f.handle if f is not None else 0, np.uint64).view(np.int64)) for f in fns]
-        return {"dls_fns": np.array(handles, np.int64)}
+        table = {"dls_fns": np.array(handles, np.int64)}
+        if self._kind != "cpu":
+            if not hasattr(self, "_cpu_function"):
+                try:
+                    self._cpu_function = self._of_device("cpu:0")
+                except Exception:  # noqa: BLE001 - no CPU kernel (from source): the handler refuses a CPU call
+                    self._cpu_function = None
+            if isinstance(self._cpu_function, Function):
+                table["dls_cpu_fn"] = np.array([self._cpu_function.handle], np.uint64).view(np.int64)
+        return table
 
 
 def source(code: str, name: str, signature: str | Sequence[str] | None = None, *,
