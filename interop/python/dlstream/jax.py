@@ -179,8 +179,8 @@ class Kernel:
             raise InvalidArgumentError(f"dlstream.jax.kernel({name}): shared_mem={shared_mem!r} is out of range")
         if grid is None:  # the core's own grid: a built-in's, chosen at each execution
             if not function._builtin:
-                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, grid=None): only a built-in runs on the core's "
-                                           "own grid; give this kernel a grid and a block")
+                raise InvalidArgumentError(f"dlstream.jax.kernel({name}, grid=None): only a built-in runs on the "
+                                           "core's own grid; give this kernel a grid and a block")
             if block != 1 or self.shared_mem != 0:
                 raise InvalidArgumentError(f"dlstream.jax.kernel({name}, grid=None, block={block!r}, shared_mem="
                                            f"{shared_mem!r}): with grid=None the core chooses the grid and the block; "
