@@ -315,6 +315,8 @@ class Kernel:
         returned as it is (bound to its device: the handler refuses it on another)."""
         self._of_device: Callable[[str], Function] | None = None
         self._functions: dict[int, Function | None] = {}
+        self._cpu_function: Function | None = None  # dls_cpu_fn's (_device_table), made at the first call
+        self._cpu_asked = False
         if isinstance(given, Function) or not (isinstance(given, str) or callable(given)):
             return given
         self._of_device = (lambda d: _dlstream.builtin_function(given, d)) if isinstance(given, str) else given
@@ -351,12 +353,14 @@ class Kernel:
         handles = [int(np.array(f.handle if f is not None else 0, np.uint64).view(np.int64)) for f in fns]
         table = {"dls_fns": np.array(handles, np.int64)}
         if self._kind != "cpu":
-            if not hasattr(self, "_cpu_function"):
+            if not self._cpu_asked:
+                self._cpu_asked = True
                 try:
-                    self._cpu_function = self._of_device("cpu:0")
+                    fn: Any = self._of_device("cpu:0")
                 except Exception:  # noqa: BLE001 - no CPU kernel (from source): the handler refuses a CPU call
-                    self._cpu_function = None
-            if isinstance(self._cpu_function, Function):
+                    fn = None
+                self._cpu_function = fn if isinstance(fn, Function) else None
+            if self._cpu_function is not None:
                 table["dls_cpu_fn"] = np.array([self._cpu_function.handle], np.uint64).view(np.int64)
         return table
 
